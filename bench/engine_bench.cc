@@ -1,0 +1,187 @@
+// bench/engine: 10,000 nodes x 6 no-op stages through the real engine with
+// the journal on disk. Measures a cold run (every stage applies one action
+// and verifies), a warm run (every stage skipped after observe), config
+// loading, peak RSS and journal size; and, as a baseline measured in the
+// same process, the same journal writes made directly without the engine,
+// so the figures can be read as ratios on a noisy shared machine.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "provisioner/config/fleet_loader.h"
+#include "provisioner/engine/engine.h"
+#include "provisioner/journal/sqlite_store.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Does nothing real: one action per node the first time, then converged.
+class NoopStage : public kiln::engine::Stage {
+public:
+    explicit NoopStage(std::string name) : name_(std::move(name)) {}
+    std::string name() const override { return name_; }
+    kiln::Result<kiln::engine::Observation> observe(kiln::engine::StageContext&) override { return kiln::engine::Observation{}; }
+    kiln::Result<std::vector<kiln::engine::Action>> plan(kiln::engine::StageContext& ctx,
+                                                         const kiln::engine::Observation&) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (done_.count(ctx.node().name)) return std::vector<kiln::engine::Action>{};
+        return std::vector<kiln::engine::Action>{{"noop", "no-op"}};
+    }
+    kiln::Status apply(kiln::engine::StageContext& ctx, const kiln::engine::Action&) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_.insert(ctx.node().name);
+        return {};
+    }
+    kiln::Status verify(kiln::engine::StageContext&) override { return {}; }
+
+private:
+    std::string name_;
+    std::mutex mu_;
+    std::set<std::string> done_;
+};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+long peak_rss_kb() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+uintmax_t size_or_zero(const fs::path& p) {
+    std::error_code ec;
+    auto s = fs::file_size(p, ec);
+    return ec ? 0 : s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"kiln engine benchmark"};
+    int nodes = 10000, parallel = 64;
+    std::string out = "bench/results/engine.json", work = "build/bench-work";
+    app.add_option("--nodes", nodes, "nodes in the generated fleet");
+    app.add_option("--parallel", parallel, "limits.parallel");
+    app.add_option("--out", out, "where to write the figures (JSON)");
+    app.add_option("--work", work, "scratch folder on disk for the fleet and journal");
+    CLI11_PARSE(app, argc, argv);
+
+    const std::vector<std::string> stages = {"noop1", "noop2", "noop3", "noop4", "noop5", "noop6"};
+    fs::remove_all(work);
+    fs::create_directories(fs::path(work) / "pipelines");
+    {
+        std::ofstream p(fs::path(work) / "pipelines" / "bench.toml");
+        p << "schema = 1\nname = \"bench\"\nstages = [";
+        for (size_t i = 0; i < stages.size(); ++i) p << (i ? ", " : "") << '"' << stages[i] << '"';
+        p << "]\n";
+        std::ofstream f(fs::path(work) / "fleet.toml");
+        f << "schema = 1\n[fleet]\nname = \"bench\"\npipelines = \"pipelines\"\n[limits]\nparallel = " << parallel
+          << "\nper_bmc = 2\n";
+        for (int r = 0; r < 100; ++r) f << "[[racks]]\nname = \"r" << r << "\"\n";
+        for (int i = 0; i < nodes; ++i)
+            f << "[[nodes]]\nname = \"node-" << i << "\"\nrack = \"r" << i % 100 << "\"\nrole = \"bench\"\n";
+    }
+
+    kiln::engine::StageRegistry registry;
+    for (const auto& s : stages) registry.add(std::make_shared<NoopStage>(s));
+
+    auto t_load = Clock::now();
+    kiln::config::LoadOptions lo;
+    lo.known_stages = registry.known_names();
+    auto loaded = kiln::config::load_fleet((fs::path(work) / "fleet.toml").string(), lo);
+    if (!loaded.fleet) {
+        for (const auto& d : loaded.errors) std::fprintf(stderr, "%s\n", d.str().c_str());
+        return 1;
+    }
+    const double load_s = seconds_since(t_load);
+    const auto& fleet = *loaded.fleet;
+    const int node_stages = nodes * static_cast<int>(stages.size());
+
+    // Baseline: the journal writes a cold run makes, straight to the store.
+    double baseline_s = 0;
+    {
+        auto store = kiln::journal::open_sqlite_store((fs::path(work) / "baseline.db").string(), {});
+        if (!store) return std::fprintf(stderr, "%s\n", store.error().str().c_str()), 1;
+        auto& st = **store;
+        auto t = Clock::now();
+        auto run = st.begin_run({"bench", "fleet.toml", "", KILN_VERSION});
+        for (const auto& n : fleet.nodes) {
+            for (const auto& s : stages) {
+                (void)st.last_verified_hash(n.name, s);
+                (void)st.set_node_state({n.name, "running", "", s, "", kiln::journal::now_ms(), *run});
+                auto row = st.begin_action(*run, n.name, s, "noop", "no-op");
+                (void)st.end_action(*row, "ok", "");
+                (void)st.record_stage({*run, n.name, s, "hash", "verified", "", 1, 1, 0, kiln::journal::now_ms()});
+            }
+            (void)st.set_node_state({n.name, "ready", "", stages.back(), "", kiln::journal::now_ms(), *run});
+        }
+        (void)st.end_run(*run, "completed");
+        baseline_s = seconds_since(t);
+    }
+
+    const fs::path journal = fs::path(work) / "journal.db";
+    auto store = kiln::journal::open_sqlite_store(journal.string(), {});
+    if (!store) return std::fprintf(stderr, "%s\n", store.error().str().c_str()), 1;
+    kiln::engine::StopToken stop;
+    kiln::engine::Engine engine(fleet, registry, store->get(), nullptr, stop);
+
+    auto t_cold = Clock::now();
+    auto cold = engine.run({});
+    const double cold_s = seconds_since(t_cold);
+    if (!cold || cold->status != "completed" || cold->actions != node_stages) {
+        std::fprintf(stderr, "cold run did not complete every action\n");
+        return 1;
+    }
+    auto t_warm = Clock::now();
+    auto warm = engine.run({});
+    const double warm_s = seconds_since(t_warm);
+    if (!warm || warm->actions != 0 || warm->stages_skipped != node_stages) {
+        std::fprintf(stderr, "warm run was not a no-op\n");
+        return 1;
+    }
+    auto t_plan = Clock::now();
+    auto plan = engine.plan({});
+    const double plan_s = seconds_since(t_plan);
+    if (!plan || plan->has_work()) {
+        std::fprintf(stderr, "plan after apply found work\n");
+        return 1;
+    }
+
+    const auto journal_bytes = size_or_zero(journal) + size_or_zero(journal.string() + "-wal");
+    const long rss_kb = peak_rss_kb();
+    nlohmann::json j = {
+        {"benchmark", "engine"},
+        {"nodes", nodes},
+        {"stages", stages.size()},
+        {"node_stages", node_stages},
+        {"parallel", parallel},
+        {"config_load_s", load_s},
+        {"cold_run_s", cold_s},
+        {"warm_run_s", warm_s},
+        {"plan_s", plan_s},
+        {"baseline_direct_journal_s", baseline_s},
+        {"cold_overhead_us_per_node_stage", cold_s * 1e6 / node_stages},
+        {"warm_overhead_us_per_node_stage", warm_s * 1e6 / node_stages},
+        {"cold_vs_baseline_ratio", cold_s / baseline_s},
+        {"warm_vs_baseline_ratio", warm_s / baseline_s},
+        {"peak_rss_mb", rss_kb / 1024.0},
+        {"peak_rss_target_mb", 300},
+        {"journal_bytes", journal_bytes},
+        {"journal_mb", journal_bytes / 1048576.0},
+    };
+    fs::create_directories(fs::path(out).parent_path());
+    std::ofstream(out) << j.dump(2) << "\n";
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+}

@@ -1,0 +1,505 @@
+#include "provisioner/cli/app.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "provisioner/cli/status_printer.h"
+#include "provisioner/config/fleet_loader.h"
+#include "provisioner/engine/engine.h"
+#include "provisioner/journal/run_lock.h"
+#include "provisioner/journal/sqlite_store.h"
+
+namespace kiln::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Globals {
+    std::string journal;
+    std::string log_format = "text";
+    std::string pipelines;
+};
+
+std::string journal_path(const Globals& g, const config::Fleet& fleet) {
+    if (!g.journal.empty()) return g.journal;
+    return (fs::path(fleet.dir) / ".kiln" / "journal.db").string();
+}
+
+void print_error(const Error& e) { std::fprintf(stderr, "kiln: %s\n", e.str().c_str()); }
+
+// Loads the fleet or prints every diagnostic and returns nullopt.
+std::optional<config::Fleet> load(const std::string& path, const Globals& g, const engine::StageRegistry& registry,
+                                  bool json_errors = false) {
+    config::LoadOptions opts;
+    opts.known_stages = registry.known_names();
+    opts.default_pipelines_dir = KILN_DEFAULT_PIPELINES_DIR;
+    opts.pipelines_dir_override = g.pipelines;
+    auto r = config::load_fleet(path, opts);
+    if (r.fleet) return std::move(r.fleet);
+    if (json_errors) {
+        json errs = json::array();
+        for (const auto& d : r.errors)
+            errs.push_back({{"file", d.pos.file}, {"line", d.pos.line}, {"column", d.pos.column}, {"key", d.key},
+                            {"message", d.message}});
+        std::printf("%s\n", json{{"ok", false}, {"errors", errs}}.dump(2).c_str());
+    }
+    for (const auto& d : r.errors) std::fprintf(stderr, "%s\n", d.str().c_str());
+    std::fprintf(stderr, "kiln: %s: %zu error%s; nothing was changed\n", path.c_str(), r.errors.size(),
+                 r.errors.size() == 1 ? "" : "s");
+    return std::nullopt;
+}
+
+// Read-only journal for commands that change nothing; null when none exists yet.
+Result<std::unique_ptr<journal::Store>> open_reader(const std::string& path) {
+    auto r = journal::open_sqlite_store(path, {.read_only = true});
+    if (!r && r.error().code == "journal.missing") return std::unique_ptr<journal::Store>();
+    return r;
+}
+
+// SIGINT/SIGTERM: the first asks for a soft stop, the second a hard one.
+// Signals are blocked in every thread and taken by one watcher with sigwait,
+// so nothing runs inside a signal handler.
+class SignalWatcher {
+public:
+    explicit SignalWatcher(engine::StopToken& stop) : stop_(stop) {
+        sigemptyset(&set_);
+        sigaddset(&set_, SIGINT);
+        sigaddset(&set_, SIGTERM);
+        sigaddset(&set_, SIGUSR1);  // our own "run is over"
+        pthread_sigmask(SIG_BLOCK, &set_, &old_);
+        thread_ = std::thread([this] {
+            for (int count = 0;;) {
+                int sig = 0;
+                if (sigwait(&set_, &sig) != 0) continue;
+                if (sig == SIGUSR1) return;
+                if (++count == 1) {
+                    std::fprintf(stderr, "\nkiln: %s: stopping after in-flight actions (again to cut waits short)\n",
+                                 sig == SIGINT ? "interrupt" : "terminate");
+                    stop_.request_soft();
+                } else {
+                    stop_.request_hard();
+                }
+            }
+        });
+    }
+    ~SignalWatcher() {
+        pthread_kill(thread_.native_handle(), SIGUSR1);
+        thread_.join();
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+
+private:
+    engine::StopToken& stop_;
+    sigset_t set_{}, old_{};
+    std::thread thread_;
+};
+
+std::string pad(const std::string& s, size_t n) { return s.size() >= n ? s + " " : s + std::string(n - s.size(), ' '); }
+
+// ---- validate -------------------------------------------------------------
+
+int cmd_validate(const std::string& fleet_path, bool as_json, const Globals& g, const engine::StageRegistry& reg) {
+    auto fleet = load(fleet_path, g, reg, as_json);
+    if (!fleet) return 1;
+    if (as_json) {
+        json pipelines = json::array();
+        for (const auto& [name, p] : fleet->pipelines) pipelines.push_back(name);
+        std::printf("%s\n", json{{"ok", true},
+                                 {"fleet", fleet->name},
+                                 {"nodes", fleet->nodes.size()},
+                                 {"racks", fleet->racks.size()},
+                                 {"pipelines", pipelines}}
+                                .dump(2)
+                                .c_str());
+        return 0;
+    }
+    std::string pipelines;
+    for (const auto& [name, p] : fleet->pipelines) pipelines += (pipelines.empty() ? "" : ", ") + name;
+    std::printf("%s: ok: fleet %s, %zu node%s in %zu rack%s; pipelines: %s\n", fleet_path.c_str(),
+                fleet->name.c_str(), fleet->nodes.size(), fleet->nodes.size() == 1 ? "" : "s", fleet->racks.size(),
+                fleet->racks.size() == 1 ? "" : "s", pipelines.c_str());
+    return 0;
+}
+
+// ---- plan -----------------------------------------------------------------
+
+int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool as_json, bool detailed,
+             const Globals& g, const engine::StageRegistry& reg) {
+    auto fleet = load(fleet_path, g, reg);
+    if (!fleet) return 1;
+    auto store = open_reader(journal_path(g, *fleet));
+    if (!store) {
+        print_error(store.error());
+        return 1;
+    }
+    engine::StopToken stop;
+    engine::Engine eng(*fleet, reg, store->get(), nullptr, stop);
+    auto report = eng.plan(opts);
+    if (!report) {
+        print_error(report.error());
+        return 1;
+    }
+    int work = 0, converged = 0, errors = 0, actions = 0;
+    for (const auto& e : report->entries) {
+        if (e.status == "work") ++work;
+        if (e.status == "converged") ++converged;
+        if (e.status == "error") ++errors;
+        actions += static_cast<int>(e.actions.size());
+    }
+    if (as_json) {
+        json entries = json::array();
+        for (const auto& e : report->entries) {
+            json acts = json::array();
+            for (const auto& a : e.actions)
+                acts.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});
+            json j = {{"node", e.node},
+                      {"stage", e.stage},
+                      {"status", e.status},
+                      {"input_hash", e.input_hash},
+                      {"last_verified", e.last_verified.empty() ? json(nullptr) : json(e.last_verified)},
+                      {"actions", acts}};
+            if (e.status == "error") {
+                j["error"] = e.error;
+                j["error_code"] = e.error_code;
+            }
+            entries.push_back(std::move(j));
+        }
+        std::printf("%s\n",
+                    json{{"fleet", fleet->name},
+                         {"entries", entries},
+                         {"summary", {{"work", work}, {"converged", converged}, {"errors", errors}, {"actions", actions}}}}
+                        .dump(2)
+                        .c_str());
+    } else {
+        std::string current;
+        for (const auto& e : report->entries) {
+            if (e.node != current) {
+                std::printf("%s\n", e.node.c_str());
+                current = e.node;
+            }
+            std::string why;
+            if (e.status == "work" && e.actions.empty())
+                why = e.last_verified.empty() ? "verify (never verified)" : "verify (inputs changed)";
+            else if (e.status == "work")
+                why = fmt::format("{} action{}", e.actions.size(), e.actions.size() == 1 ? "" : "s");
+            else if (e.status == "error")
+                why = e.error;
+            std::printf("  %s%s%s\n", pad(e.stage, 10).c_str(), pad(e.status, 10).c_str(), why.c_str());
+            for (const auto& a : e.actions) std::printf("    + %s\n", a.description.c_str());
+        }
+        std::printf("Plan: %d node-stage%s with work (%d action%s), %d converged, %d error%s.\n", work,
+                    work == 1 ? "" : "s", actions, actions == 1 ? "" : "s", converged, errors, errors == 1 ? "" : "s");
+    }
+    if (errors) return 1;
+    return detailed && work ? 2 : 0;
+}
+
+// ---- apply / reimage ------------------------------------------------------
+
+void print_summary(const engine::RunReport& r, std::FILE* out) {
+    std::map<std::string, int> by_state;
+    size_t wn = 4, ws = 5, wst = 5;
+    for (const auto& n : r.nodes) {
+        ++by_state[n.state];
+        wn = std::max(wn, n.node.size());
+        ws = std::max(ws, n.state.size());
+        wst = std::max(wst, n.stage.size());
+    }
+    std::fprintf(out, "\n%s%s%sACTIONS  DETAIL\n", pad("NODE", wn + 1).c_str(), pad("STATE", ws + 1).c_str(),
+                 pad("STAGE", wst + 1).c_str());
+    for (const auto& n : r.nodes) {
+        std::string detail = n.error.empty() ? n.detail : n.error;
+        std::fprintf(out, "%s%s%s%s%s\n", pad(n.node, wn + 1).c_str(), pad(n.state, ws + 1).c_str(),
+                     pad(n.stage, wst + 1).c_str(), pad(std::to_string(n.actions), 9).c_str(), detail.c_str());
+    }
+    std::string counts;
+    for (const auto& [state, n] : by_state) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
+    std::fprintf(out, "\nrun %lld %s: %zu node%s (%s); %d action%s, %d stage%s run, %d skipped\n",
+                 static_cast<long long>(r.run_id), r.status.c_str(), r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
+                 counts.c_str(), r.actions, r.actions == 1 ? "" : "s", r.stages_run, r.stages_run == 1 ? "" : "s",
+                 r.stages_skipped);
+    if (r.status == "completed" && r.actions == 0 && r.stages_run == 0)
+        std::fprintf(out, "nothing to do: every selected node-stage is converged\n");
+}
+
+int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_json, const Globals& g,
+              const engine::StageRegistry& reg) {
+    auto fleet = load(fleet_path, g, reg);
+    if (!fleet) return 1;
+    engine::StopToken stop;
+    // Check the selection before the journal is touched: nothing half-applied.
+    {
+        engine::Engine probe(*fleet, reg, nullptr, nullptr, stop);
+        if (auto s = probe.check(opts); !s) {
+            print_error(s.error());
+            return 1;
+        }
+    }
+    const auto jpath = journal_path(g, *fleet);
+    auto lock = journal::RunLock::acquire(jpath);
+    if (!lock) {
+        print_error(lock.error());
+        return 1;
+    }
+    auto store = journal::open_sqlite_store(jpath, {});
+    if (!store) {
+        print_error(store.error());
+        return 1;
+    }
+    StatusPrinter::Mode mode = as_json                    ? StatusPrinter::Mode::Json
+                               : g.log_format == "json"   ? StatusPrinter::Mode::JsonLines
+                               : isatty(fileno(stdout))   ? StatusPrinter::Mode::Live
+                                                          : StatusPrinter::Mode::Lines;
+    StatusPrinter printer(mode, stdout);
+    SignalWatcher signals(stop);
+    engine::Engine eng(*fleet, reg, store->get(), &printer, stop);
+    auto report = eng.run(opts);
+    printer.finish();
+    if (!report) {
+        print_error(report.error());
+        return 1;
+    }
+    if (as_json) {
+        json nodes = json::array();
+        for (const auto& n : report->nodes)
+            nodes.push_back({{"name", n.node}, {"state", n.state}, {"detail", n.detail}, {"stage", n.stage},
+                             {"error", n.error}, {"actions", n.actions}});
+        std::printf("%s\n", json{{"event", "summary"}, {"run_id", report->run_id}, {"status", report->status},
+                                 {"actions", report->actions}, {"stages_run", report->stages_run},
+                                 {"stages_skipped", report->stages_skipped}, {"nodes", nodes}}
+                                .dump()
+                                .c_str());
+    } else if (g.log_format != "json") {
+        print_summary(*report, stdout);
+    }
+    if (report->status == "interrupted") return 130;
+    return report->status == "completed" ? 0 : 1;
+}
+
+// ---- status ---------------------------------------------------------------
+
+int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, const engine::StageRegistry& reg) {
+    auto fleet = load(fleet_path, g, reg);
+    if (!fleet) return 1;
+    const auto jpath = journal_path(g, *fleet);
+    auto store = open_reader(jpath);
+    if (!store) {
+        print_error(store.error());
+        return 1;
+    }
+    std::map<std::string, journal::NodeState> states;
+    if (*store) {
+        auto rows = (*store)->node_states();
+        if (!rows) {
+            print_error(rows.error());
+            return 1;
+        }
+        for (auto& s : *rows) states[s.node] = s;
+    }
+    const bool live_run = journal::RunLock::held(jpath);
+    json nodes = json::array();
+    std::vector<journal::NodeState> shown;
+    for (const auto& n : fleet->nodes) {
+        journal::NodeState s;
+        auto it = states.find(n.name);
+        if (it != states.end()) s = it->second;
+        s.node = n.name;
+        if (s.state.empty()) s.state = "pending";
+        if (s.state == "running" && !live_run) {
+            // The run that set it is gone (killed): say so, don't pretend.
+            s.state = "pending";
+            s.detail = "interrupted: the run stopped without finishing";
+        }
+        nodes.push_back({{"name", s.node}, {"state", s.state}, {"stage", s.stage.empty() ? json(nullptr) : json(s.stage)},
+                         {"error", s.error.empty() ? json(nullptr) : json(s.error)}, {"detail", s.detail}});
+        shown.push_back(std::move(s));
+    }
+    if (as_json) {
+        std::printf("%s\n", json{{"fleet", fleet->name}, {"nodes", nodes}}.dump(2).c_str());
+        return 0;
+    }
+    size_t wn = 4;
+    for (const auto& s : shown) wn = std::max(wn, s.node.size());
+    std::printf("%s%s%sDETAIL\n", pad("NODE", wn + 1).c_str(), pad("STATE", 12).c_str(), pad("STAGE", 10).c_str());
+    std::map<std::string, int> counts;
+    for (const auto& s : shown) {
+        ++counts[s.state];
+        std::printf("%s%s%s%s\n", pad(s.node, wn + 1).c_str(), pad(s.state, 12).c_str(), pad(s.stage, 10).c_str(),
+                    (s.error.empty() ? s.detail : s.error).c_str());
+    }
+    std::string line;
+    for (const auto& [state, c] : counts) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", c, state);
+    std::printf("\n%zu node%s: %s%s\n", shown.size(), shown.size() == 1 ? "" : "s", line.c_str(),
+                live_run ? " (a run is in progress)" : "");
+    return 0;
+}
+
+// ---- history --------------------------------------------------------------
+
+int cmd_history(const std::string& fleet_path, const std::string& node, int limit, bool as_json, const Globals& g,
+                const engine::StageRegistry& reg) {
+    auto fleet = load(fleet_path, g, reg);
+    if (!fleet) return 1;
+    if (!fleet->find_node(node)) {
+        print_error(make_error("history", "node.unknown", "no node '" + node + "' in " + fleet_path));
+        return 1;
+    }
+    auto store = open_reader(journal_path(g, *fleet));
+    if (!store) {
+        print_error(store.error());
+        return 1;
+    }
+    std::vector<journal::HistoryEntry> entries;
+    if (*store) {
+        auto h = (*store)->history(node, limit);
+        if (!h) {
+            print_error(h.error());
+            return 1;
+        }
+        entries = std::move(*h);
+    }
+    if (as_json) {
+        json arr = json::array();
+        for (const auto& e : entries)
+            arr.push_back({{"ts_ms", e.ts_ms}, {"run_id", e.run_id}, {"kind", e.kind}, {"stage", e.stage},
+                           {"name", e.name}, {"text", e.text}, {"outcome", e.outcome}, {"error", e.error}});
+        std::printf("%s\n", json{{"node", node}, {"entries", arr}}.dump(2).c_str());
+        return 0;
+    }
+    if (entries.empty()) {
+        std::printf("%s: no history yet\n", node.c_str());
+        return 0;
+    }
+    for (const auto& e : entries) {
+        auto secs = static_cast<time_t>(e.ts_ms / 1000);
+        std::tm tm{};
+        gmtime_r(&secs, &tm);
+        char ts[32];
+        std::strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
+        std::string what;
+        if (e.kind == "stage")
+            what = fmt::format("stage {} {}{}", e.stage, e.name, e.error.empty() ? "" : ": " + e.error);
+        else if (e.kind == "action")
+            what = fmt::format("action {} {} [{}]{}", e.stage, e.text, e.outcome.empty() ? "unfinished" : e.outcome,
+                               e.error.empty() ? "" : ": " + e.error);
+        else
+            what = fmt::format("{} {}{}", e.name, e.stage.empty() ? "" : e.stage + ": ", e.text);
+        std::printf("%sZ  run %-4lld %s\n", ts, static_cast<long long>(e.run_id), what.c_str());
+    }
+    return 0;
+}
+
+// ---- stages ---------------------------------------------------------------
+
+int cmd_stages(bool as_json, const engine::StageRegistry& reg) {
+    json arr = json::array();
+    for (const auto& name : reg.known_names()) arr.push_back({{"name", name}, {"implemented", reg.implemented(name)}});
+    if (as_json) {
+        std::printf("%s\n", json{{"stages", arr}}.dump(2).c_str());
+        return 0;
+    }
+    for (const auto& s : arr)
+        std::printf("%s%s\n", pad(s["name"].get<std::string>(), 12).c_str(),
+                    s["implemented"].get<bool>() ? "implemented" : "not implemented in this build");
+    return 0;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
+    CLI::App app{
+        "kiln: bare-metal GPU servers to validated GPU VMs from one declarative fleet config.\n"
+        "Each node runs its role's pipeline (firmware, network, image, vm, smoke, handover);\n"
+        "every stage observes, plans, applies and verifies, and the journal remembers what was\n"
+        "done so a re-run repeats nothing. Start with `kiln validate FLEET`, then `kiln plan FLEET`."};
+    app.require_subcommand(1);
+    app.fallthrough();
+    Globals g;
+    app.add_option("--journal", g.journal, "journal file (default: .kiln/journal.db beside the fleet file)");
+    app.add_option("--log-format", g.log_format, "log lines as text or json")->check(CLI::IsMember({"text", "json"}));
+    app.add_option("--pipelines", g.pipelines, "folder of pipeline files (default: the fleet's, else the shipped ones)");
+    app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
+
+    std::string fleet, node;
+    bool as_json = false, detailed = false;
+    std::vector<std::string> nodes, stages;
+    int limit = 50;
+
+    auto* validate = app.add_subcommand("validate", "check a fleet config; exit 1 with FILE:LINE:COL lines");
+    validate->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    validate->add_flag("--json", as_json, "result as JSON");
+
+    auto* plan = app.add_subcommand("plan", "show what apply would do; changes nothing");
+    plan->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    plan->add_option("--node", nodes, "only this node (repeatable)");
+    plan->add_option("--stage", stages, "only this stage (repeatable)");
+    plan->add_flag("--json", as_json, "plan as JSON");
+    plan->add_flag("--detailed-exitcode", detailed, "exit 0 when converged, 2 when there is work, 1 on error");
+
+    auto* apply = app.add_subcommand("apply", "bring nodes to the declared state");
+    apply->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    apply->add_option("--node", nodes, "only this node (repeatable)");
+    apply->add_option("--stage", stages, "only this stage (repeatable)");
+    apply->add_flag("--json", as_json, "JSON event stream on stdout, one object a line");
+
+    auto* status = app.add_subcommand("status", "every node's state, stage and last error");
+    status->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    status->add_flag("--json", as_json, R"(as {"nodes": [{"name", "state", "stage", "error"}]})");
+
+    auto* reimage = app.add_subcommand("reimage", "run the reimage pipeline for one node, redoing its stages");
+    reimage->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    reimage->add_option("NODE", node, "node name")->required();
+    reimage->add_flag("--json", as_json, "JSON event stream on stdout");
+
+    auto* history = app.add_subcommand("history", "the journal for one node, newest first");
+    history->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    history->add_option("NODE", node, "node name")->required();
+    history->add_option("--limit", limit, "at most this many entries (0 = all)");
+    history->add_flag("--json", as_json, "as JSON");
+
+    auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
+    stages_cmd->add_flag("--json", as_json, "as JSON");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+
+    engine::RunOptions opts;
+    opts.nodes = nodes;
+    opts.stages = stages;
+    if (*validate) return cmd_validate(fleet, as_json, g, registry);
+    if (*plan) {
+        opts.command = "plan";
+        return cmd_plan(fleet, opts, as_json, detailed, g, registry);
+    }
+    if (*apply) return cmd_apply(fleet, opts, as_json, g, registry);
+    if (*reimage) {
+        opts.command = "reimage";
+        opts.nodes = {node};
+        opts.pipeline = "reimage";
+        opts.reimage = true;
+        return cmd_apply(fleet, opts, as_json, g, registry);
+    }
+    if (*status) return cmd_status(fleet, as_json, g, registry);
+    if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
+    if (*stages_cmd) return cmd_stages(as_json, registry);
+    return 1;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,120 @@
+#include "provisioner/config/fleet_config.h"
+
+#include <fmt/format.h>
+
+namespace kiln::config {
+
+std::string SourcePos::str() const { return fmt::format("{}:{}:{}", file, line, column); }
+
+Duration Limits::timeout_for(const std::string& stage) const {
+    auto it = stage_timeouts.find(stage);
+    return it == stage_timeouts.end() ? default_timeout : it->second;
+}
+
+const Node* Fleet::find_node(const std::string& name) const {
+    for (const auto& n : nodes)
+        if (n.name == name) return &n;
+    return nullptr;
+}
+
+const Rack* Fleet::find_rack(const std::string& name) const {
+    for (const auto& r : racks)
+        if (r.name == name) return &r;
+    return nullptr;
+}
+
+const Switch* Fleet::find_switch(const std::string& name) const {
+    for (const auto& s : switches)
+        if (s.name == name) return &s;
+    return nullptr;
+}
+
+namespace {
+
+using nlohmann::json;
+
+json opt_bool(const std::optional<bool>& b) { return b ? json(*b) : json(nullptr); }
+json secret_ref(const std::optional<Secret>& s) { return s ? json(s->reference()) : json(nullptr); }
+
+}  // namespace
+
+json node_section_json(const Fleet& fleet, const Node& node, const std::string& stage) {
+    if (stage == "firmware") {
+        json comps = json::array();
+        if (auto it = fleet.firmware.find(node.firmware); it != fleet.firmware.end())
+            for (const auto& c : it->second.components)
+                comps.push_back({{"name", c.name}, {"version", c.version}, {"sha256", c.sha256}, {"artifact", c.artifact}});
+        json bios = nullptr;
+        if (auto it = fleet.bios.find(node.bios); it != fleet.bios.end()) {
+            const auto& b = it->second;
+            bios = {{"sriov", opt_bool(b.sriov)},
+                    {"iommu", opt_bool(b.iommu)},
+                    {"acs", opt_bool(b.acs)},
+                    {"above_4g_decoding", opt_bool(b.above_4g_decoding)},
+                    {"attributes", b.extra}};
+        }
+        return {{"bmc",
+                 {{"url", node.bmc.url},
+                  {"username", node.bmc.username},
+                  {"password", secret_ref(node.bmc.password)},
+                  {"ca_bundle", node.bmc.ca_bundle},
+                  {"fingerprint", node.bmc.fingerprint},
+                  {"verify_tls", node.bmc.verify_tls}}},
+                {"firmware", comps},
+                {"bios", bios}};
+    }
+    if (stage == "network") {
+        json sws = json::array();
+        if (const Rack* r = fleet.find_rack(node.rack))
+            for (const auto& name : r->switches)
+                if (const Switch* s = fleet.find_switch(name))
+                    sws.push_back({{"name", s->name}, {"os", s->os}, {"address", s->address}});
+        json profile = nullptr;
+        if (auto it = fleet.network.find(node.network); it != fleet.network.end()) {
+            const auto& p = it->second;
+            profile = {{"lossless_priority", p.lossless_priority},
+                       {"roce_dscp", p.roce_dscp},
+                       {"cnp_dscp", p.cnp_dscp},
+                       {"cnp_priority", p.cnp_priority},
+                       {"ecn_min_kb", p.ecn_min_kb},
+                       {"ecn_max_kb", p.ecn_max_kb},
+                       {"ecn_probability_pct", p.ecn_probability_pct},
+                       {"pfc_watchdog_action", p.pfc_watchdog_action},
+                       {"pfc_watchdog_detection_ms", p.pfc_watchdog_detection_ms},
+                       {"pfc_watchdog_restoration_ms", p.pfc_watchdog_restoration_ms},
+                       {"host_mtu", p.host_mtu},
+                       {"switch_mtu", p.switch_mtu},
+                       {"buffer_policy", p.buffer_policy}};
+        }
+        return {{"rack", node.rack}, {"switches", sws}, {"profile", profile}};
+    }
+    if (stage == "image") {
+        auto it = fleet.images.find(node.image);
+        return {{"image", node.image}, {"recipe", it == fleet.images.end() ? "" : it->second.recipe}};
+    }
+    if (stage == "vm") {
+        json shape = nullptr;
+        if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end())
+            shape = {{"split", it->second.split},
+                     {"vcpus", it->second.vcpus},
+                     {"memory_gib", it->second.memory_gib},
+                     {"hugepages", it->second.hugepages}};
+        return {{"shape", shape}, {"image", node.image}};
+    }
+    if (stage == "smoke") {
+        auto it = fleet.smoke.find(node.smoke);
+        if (it == fleet.smoke.end()) return {{"profile", node.smoke}, {"thresholds", json::object()}, {"timeout_ms", 0}};
+        return {{"profile", node.smoke},
+                {"thresholds", it->second.thresholds},
+                {"timeout_ms", it->second.timeout.count()}};
+    }
+    if (stage == "handover") {
+        if (!fleet.handover) return {{"command", json::array()}, {"webhook", ""}, {"secret", nullptr}};
+        return {{"command", fleet.handover->command},
+                {"webhook", fleet.handover->webhook},
+                {"secret", secret_ref(fleet.handover->webhook_secret)}};
+    }
+    return {{"node", node.name}, {"rack", node.rack}, {"role", node.role}, {"labels", node.labels}};
+}
+
+}  // namespace kiln::config

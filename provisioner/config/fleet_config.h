@@ -1,0 +1,196 @@
+// The fleet config model: what `fleet.toml` declares, after validation.
+// The loader (fleet_loader.h) fills it; nothing else parses TOML.
+// Every struct keeps the source position of its table so later stages can
+// report errors as FILE:LINE:COL too.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "provisioner/core/secret.h"
+
+namespace kiln::config {
+
+struct SourcePos {
+    std::string file;
+    int line = 0;
+    int column = 0;
+    std::string str() const;  // "file:line:col"
+};
+
+using Duration = std::chrono::milliseconds;
+
+struct FirmwareComponent {
+    std::string name;         // inventory name as the BMC reports it, e.g. "BIOS"
+    std::string version;      // desired version
+    std::string artifact;     // path, resolved against the fleet file's folder
+    std::string sha256;       // lowercase hex, 64 chars
+    SourcePos pos;
+};
+
+struct FirmwareProfile {
+    std::string name;
+    std::vector<FirmwareComponent> components;
+    SourcePos pos;
+};
+
+// BIOS intents in kiln's vocabulary; the firmware stage maps them to vendor
+// attribute names. Unset intents are left alone.
+struct BiosProfile {
+    std::string name;
+    std::optional<bool> sriov;
+    std::optional<bool> iommu;
+    std::optional<bool> acs;
+    std::optional<bool> above_4g_decoding;
+    std::map<std::string, std::string> extra;  // raw vendor attributes, name -> value
+    SourcePos pos;
+};
+
+struct RoceProfile {
+    std::string name;
+    int lossless_priority = 3;
+    int roce_dscp = 26;
+    int cnp_dscp = 48;
+    int cnp_priority = 6;
+    int ecn_min_kb = 150;
+    int ecn_max_kb = 1500;
+    int ecn_probability_pct = 10;
+    std::string pfc_watchdog_action = "drop";  // drop | forward | alert
+    int pfc_watchdog_detection_ms = 200;
+    int pfc_watchdog_restoration_ms = 400;
+    int host_mtu = 9000;
+    int switch_mtu = 9216;
+    std::string buffer_policy = "lossless";    // lossless | default
+    SourcePos pos;
+};
+
+struct ImageProfile {
+    std::string name;
+    std::string recipe;  // path to an image recipe, resolved against the fleet folder
+    SourcePos pos;
+};
+
+struct VmShape {
+    std::string name;
+    std::string split = "whole";  // whole | numa
+    int vcpus = 0;                // 0: all host CPUs of the VM's NUMA nodes
+    int memory_gib = 0;           // 0: derived from the host
+    bool hugepages = true;
+    SourcePos pos;
+};
+
+struct SmokeProfile {
+    std::string name;
+    std::map<std::string, double> thresholds;  // check name -> floor (or ceiling by check)
+    Duration timeout{std::chrono::minutes(20)};
+    SourcePos pos;
+};
+
+struct HandoverHook {
+    std::vector<std::string> command;  // argv, no shell; JSON document on stdin
+    std::string webhook;               // URL
+    std::optional<Secret> webhook_secret;  // HMAC key reference
+    Duration timeout{std::chrono::seconds(30)};
+    SourcePos pos;
+};
+
+struct Limits {
+    int parallel = 32;          // node-stages executing at once, fleet-wide
+    int per_rack = 0;           // nodes of one rack executing at once; 0 = no limit
+    int per_bmc = 2;            // executions holding one BMC endpoint at once
+    int per_switch = 1;         // executions holding one switch at once
+    int max_unavailable = 0;    // nodes out of service at once; 0 = no limit
+    int retries = 3;            // extra attempts for transient errors
+    Duration backoff_initial{std::chrono::seconds(2)};
+    Duration backoff_max{std::chrono::seconds(120)};
+    Duration default_timeout{std::chrono::minutes(60)};
+    std::map<std::string, Duration> stage_timeouts;  // stage name -> timeout
+    SourcePos pos;
+
+    Duration timeout_for(const std::string& stage) const;
+};
+
+struct Switch {
+    std::string name;
+    std::string os;        // sonic | nvue | eos
+    std::string address;   // management address (host or URL)
+    std::string username;
+    std::optional<Secret> password;
+    SourcePos pos;
+};
+
+struct Rack {
+    std::string name;
+    std::vector<std::string> switches;
+    SourcePos pos;
+};
+
+struct Bmc {
+    std::string url;
+    std::string username;
+    std::optional<Secret> password;
+    std::string ca_bundle;          // path; empty = system store
+    std::string fingerprint;        // pinned sha256 of the certificate, hex
+    bool verify_tls = true;
+};
+
+struct Node {
+    std::string name;
+    std::string rack;
+    std::string role;            // pipeline name, e.g. "gpu-node"
+    Bmc bmc;
+    std::string firmware;        // FirmwareProfile name ("" = none)
+    std::string bios;            // BiosProfile name
+    std::string network;         // RoceProfile name
+    std::string image;           // ImageProfile name
+    std::string vm;              // VmShape name
+    std::string smoke;           // SmokeProfile name
+    std::map<std::string, std::string> labels;
+    SourcePos pos;
+};
+
+// pipelines/<name>.toml: the stage order for one role.
+struct Pipeline {
+    std::string name;
+    std::string description;
+    std::vector<std::string> stages;
+    std::string path;
+};
+
+struct Fleet {
+    int schema = 1;
+    std::string name;
+    std::string path;            // the fleet file as given
+    std::string dir;             // its folder: relative paths resolve here
+    std::string pipelines_dir;   // where <role>.toml pipelines live
+    std::string sha256;          // digest of the fleet file's bytes
+
+    Limits limits;
+    std::vector<Rack> racks;
+    std::vector<Switch> switches;
+    std::vector<Node> nodes;
+    std::map<std::string, FirmwareProfile> firmware;
+    std::map<std::string, BiosProfile> bios;
+    std::map<std::string, RoceProfile> network;
+    std::map<std::string, ImageProfile> images;
+    std::map<std::string, VmShape> vm;
+    std::map<std::string, SmokeProfile> smoke;
+    std::optional<HandoverHook> handover;
+    std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
+
+    const Node* find_node(const std::string& name) const;
+    const Rack* find_rack(const std::string& name) const;
+    const Switch* find_switch(const std::string& name) const;
+};
+
+// The config a stage depends on, as canonical JSON (keys sorted, no
+// positions, secrets as their reference only). Stages hash it.
+nlohmann::json node_section_json(const Fleet& fleet, const Node& node, const std::string& stage);
+
+}  // namespace kiln::config

@@ -1,0 +1,632 @@
+#include "provisioner/config/fleet_loader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "provisioner/config/toml_reader.h"
+#include "provisioner/core/sha256.h"
+
+namespace kiln::config {
+
+namespace fs = std::filesystem;
+
+std::string Diagnostic::str() const {
+    if (key.empty()) return fmt::format("{}: {}", pos.str(), message);
+    return fmt::format("{}: {}: {}", pos.str(), key, message);
+}
+
+std::optional<Duration> parse_duration(const std::string& text) {
+    static const std::regex re(R"(^\s*(\d+)\s*(ms|s|m|h|d)?\s*$)");
+    std::smatch m;
+    if (!std::regex_match(text, m, re)) return std::nullopt;
+    int64_t n = 0;
+    try {
+        n = std::stoll(m[1].str());
+    } catch (...) {
+        return std::nullopt;
+    }
+    const std::string unit = m[2].matched ? m[2].str() : "s";
+    int64_t mult = unit == "ms" ? 1 : unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : 86400000;
+    if (n > INT64_MAX / mult) return std::nullopt;
+    return Duration(n * mult);
+}
+
+namespace {
+
+std::string resolve_path(const std::string& dir, const std::string& p) {
+    fs::path path(p);
+    if (path.is_relative()) path = fs::path(dir) / path;
+    return path.lexically_normal().string();
+}
+
+bool is_hex64(const std::string& s) {
+    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
+}
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+bool valid_url(const std::string& url) {
+    static const std::regex re(R"(^https?://[^/\s:]+(:\d+)?(/\S*)?$)");
+    return std::regex_match(url, re);
+}
+
+bool valid_node_name(const std::string& s) {
+    static const std::regex re(R"(^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)");
+    return std::regex_match(s, re);
+}
+
+bool valid_profile_name(const std::string& s) {
+    static const std::regex re(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)");
+    return std::regex_match(s, re);
+}
+
+template <class Map>
+std::string names_of(const Map& m) {
+    std::string out;
+    for (const auto& [k, v] : m) out += (out.empty() ? "" : ", ") + k;
+    return out.empty() ? "(none)" : out;
+}
+
+// Everything the loader needs while it walks one file.
+struct Loader {
+    Loader(ReadContext c, const LoadOptions& o) : ctx(c), options(o) {}
+    ReadContext ctx;
+    const LoadOptions& options;
+    Fleet fleet;
+    std::map<std::string, SourcePos> rack_pos, node_pos;
+
+    std::optional<Secret> secret(TableReader& r, const std::string& key) {
+        auto v = r.str(key);
+        if (!v) return std::nullopt;
+        auto s = Secret::parse(*v, fleet.dir);
+        if (!s) {
+            // The message never carries the value: it may be the secret.
+            ctx.error(r.table().get(key)->source(), r.key_path(key), s.error().message);
+            return std::nullopt;
+        }
+        return *s;
+    }
+
+    template <class F>
+    void named_tables(TableReader& root, const std::string& section, F&& each) {
+        const toml::table* t = root.table(section);
+        if (!t) return;
+        for (const auto& [k, v] : *t) {
+            const std::string name(k.str());
+            const std::string path = section + "." + name;
+            if (!valid_profile_name(name)) {
+                ctx.error(k.source(), path, "expected a name of letters, digits, '.', '_' and '-'");
+                continue;
+            }
+            if (!v.is_table()) {
+                ctx.error(v.source(), path, fmt::format("expected table, found {}", toml_type_name(v)));
+                continue;
+            }
+            TableReader r(ctx, *v.as_table(), path);
+            each(name, r);
+            r.finish();
+        }
+    }
+
+    void limits(TableReader& root) {
+        const toml::table* t = root.table("limits");
+        if (!t) return;
+        TableReader r(ctx, *t, "limits");
+        auto& l = fleet.limits;
+        l.pos = r.pos();
+        if (auto v = r.integer("parallel", 1, 100000)) l.parallel = static_cast<int>(*v);
+        if (auto v = r.integer("per_rack", 0, 100000)) l.per_rack = static_cast<int>(*v);
+        if (auto v = r.integer("per_bmc", 1, 1000)) l.per_bmc = static_cast<int>(*v);
+        if (auto v = r.integer("per_switch", 1, 1000)) l.per_switch = static_cast<int>(*v);
+        if (auto v = r.integer("max_unavailable", 0, 1000000)) l.max_unavailable = static_cast<int>(*v);
+        if (auto v = r.integer("retries", 0, 100)) l.retries = static_cast<int>(*v);
+        if (auto v = r.duration("backoff_initial")) l.backoff_initial = *v;
+        if (auto v = r.duration("backoff_max")) l.backoff_max = *v;
+        if (auto v = r.duration("timeout")) l.default_timeout = *v;
+        if (const toml::table* tt = r.table("timeouts")) {
+            TableReader tr(ctx, *tt, "limits.timeouts");
+            for (const auto& [k, v] : *tt) {
+                const std::string stage(k.str());
+                if (!options.known_stages.empty() && !options.known_stages.count(stage)) {
+                    tr.node(stage);
+                    ctx.error(k.source(), tr.key_path(stage),
+                              fmt::format("no stage named '{}'; known: {}", stage,
+                                          fmt::join(options.known_stages, ", ")));
+                    continue;
+                }
+                if (auto d = tr.duration(stage)) l.stage_timeouts[stage] = *d;
+            }
+            tr.finish();
+        }
+        if (l.backoff_max < l.backoff_initial)
+            ctx.error(t->source(), "limits.backoff_max", "expected backoff_max >= backoff_initial");
+        r.finish();
+    }
+
+    void switches(TableReader& root) {
+        named_tables(root, "switches", [&](const std::string& name, TableReader& r) {
+            Switch s;
+            s.name = name;
+            s.pos = r.pos();
+            if (auto v = r.choice("os", {"sonic", "nvue", "eos"}, true)) s.os = *v;
+            if (auto v = r.str("address", true)) s.address = *v;
+            if (auto v = r.str("username")) s.username = *v;
+            s.password = secret(r, "password");
+            fleet.switches.push_back(std::move(s));
+        });
+    }
+
+    void racks(TableReader& root) {
+        const toml::array* arr = root.array("racks");
+        if (!arr) return;
+        for (size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& n = *arr->get(i);
+            const std::string path = fmt::format("racks[{}]", i);
+            if (!n.is_table()) {
+                ctx.error(n.source(), path, fmt::format("expected table, found {}", toml_type_name(n)));
+                continue;
+            }
+            TableReader r(ctx, *n.as_table(), path);
+            Rack rack;
+            rack.pos = r.pos();
+            if (auto v = r.str("name", true)) {
+                rack.name = *v;
+                const auto& where = n.as_table()->get("name")->source();
+                if (auto it = rack_pos.find(rack.name); it != rack_pos.end()) {
+                    ctx.error(where, path + ".name",
+                              fmt::format("duplicate rack name '{}' (first at {})", rack.name, it->second.str()));
+                } else {
+                    rack_pos[rack.name] = ctx.pos(where);
+                }
+            }
+            if (auto v = r.strings("switches")) {
+                rack.switches = *v;
+                const toml::array* sw = n.as_table()->get("switches")->as_array();
+                for (size_t k = 0; k < v->size(); ++k) {
+                    if (!fleet.find_switch((*v)[k])) {
+                        std::string defined;
+                        for (const auto& s : fleet.switches) defined += (defined.empty() ? "" : ", ") + s.name;
+                        ctx.error(sw->get(k)->source(), fmt::format("{}.switches[{}]", path, k),
+                                  fmt::format("no switch '{}'; defined: {}", (*v)[k],
+                                              defined.empty() ? "(none)" : defined));
+                    }
+                }
+            }
+            r.finish();
+            fleet.racks.push_back(std::move(rack));
+        }
+    }
+
+    void profiles(TableReader& root) {
+        named_tables(root, "firmware", [&](const std::string& name, TableReader& r) {
+            FirmwareProfile p;
+            p.name = name;
+            p.pos = r.pos();
+            if (const toml::array* comps = r.array("components", true)) {
+                for (size_t i = 0; i < comps->size(); ++i) {
+                    const toml::node& n = *comps->get(i);
+                    const std::string path = fmt::format("{}.components[{}]", r.path(), i);
+                    if (!n.is_table()) {
+                        ctx.error(n.source(), path, fmt::format("expected table, found {}", toml_type_name(n)));
+                        continue;
+                    }
+                    TableReader cr(ctx, *n.as_table(), path);
+                    FirmwareComponent c;
+                    c.pos = cr.pos();
+                    if (auto v = cr.str("name", true)) c.name = *v;
+                    if (auto v = cr.str("version", true)) c.version = *v;
+                    if (auto v = cr.str("artifact", true)) c.artifact = resolve_path(fleet.dir, *v);
+                    if (auto v = cr.str("sha256", true)) {
+                        if (!is_hex64(*v))
+                            ctx.error(n.as_table()->get("sha256")->source(), path + ".sha256",
+                                      fmt::format("expected 64 hex digits, found {} characters", v->size()));
+                        else
+                            c.sha256 = lower(*v);
+                    }
+                    cr.finish();
+                    p.components.push_back(std::move(c));
+                }
+            }
+            fleet.firmware[name] = std::move(p);
+        });
+        named_tables(root, "bios", [&](const std::string& name, TableReader& r) {
+            BiosProfile p;
+            p.name = name;
+            p.pos = r.pos();
+            p.sriov = r.boolean("sriov");
+            p.iommu = r.boolean("iommu");
+            p.acs = r.boolean("acs");
+            p.above_4g_decoding = r.boolean("above_4g_decoding");
+            if (const toml::table* attrs = r.table("attributes")) {
+                for (const auto& [k, v] : *attrs) {
+                    const std::string key(k.str());
+                    if (v.is_string())
+                        p.extra[key] = *v.value<std::string>();
+                    else if (v.is_integer())
+                        p.extra[key] = std::to_string(*v.value<int64_t>());
+                    else if (v.is_boolean())
+                        p.extra[key] = *v.value<bool>() ? "true" : "false";
+                    else
+                        ctx.error(v.source(), r.key_path("attributes." + key),
+                                  fmt::format("expected string, integer or boolean, found {}", toml_type_name(v)));
+                }
+            }
+            fleet.bios[name] = std::move(p);
+        });
+        named_tables(root, "network", [&](const std::string& name, TableReader& r) {
+            RoceProfile p;
+            p.name = name;
+            p.pos = r.pos();
+            auto set_int = [&](const char* key, int64_t lo, int64_t hi, int& field) {
+                if (auto v = r.integer(key, lo, hi)) field = static_cast<int>(*v);
+            };
+            set_int("lossless_priority", 0, 7, p.lossless_priority);
+            set_int("roce_dscp", 0, 63, p.roce_dscp);
+            set_int("cnp_dscp", 0, 63, p.cnp_dscp);
+            set_int("cnp_priority", 0, 7, p.cnp_priority);
+            set_int("ecn_min_kb", 1, 1 << 20, p.ecn_min_kb);
+            set_int("ecn_max_kb", 1, 1 << 20, p.ecn_max_kb);
+            set_int("ecn_probability_pct", 0, 100, p.ecn_probability_pct);
+            set_int("host_mtu", 1280, 9000, p.host_mtu);
+            set_int("switch_mtu", 1280, 9216, p.switch_mtu);
+            if (auto v = r.choice("buffer_policy", {"lossless", "default"})) p.buffer_policy = *v;
+            if (const toml::table* wd = r.table("pfc_watchdog")) {
+                TableReader wr(ctx, *wd, r.key_path("pfc_watchdog"));
+                if (auto v = wr.choice("action", {"drop", "forward", "alert"})) p.pfc_watchdog_action = *v;
+                if (auto v = wr.integer("detection_ms", 1, 60000)) p.pfc_watchdog_detection_ms = static_cast<int>(*v);
+                if (auto v = wr.integer("restoration_ms", 1, 600000))
+                    p.pfc_watchdog_restoration_ms = static_cast<int>(*v);
+                wr.finish();
+            }
+            const auto& src = r.table().source();
+            if (p.cnp_dscp == p.roce_dscp)
+                ctx.error(src, r.key_path("cnp_dscp"), "expected a DSCP different from roce_dscp");
+            if (p.cnp_priority == p.lossless_priority)
+                ctx.error(src, r.key_path("cnp_priority"), "expected a priority different from lossless_priority");
+            if (p.ecn_min_kb >= p.ecn_max_kb)
+                ctx.error(src, r.key_path("ecn_min_kb"), "expected ecn_min_kb < ecn_max_kb");
+            if (p.switch_mtu < p.host_mtu)
+                ctx.error(src, r.key_path("switch_mtu"), "expected switch_mtu >= host_mtu");
+            fleet.network[name] = std::move(p);
+        });
+        named_tables(root, "images", [&](const std::string& name, TableReader& r) {
+            ImageProfile p;
+            p.name = name;
+            p.pos = r.pos();
+            if (auto v = r.str("recipe", true)) p.recipe = resolve_path(fleet.dir, *v);
+            fleet.images[name] = std::move(p);
+        });
+        named_tables(root, "vm", [&](const std::string& name, TableReader& r) {
+            VmShape p;
+            p.name = name;
+            p.pos = r.pos();
+            if (auto v = r.choice("split", {"whole", "numa"})) p.split = *v;
+            if (auto v = r.integer("vcpus", 0, 4096)) p.vcpus = static_cast<int>(*v);
+            if (auto v = r.integer("memory_gib", 0, 65536)) p.memory_gib = static_cast<int>(*v);
+            if (auto v = r.boolean("hugepages")) p.hugepages = *v;
+            fleet.vm[name] = std::move(p);
+        });
+        named_tables(root, "smoke", [&](const std::string& name, TableReader& r) {
+            SmokeProfile p;
+            p.name = name;
+            p.pos = r.pos();
+            if (auto v = r.duration("timeout")) p.timeout = *v;
+            if (const toml::table* th = r.table("thresholds")) {
+                TableReader tr(ctx, *th, r.key_path("thresholds"));
+                for (const auto& [k, v] : *th) {
+                    const std::string key(k.str());
+                    if (auto x = tr.number(key)) p.thresholds[key] = *x;
+                }
+                tr.finish();
+            }
+            fleet.smoke[name] = std::move(p);
+        });
+    }
+
+    void handover(TableReader& root) {
+        const toml::table* t = root.table("handover");
+        if (!t) return;
+        TableReader r(ctx, *t, "handover");
+        HandoverHook h;
+        h.pos = r.pos();
+        if (auto v = r.strings("command")) {
+            if (v->empty()) ctx.error(t->get("command")->source(), "handover.command", "expected a non-empty argv");
+            h.command = *v;
+        }
+        if (auto v = r.str("webhook")) {
+            if (!valid_url(*v))
+                ctx.error(t->get("webhook")->source(), "handover.webhook", "expected an http:// or https:// URL");
+            h.webhook = *v;
+        }
+        h.webhook_secret = secret(r, "secret");
+        if (auto v = r.duration("timeout")) h.timeout = *v;
+        const bool has_cmd = t->get("command") != nullptr, has_hook = t->get("webhook") != nullptr;
+        if (has_cmd == has_hook)
+            ctx.error(t->source(), "handover", "expected exactly one of 'command' or 'webhook'");
+        if (t->get("secret") && !has_hook)
+            ctx.error(t->get("secret")->source(), "handover.secret", "only used with 'webhook'");
+        r.finish();
+        fleet.handover = std::move(h);
+    }
+
+    // bmc = { ... } for a node or for [defaults]; `bmc` starts as the base.
+    void bmc(TableReader& parent, Bmc& bmc) {
+        const toml::table* t = parent.table("bmc");
+        if (!t) return;
+        TableReader r(ctx, *t, parent.key_path("bmc"));
+        if (auto v = r.str("url")) {
+            if (!valid_url(*v))
+                ctx.error(t->get("url")->source(), r.key_path("url"),
+                          "expected an http:// or https:// URL with a host");
+            else
+                bmc.url = *v;
+        }
+        if (auto v = r.str("username")) bmc.username = *v;
+        if (auto s = secret(r, "password")) bmc.password = *s;
+        if (auto v = r.str("ca_bundle")) bmc.ca_bundle = v->empty() ? "" : resolve_path(fleet.dir, *v);
+        if (auto v = r.str("fingerprint")) {
+            std::string fp = *v;
+            fp.erase(std::remove(fp.begin(), fp.end(), ':'), fp.end());
+            if (!v->empty() && !is_hex64(fp))
+                ctx.error(t->get("fingerprint")->source(), r.key_path("fingerprint"),
+                          "expected a SHA-256 fingerprint: 64 hex digits (colons allowed)");
+            else
+                bmc.fingerprint = lower(fp);
+        }
+        if (auto v = r.boolean("verify_tls")) bmc.verify_tls = *v;
+        r.finish();
+    }
+
+    struct Defaults {
+        Node node;  // role, profiles, bmc
+    } defaults;
+
+    // A profile reference: checked against its section, error at the value.
+    template <class Map>
+    void ref(TableReader& r, const char* key, const Map& defined, const char* kind, std::string& out) {
+        auto v = r.str(key);
+        if (!v) return;
+        if (!defined.count(*v)) {
+            ctx.error(r.table().get(key)->source(), r.key_path(key),
+                      fmt::format("no {} profile '{}'; defined: {}", kind, *v, names_of(defined)));
+            return;
+        }
+        out = *v;
+    }
+
+    void profile_refs(TableReader& r, Node& n) {
+        ref(r, "firmware", fleet.firmware, "firmware", n.firmware);
+        ref(r, "bios", fleet.bios, "bios", n.bios);
+        ref(r, "network", fleet.network, "network", n.network);
+        ref(r, "image", fleet.images, "image", n.image);
+        ref(r, "vm", fleet.vm, "vm", n.vm);
+        ref(r, "smoke", fleet.smoke, "smoke", n.smoke);
+    }
+
+    void role_ref(TableReader& r, std::string& out) {
+        auto v = r.str("role");
+        if (!v) return;
+        if (!fleet.pipelines.count(*v)) {
+            ctx.error(r.table().get("role")->source(), r.key_path("role"),
+                      fmt::format("no pipeline '{}' in {}; defined: {}", *v, fleet.pipelines_dir,
+                                  names_of(fleet.pipelines)));
+            return;
+        }
+        out = *v;
+    }
+
+    void read_defaults(TableReader& root) {
+        const toml::table* t = root.table("defaults");
+        if (!t) return;
+        TableReader r(ctx, *t, "defaults");
+        role_ref(r, defaults.node.role);
+        profile_refs(r, defaults.node);
+        bmc(r, defaults.node.bmc);
+        r.finish();
+    }
+
+    void nodes(TableReader& root) {
+        const toml::array* arr = root.array("nodes");
+        if (!arr) return;
+        for (size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& tn = *arr->get(i);
+            const std::string path = fmt::format("nodes[{}]", i);
+            if (!tn.is_table()) {
+                ctx.error(tn.source(), path, fmt::format("expected table, found {}", toml_type_name(tn)));
+                continue;
+            }
+            const toml::table& t = *tn.as_table();
+            TableReader r(ctx, t, path);
+            Node n = defaults.node;
+            n.pos = r.pos();
+            if (auto v = r.str("name", true)) {
+                const auto& where = t.get("name")->source();
+                if (!valid_node_name(*v)) {
+                    ctx.error(where, path + ".name",
+                              "expected a DNS label: lowercase letters, digits and '-', at most 63");
+                } else if (auto it = node_pos.find(*v); it != node_pos.end()) {
+                    ctx.error(where, path + ".name",
+                              fmt::format("duplicate node name '{}' (first at {})", *v, it->second.str()));
+                } else {
+                    node_pos[*v] = ctx.pos(where);
+                }
+                n.name = *v;
+            }
+            if (auto v = r.str("rack", true)) {
+                if (!fleet.find_rack(*v))
+                    ctx.error(t.get("rack")->source(), path + ".rack",
+                              fmt::format("no rack '{}'; defined: {}", *v, names_of(rack_pos)));
+                n.rack = *v;
+            }
+            role_ref(r, n.role);
+            if (!t.get("role") && defaults.node.role.empty())
+                ctx.error(t.source(), path + ".role", "required key is missing (and [defaults] has no role)");
+            profile_refs(r, n);
+            bmc(r, n.bmc);
+            if (const toml::table* labels = r.table("labels")) {
+                for (const auto& [k, v] : *labels) {
+                    if (!v.is_string())
+                        ctx.error(v.source(), fmt::format("{}.labels.{}", path, k.str()),
+                                  fmt::format("expected string, found {}", toml_type_name(v)));
+                    else
+                        n.labels[std::string(k.str())] = *v.value<std::string>();
+                }
+            }
+            // A node that runs the firmware stage must say where its BMC is.
+            if (auto p = fleet.pipelines.find(n.role); p != fleet.pipelines.end()) {
+                const auto& st = p->second.stages;
+                if (std::find(st.begin(), st.end(), "firmware") != st.end() && n.bmc.url.empty())
+                    ctx.error(t.source(), path + ".bmc.url",
+                              fmt::format("required: pipeline '{}' has the firmware stage", n.role));
+            }
+            r.finish();
+            fleet.nodes.push_back(std::move(n));
+        }
+    }
+
+    void pipelines(const std::string& configured, const toml::node* configured_node) {
+        std::string dir;
+        if (!options.pipelines_dir_override.empty())
+            dir = options.pipelines_dir_override;
+        else if (!configured.empty())
+            dir = resolve_path(fleet.dir, configured);
+        else if (fs::is_directory(fs::path(fleet.dir) / "pipelines"))
+            dir = (fs::path(fleet.dir) / "pipelines").string();
+        else
+            dir = options.default_pipelines_dir;
+        std::error_code ec;
+        fleet.pipelines_dir = fs::absolute(dir, ec).lexically_normal().string();
+        if (dir.empty() || !fs::is_directory(dir, ec)) {
+            SourcePos p = configured_node ? ctx.pos(configured_node->source()) : SourcePos{ctx.file, 1, 1};
+            ctx.errors->push_back({p, configured_node ? "fleet.pipelines" : "",
+                                   fmt::format("pipelines folder '{}' does not exist", dir)});
+            return;
+        }
+        std::vector<fs::path> files;
+        for (const auto& e : fs::directory_iterator(dir, ec))
+            if (e.path().extension() == ".toml") files.push_back(e.path());
+        std::sort(files.begin(), files.end());
+        for (const auto& f : files) {
+            if (auto p = load_pipeline(f.string(), options.known_stages, *ctx.errors)) fleet.pipelines[p->name] = *p;
+        }
+    }
+};
+
+}  // namespace
+
+std::optional<Pipeline> load_pipeline(const std::string& path, const std::set<std::string>& known_stages,
+                                      std::vector<Diagnostic>& errors) {
+    ReadContext ctx{path, &errors};
+    const size_t before = errors.size();
+    toml::table tbl;
+    try {
+        tbl = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        errors.push_back({ctx.pos(e.source()), "", std::string(e.description())});
+        return std::nullopt;
+    }
+    TableReader r(ctx, tbl, "");
+    Pipeline p;
+    p.path = path;
+    if (auto v = r.integer("schema", 1, INT64_MAX, true); v && *v != 1)
+        ctx.error(tbl.get("schema")->source(), "schema", fmt::format("expected 1, found {}", *v));
+    const std::string stem = fs::path(path).stem().string();
+    if (auto v = r.str("name", true)) {
+        if (*v != stem)
+            ctx.error(tbl.get("name")->source(), "name",
+                      fmt::format("expected \"{}\" (the file name), found \"{}\"", stem, *v));
+        p.name = *v;
+    }
+    if (auto v = r.str("description")) p.description = *v;
+    if (auto v = r.strings("stages", true)) {
+        const toml::array* arr = tbl.get("stages")->as_array();
+        if (v->empty()) ctx.error(arr->source(), "stages", "expected at least one stage");
+        std::set<std::string> seen;
+        for (size_t i = 0; i < v->size(); ++i) {
+            const auto& s = (*v)[i];
+            const auto& where = arr->get(i)->source();
+            if (!known_stages.empty() && !known_stages.count(s))
+                ctx.error(where, fmt::format("stages[{}]", i),
+                          fmt::format("no stage named '{}'; known: {}", s, fmt::join(known_stages, ", ")));
+            else if (!seen.insert(s).second)
+                ctx.error(where, fmt::format("stages[{}]", i), fmt::format("stage '{}' is listed twice", s));
+        }
+        p.stages = *v;
+    }
+    r.finish();
+    if (errors.size() != before) return std::nullopt;
+    return p;
+}
+
+LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
+    LoadResult result;
+    Loader L(ReadContext{path, &result.errors}, options);
+    auto sorted = [&]() -> LoadResult {
+        std::stable_sort(result.errors.begin(), result.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+            if (a.pos.file != b.pos.file) return a.pos.file < b.pos.file;
+            return std::tie(a.pos.line, a.pos.column) < std::tie(b.pos.line, b.pos.column);
+        });
+        if (result.errors.empty()) result.fleet = std::move(L.fleet);
+        return std::move(result);
+    };
+
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        result.errors.push_back({{path, 1, 1}, "", "cannot read file"});
+        return sorted();
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+
+    toml::table tbl;
+    try {
+        tbl = toml::parse(text, path);
+    } catch (const toml::parse_error& e) {
+        result.errors.push_back({L.ctx.pos(e.source()), "", std::string(e.description())});
+        return sorted();
+    }
+
+    Fleet& f = L.fleet;
+    f.path = path;
+    std::error_code ec;
+    f.dir = fs::absolute(fs::path(path), ec).parent_path().lexically_normal().string();
+    f.sha256 = sha256_hex(text);
+
+    TableReader root(L.ctx, tbl, "");
+    if (auto v = root.integer("schema", 0, INT64_MAX, true); v && *v != 1)
+        L.ctx.error(tbl.get("schema")->source(), "schema",
+                    fmt::format("expected 1 (the schema this kiln reads), found {}", *v));
+    std::string pipelines_dir;
+    const toml::node* pipelines_node = nullptr;
+    if (const toml::table* ft = root.table("fleet", true)) {
+        TableReader r(L.ctx, *ft, "fleet");
+        if (auto v = r.str("name", true)) f.name = *v;
+        if (auto v = r.str("pipelines")) {
+            pipelines_dir = *v;
+            pipelines_node = ft->get("pipelines");
+        }
+        r.finish();
+    }
+    L.limits(root);
+    L.switches(root);
+    L.racks(root);
+    L.profiles(root);
+    L.handover(root);
+    L.pipelines(pipelines_dir, pipelines_node);
+    L.read_defaults(root);
+    L.nodes(root);
+    root.finish();
+    return sorted();
+}
+
+}  // namespace kiln::config

@@ -1,0 +1,629 @@
+#include "provisioner/engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "provisioner/engine/backoff.h"
+#include "provisioner/engine/input_hash.h"
+#include "provisioner/engine/scheduler.h"
+#include "provisioner/engine/worker_pool.h"
+
+namespace kiln::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string format_duration(std::chrono::milliseconds d) {
+    auto ms = d.count();
+    if (ms % 3600000 == 0 && ms >= 3600000) return fmt::format("{}h", ms / 3600000);
+    if (ms % 60000 == 0 && ms >= 60000) return fmt::format("{}m", ms / 60000);
+    if (ms % 1000 == 0 && ms >= 1000) return fmt::format("{}s", ms / 1000);
+    return fmt::format("{}ms", ms);
+}
+
+// How one attempt at a node-stage ended.
+struct Attempt {
+    enum class Kind { Verified, Skipped, Failed, Retry, Interrupted, TimedOut, Quarantined };
+    Kind kind = Kind::Failed;
+    std::string error;
+    int actions = 0;
+};
+
+const char* outcome_name(Attempt::Kind k) {
+    switch (k) {
+        case Attempt::Kind::Verified: return "verified";
+        case Attempt::Kind::Skipped: return "skipped";
+        case Attempt::Kind::Failed: return "failed";
+        case Attempt::Kind::Retry: return "retry";
+        case Attempt::Kind::Interrupted: return "interrupted";
+        case Attempt::Kind::TimedOut: return "timed_out";
+        case Attempt::Kind::Quarantined: return "quarantined";
+    }
+    return "failed";
+}
+
+// A plan-time gate: per-resource caps for observe (BMCs are fragile even
+// when only read), with no node leaving service.
+class ResourceGate {
+public:
+    explicit ResourceGate(const config::Limits& limits) : sched_(relaxed(limits)) {}
+    void acquire(const Job& job) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return sched_.blocker(job).empty(); });
+        sched_.start(job);
+    }
+    void release(const Job& job) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            sched_.finish(job);
+        }
+        cv_.notify_all();
+    }
+
+private:
+    static config::Limits relaxed(config::Limits l) {
+        l.max_unavailable = 0;
+        l.per_rack = 0;
+        l.parallel = 1 << 30;  // the thread count bounds it
+        return l;
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    Scheduler sched_;
+};
+
+StopToken& no_stop() {
+    static StopToken token;
+    return token;
+}
+
+}  // namespace
+
+bool PlanReport::has_work() const {
+    return std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.status == "work"; });
+}
+
+bool PlanReport::has_errors() const {
+    return std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.status == "error"; });
+}
+
+Engine::Engine(const config::Fleet& fleet, const StageRegistry& registry, journal::Store* store, EventSink* sink,
+               StopToken& stop)
+    : fleet_(fleet), registry_(registry), store_(store), sink_(sink), stop_(stop) {}
+
+void Engine::emit(const EngineEvent& e) const {
+    if (sink_) sink_->on_event(e);
+}
+
+Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options) const {
+    std::vector<const config::Node*> nodes;
+    if (options.nodes.empty()) {
+        for (const auto& n : fleet_.nodes) nodes.push_back(&n);
+    } else {
+        std::set<std::string> seen;
+        for (const auto& name : options.nodes) {
+            const auto* n = fleet_.find_node(name);
+            if (!n) {
+                std::string known;
+                for (size_t i = 0; i < fleet_.nodes.size() && i < 8; ++i)
+                    known += (i ? ", " : "") + fleet_.nodes[i].name;
+                if (fleet_.nodes.size() > 8) known += ", ...";
+                return make_error("engine", "node.unknown",
+                                  fmt::format("no node '{}' in fleet {}; nodes: {}", name, fleet_.path, known));
+            }
+            if (seen.insert(name).second) nodes.push_back(n);
+        }
+    }
+    for (const auto& s : options.stages) {
+        if (!registry_.known_names().count(s))
+            return make_error("engine", "stage.unknown", fmt::format("no stage named '{}'", s));
+    }
+
+    std::vector<Selection> out;
+    out.reserve(nodes.size());
+    for (const auto* n : nodes) {
+        const std::string pipeline_name = options.pipeline.empty() ? n->role : options.pipeline;
+        auto pit = fleet_.pipelines.find(pipeline_name);
+        if (pit == fleet_.pipelines.end())
+            return make_error("engine", "pipeline.unknown",
+                              fmt::format("node {}: no pipeline '{}' in {}", n->name, pipeline_name,
+                                          fleet_.pipelines_dir));
+        const auto& pipeline = pit->second;
+        Selection sel{n, &pipeline, {}, {}};
+        for (const auto& s : pipeline.stages) {
+            if (options.stages.empty() ||
+                std::find(options.stages.begin(), options.stages.end(), s) != options.stages.end())
+                sel.stages.push_back(s);
+        }
+        if (sel.stages.empty())
+            return make_error("engine", "stage.not_in_pipeline",
+                              fmt::format("node {}: pipeline '{}' has none of the selected stages", n->name,
+                                          pipeline.name));
+        auto hashes = pipeline_hashes(*n, pipeline, sel.stages);
+        if (!hashes) return hashes.error();
+        sel.hashes = std::move(*hashes);
+        out.push_back(std::move(sel));
+    }
+    return out;
+}
+
+Result<std::vector<std::string>> Engine::pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
+                                                         const std::vector<std::string>& selected) const {
+    // The chain runs over the whole pipeline so a node-stage's hash does not
+    // depend on which stages a command selected.
+    std::vector<std::string> out;
+    std::string previous;
+    for (const auto& name : pipeline.stages) {
+        nlohmann::json inputs;
+        if (const Stage* stage = registry_.find(name)) {
+            StageContext ctx(fleet_, node, name, no_stop(), Clock::time_point::max(), nullptr, nullptr);
+            auto r = stage->inputs(ctx);
+            if (!r) return r.error();
+            inputs = std::move(*r);
+        } else {
+            inputs = config::node_section_json(fleet_, node, name);
+        }
+        previous = chain_hash(name, inputs, previous);
+        if (std::find(selected.begin(), selected.end(), name) != selected.end()) out.push_back(previous);
+    }
+    return out;
+}
+
+Status Engine::check(const RunOptions& options) const {
+    auto sel = select(options);
+    if (!sel) return sel.error();
+    std::map<std::string, std::vector<std::string>> missing;  // stage -> nodes
+    for (const auto& s : *sel) {
+        for (const auto& st : s.stages) {
+            if (!registry_.implemented(st)) missing[st].push_back(s.node->name);
+        }
+    }
+    if (missing.empty()) return ok_status();
+    const auto& [stage, nodes] = *missing.begin();
+    return make_error("engine", "stage.not_implemented",
+                      fmt::format("stage '{}' is not implemented in this build (selected for {} node{}: {}{}); "
+                                  "select others with --stage",
+                                  stage, nodes.size(), nodes.size() == 1 ? "" : "s", nodes.front(),
+                                  nodes.size() > 1 ? ", ..." : ""));
+}
+
+Result<PlanReport> Engine::plan(const RunOptions& options) {
+    auto sel = select(options);
+    if (!sel) return sel.error();
+    const auto& selection = *sel;
+
+    std::vector<std::vector<PlanEntry>> per_node(selection.size());
+    std::atomic<size_t> next{0};
+    ResourceGate gate(fleet_.limits);
+    auto work = [&] {
+        for (size_t i = next++; i < selection.size(); i = next++) {
+            const auto& s = selection[i];
+            for (size_t k = 0; k < s.stages.size(); ++k) {
+                PlanEntry e;
+                e.node = s.node->name;
+                e.stage = s.stages[k];
+                e.input_hash = s.hashes[k];
+                Stage* stage = registry_.find(e.stage);
+                if (!stage) {
+                    e.status = "error";
+                    e.error_code = "stage.not_implemented";
+                    e.error = fmt::format("stage '{}' is not implemented in this build", e.stage);
+                    per_node[i].push_back(std::move(e));
+                    continue;
+                }
+                if (store_) {
+                    auto last = store_->last_verified_hash(e.node, e.stage);
+                    if (!last) {
+                        e.status = "error";
+                        e.error_code = last.error().code;
+                        e.error = last.error().str();
+                        per_node[i].push_back(std::move(e));
+                        continue;
+                    }
+                    if (*last) e.last_verified = **last;
+                }
+                Job job{e.node, s.node->rack, stage->resources(fleet_, *s.node)};
+                gate.acquire(job);
+                auto deadline = Clock::now() + fleet_.limits.timeout_for(e.stage);
+                StageContext ctx(fleet_, *s.node, e.stage, stop_, deadline, nullptr, nullptr);
+                ctx.set_hashes(e.input_hash, e.last_verified.empty() ? std::nullopt
+                                                                     : std::optional<std::string>(e.last_verified));
+                ctx.set_reimage(options.reimage);
+                auto observed = stage->observe(ctx);
+                Result<std::vector<Action>> actions = observed ? stage->plan(ctx, *observed)
+                                                               : Result<std::vector<Action>>(observed.error());
+                gate.release(job);
+                if (!actions) {
+                    e.status = "error";
+                    e.error_code = actions.error().code;
+                    e.error = actions.error().str();
+                } else {
+                    e.actions = std::move(*actions);
+                    // Converged only when nothing is to be done and this
+                    // exact input was verified before.
+                    bool verified = !options.reimage && e.last_verified == e.input_hash;
+                    e.status = (e.actions.empty() && verified) ? "converged" : "work";
+                }
+                per_node[i].push_back(std::move(e));
+            }
+        }
+    };
+    int threads = std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(selection.size())));
+    {
+        std::vector<std::thread> pool;
+        for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+        work();
+        for (auto& t : pool) t.join();
+    }
+    PlanReport report;
+    for (auto& v : per_node)
+        for (auto& e : v) report.entries.push_back(std::move(e));
+    return report;
+}
+
+Result<RunReport> Engine::run(const RunOptions& options) {
+    if (!store_) return make_error("engine", "journal.required", "a run needs a journal");
+    auto check_status = check(options);
+    if (!check_status) return check_status.error();
+    auto sel = select(options);
+    if (!sel) return sel.error();
+    const auto& selection = *sel;
+
+    // Everything is validated: from here on the run is journaled.
+    std::map<std::string, journal::NodeState> previous;
+    if (auto states = store_->node_states()) {
+        for (auto& s : *states) previous[s.node] = s;
+    } else {
+        return states.error();
+    }
+    if (options.reimage) {
+        for (const auto& s : selection)
+            for (const auto& st : s.stages) {
+                auto f = store_->forget_verified(s.node->name, st);
+                if (!f) return f.error();
+            }
+    }
+    auto run_id_r = store_->begin_run({options.command, fleet_.path, fleet_.sha256, KILN_VERSION});
+    if (!run_id_r) return run_id_r.error();
+    const int64_t run_id = *run_id_r;
+
+    struct NodeRun {
+        const Selection* sel = nullptr;
+        size_t next = 0;       // index into sel->stages
+        int attempt = 1;       // of the current stage
+        int actions = 0;
+        bool done = false;
+        bool all_skipped = true;
+        bool handed_over = false;
+        NodeOutcome outcome;
+    };
+    std::vector<NodeRun> runs(selection.size());
+    int total = 0;
+    for (size_t i = 0; i < selection.size(); ++i) {
+        runs[i].sel = &selection[i];
+        runs[i].outcome.node = selection[i].node->name;
+        total += static_cast<int>(selection[i].stages.size());
+    }
+
+    std::mt19937_64 rng(options.seed ? options.seed : std::random_device{}());
+    Scheduler sched(fleet_.limits);
+    // Shared with the stop listener, which may fire from another thread
+    // while this run is returning.
+    struct Wake {
+        std::mutex mu;
+        std::condition_variable cv;
+    };
+    auto wake = std::make_shared<Wake>();
+    std::mutex& mu = wake->mu;
+    std::condition_variable& cv = wake->cv;
+    struct Completion {
+        size_t index;
+        Attempt attempt;
+    };
+    std::deque<Completion> completions;
+    stop_.add_listener([wake] {
+        std::lock_guard<std::mutex> lock(wake->mu);
+        wake->cv.notify_all();
+    });
+
+    std::atomic<int> done_count{0};
+    emit({EngineEvent::Kind::RunStart, "", "", fleet_.name, "", -1, 0, total});
+
+    auto job_for = [&](size_t i) {
+        const auto& r = runs[i];
+        const auto& stage_name = r.sel->stages[r.next];
+        const Stage* stage = registry_.find(stage_name);
+        return Job{r.sel->node->name, r.sel->node->rack, stage->resources(fleet_, *r.sel->node)};
+    };
+
+    // One attempt at one node-stage, on a worker thread.
+    auto execute = [&](size_t i) -> Attempt {
+        const NodeRun& r = runs[i];
+        const config::Node& node = *r.sel->node;
+        const std::string& stage_name = r.sel->stages[r.next];
+        const std::string& hash = r.sel->hashes[r.next];
+        Stage* stage = registry_.find(stage_name);
+        const auto timeout = fleet_.limits.timeout_for(stage_name);
+        const int64_t started = journal::now_ms();
+        const int done_before = done_count.load();
+
+        StageContext ctx(
+            fleet_, node, stage_name, stop_, Clock::now() + timeout,
+            [&](const std::string& msg, int pct) {
+                emit({EngineEvent::Kind::Progress, node.name, stage_name, msg, "", pct, done_count.load(), total});
+            },
+            [&](const std::string& kind, const std::string& msg) {
+                (void)store_->record_event({run_id, journal::now_ms(), node.name, stage_name, kind, msg});
+            });
+        ctx.set_reimage(options.reimage);
+
+        Attempt a;
+        auto classify = [&](const Error& err) {
+            if (stop_.hard()) {
+                a.kind = Attempt::Kind::Interrupted;
+                a.error = "stopped during the stage: " + err.message;
+            } else if (ctx.deadline_passed()) {
+                a.kind = Attempt::Kind::TimedOut;
+                a.error = fmt::format("timed out after {} ({})", format_duration(timeout), err.message);
+            } else if (err.quarantine) {
+                a.kind = Attempt::Kind::Quarantined;
+                a.error = err.message;
+            } else if (err.transient && r.attempt <= fleet_.limits.retries) {
+                a.kind = Attempt::Kind::Retry;
+                a.error = err.message;
+            } else {
+                a.kind = Attempt::Kind::Failed;
+                a.error = err.transient ? fmt::format("{} (gave up after {} attempts)", err.message, r.attempt)
+                                        : err.message;
+            }
+            return a;
+        };
+
+        auto last = store_->last_verified_hash(node.name, stage_name);
+        if (!last) return classify(last.error());
+        ctx.set_hashes(hash, *last);
+        (void)store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name, "",
+                                      journal::now_ms(), run_id});
+        emit({EngineEvent::Kind::StageStart, node.name, stage_name, "", "", -1, done_before, total});
+
+        auto finish = [&]() -> Attempt {
+            if (a.kind == Attempt::Kind::Retry) return a;
+            journal::StageRecord rec{run_id,       node.name, stage_name, hash, outcome_name(a.kind), a.error,
+                                     r.attempt,    a.actions, started,    journal::now_ms()};
+            if (auto s = store_->record_stage(rec); !s) {
+                a.kind = Attempt::Kind::Failed;
+                a.error = s.error().str();
+            }
+            return a;
+        };
+
+        auto fail = [&](const Error& err) {
+            classify(err);
+            return finish();
+        };
+
+        auto observed = stage->observe(ctx);
+        if (!observed) return fail(observed.error());
+        auto planned = stage->plan(ctx, *observed);
+        if (!planned) return fail(planned.error());
+        if (planned->empty() && *last && **last == hash && !options.reimage) {
+            a.kind = Attempt::Kind::Skipped;
+            return finish();
+        }
+        const auto& actions = *planned;
+        for (size_t k = 0; k < actions.size(); ++k) {
+            const auto& action = actions[k];
+            if (stop_.soft()) {
+                a.kind = Attempt::Kind::Interrupted;
+                a.error = fmt::format("stopped before action {} ({} of {} done)", action.id, k, actions.size());
+                return finish();
+            }
+            auto row = store_->begin_action(run_id, node.name, stage_name, action.id, action.description);
+            if (!row) return fail(row.error());
+            emit({EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before, total});
+            auto applied = stage->apply(ctx, action);
+            (void)store_->end_action(*row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),
+                                     applied ? "" : applied.error().message);
+            if (!applied) return fail(applied.error());
+            ++a.actions;
+        }
+        auto verified = stage->verify(ctx);
+        if (!verified) return fail(verified.error());
+        a.kind = Attempt::Kind::Verified;
+        return finish();
+    };
+
+    std::deque<size_t> ready;
+    for (size_t i = 0; i < runs.size(); ++i) ready.push_back(i);
+    std::map<std::string, std::vector<size_t>> blocked;   // limit key -> nodes parked on it
+    std::multimap<Clock::time_point, size_t> waiting;      // retry backoff
+    int inflight = 0;
+    int actions_total = 0, stages_run = 0, stages_skipped = 0;
+
+    auto unpark = [&](const std::string& key) {
+        auto it = blocked.find(key);
+        if (it == blocked.end()) return;
+        for (auto idx = it->second.rbegin(); idx != it->second.rend(); ++idx) ready.push_front(*idx);
+        blocked.erase(it);
+    };
+
+    auto end_node = [&](NodeRun& r, const std::string& state, const std::string& detail, const std::string& stage,
+                        const std::string& error) {
+        r.done = true;
+        r.outcome.state = state;
+        r.outcome.detail = detail;
+        r.outcome.stage = stage;
+        r.outcome.error = error;
+        r.outcome.actions = r.actions;
+        (void)store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id});
+        emit({EngineEvent::Kind::NodeEnd, r.outcome.node, stage, error, state, -1, done_count.load(), total});
+    };
+
+    {
+        WorkerPool pool(std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(runs.size()))));
+        std::unique_lock<std::mutex> lock(mu);
+        bool stop_announced = false;
+        for (;;) {
+            if (stop_.soft() && !stop_announced) {
+                stop_announced = true;
+                (void)store_->record_event({run_id, journal::now_ms(), "", "", "stop",
+                                            "stop requested: no new work; in-flight actions finish"});
+                emit({EngineEvent::Kind::Stop, "", "", "stopping: in-flight actions finish, nothing new starts", "",
+                      -1, done_count.load(), total});
+            }
+            const auto now = Clock::now();
+            while (!waiting.empty() && waiting.begin()->first <= now) {
+                ready.push_back(waiting.begin()->second);
+                waiting.erase(waiting.begin());
+            }
+            while (!stop_.soft() && !ready.empty()) {
+                size_t i = ready.front();
+                Job job = job_for(i);
+                std::string b = sched.blocker(job);
+                if (b == "parallel") break;
+                ready.pop_front();
+                if (!b.empty()) {
+                    blocked[b].push_back(i);
+                    continue;
+                }
+                sched.start(job);
+                ++inflight;
+                pool.submit([&, i] {
+                    Attempt a = execute(i);
+                    std::lock_guard<std::mutex> l(mu);
+                    completions.push_back({i, std::move(a)});
+                    cv.notify_all();
+                });
+            }
+            if (inflight == 0 && completions.empty() &&
+                (stop_.soft() || (ready.empty() && waiting.empty())))
+                break;
+
+            if (completions.empty()) {
+                if (!waiting.empty() && !stop_.soft()) {
+                    cv.wait_until(lock, waiting.begin()->first);
+                } else {
+                    cv.wait(lock, [&] { return !completions.empty() || (stop_.soft() && !stop_announced); });
+                }
+            }
+            while (!completions.empty()) {
+                Completion c = std::move(completions.front());
+                completions.pop_front();
+                --inflight;
+                NodeRun& r = runs[c.index];
+                Job job = job_for(c.index);
+                sched.finish(job);
+                unpark("rack:" + job.rack);
+                for (const auto& res : job.resources) unpark(res);
+                const std::string stage_name = r.sel->stages[r.next];
+                const Stage* stage = registry_.find(stage_name);
+                r.actions += c.attempt.actions;
+                actions_total += c.attempt.actions;
+                switch (c.attempt.kind) {
+                    case Attempt::Kind::Retry: {
+                        auto delay = backoff_delay(r.attempt, fleet_.limits.backoff_initial,
+                                                   fleet_.limits.backoff_max, rng);
+                        auto msg = fmt::format("attempt {} failed: {}; retrying in {}", r.attempt, c.attempt.error,
+                                               format_duration(delay));
+                        ++r.attempt;
+                        (void)store_->record_event({run_id, journal::now_ms(), r.outcome.node, stage_name, "retry", msg});
+                        (void)store_->set_node_state({r.outcome.node, "running", "waiting", stage_name,
+                                                      c.attempt.error, journal::now_ms(), run_id});
+                        emit({EngineEvent::Kind::Retry, r.outcome.node, stage_name, msg, "", -1, done_count.load(),
+                              total});
+                        waiting.emplace(Clock::now() + delay, c.index);
+                        break;
+                    }
+                    case Attempt::Kind::Verified:
+                    case Attempt::Kind::Skipped: {
+                        const bool skipped = c.attempt.kind == Attempt::Kind::Skipped;
+                        ++(skipped ? stages_skipped : stages_run);
+                        r.all_skipped = r.all_skipped && skipped;
+                        if (stage->hands_over()) r.handed_over = true;
+                        int d = ++done_count;
+                        emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name,
+                              fmt::format("{} action{}", c.attempt.actions, c.attempt.actions == 1 ? "" : "s"),
+                              outcome_name(c.attempt.kind), -1, d, total});
+                        r.attempt = 1;
+                        if (++r.next < r.sel->stages.size()) {
+                            ready.push_front(c.index);  // depth first: finish nodes, free their slots
+                            break;
+                        }
+                        auto prev = previous.find(r.outcome.node);
+                        bool was_ready = prev != previous.end() && prev->second.state == "ready";
+                        if (r.handed_over || (r.all_skipped && was_ready))
+                            end_node(r, "ready", r.all_skipped ? "converged" : "handed over", stage_name, "");
+                        else
+                            end_node(r, "pending", "verified", stage_name, "");
+                        sched.release(r.outcome.node);
+                        unpark("unavailable");
+                        break;
+                    }
+                    case Attempt::Kind::Interrupted:
+                        ++done_count;
+                        emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, c.attempt.error, "interrupted",
+                              -1, done_count.load(), total});
+                        end_node(r, "pending", "interrupted", stage_name, c.attempt.error);
+                        sched.release(r.outcome.node);
+                        break;
+                    case Attempt::Kind::Quarantined:
+                    case Attempt::Kind::Failed:
+                    case Attempt::Kind::TimedOut: {
+                        ++done_count;
+                        const bool q = c.attempt.kind == Attempt::Kind::Quarantined;
+                        emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, c.attempt.error,
+                              outcome_name(c.attempt.kind), -1, done_count.load(), total});
+                        // A failed node stays out of service: it keeps its
+                        // max_unavailable slot so a rollout halts.
+                        end_node(r, q ? "quarantined" : "failed", outcome_name(c.attempt.kind), stage_name,
+                                 stage_name + ": " + c.attempt.error);
+                        break;
+                    }
+                }
+            }
+        }
+        lock.unlock();
+        // pool joins here: every task has completed (inflight == 0).
+    }
+    stop_.clear_listeners();
+
+    // Nodes a retry was waiting on when a stop came: record where they are.
+    for (auto& [when, i] : waiting) {
+        auto& r = runs[i];
+        end_node(r, "pending", "interrupted", r.sel->stages[r.next], "stopped while waiting to retry");
+    }
+
+    RunReport report;
+    report.run_id = run_id;
+    report.actions = actions_total;
+    report.stages_run = stages_run;
+    report.stages_skipped = stages_skipped;
+    bool any_failed = false;
+    for (auto& r : runs) {
+        if (!r.done) {
+            // Never started (stop) or parked behind max_unavailable: the
+            // journal keeps its previous state.
+            r.outcome.state = previous.count(r.outcome.node) ? previous[r.outcome.node].state : "pending";
+            r.outcome.detail = stop_.soft() ? "not started" : "blocked: max_unavailable reached";
+            r.outcome.stage = r.sel->stages[r.next];
+            if (!stop_.soft()) any_failed = true;
+        }
+        if (r.outcome.state == "failed" || r.outcome.state == "quarantined") any_failed = true;
+        report.nodes.push_back(r.outcome);
+    }
+    report.status = stop_.soft() ? "interrupted" : (any_failed ? "failed" : "completed");
+    (void)store_->end_run(run_id, report.status);
+    emit({EngineEvent::Kind::RunEnd, "", "", report.status, report.status, -1, done_count.load(), total});
+    return report;
+}
+
+}  // namespace kiln::engine

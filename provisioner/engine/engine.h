@@ -1,0 +1,124 @@
+// The engine: runs each selected node through its pipeline's stages under
+// the scheduler's limits, journaling every result, action and state change.
+//
+// Per node-stage: hash inputs -> observe -> plan. An empty plan whose hash
+// equals the last verified run is skipped; otherwise each action is applied
+// (journaled start and end), then verify. Transient errors retry the stage
+// with jittered backoff; other errors fail that node only. A soft stop lets
+// in-flight actions finish and records where each node stopped.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/core/result.h"
+#include "provisioner/engine/cancel.h"
+#include "provisioner/engine/stage.h"
+#include "provisioner/engine/stage_registry.h"
+#include "provisioner/journal/store.h"
+
+namespace kiln::engine {
+
+struct RunOptions {
+    std::string command = "apply";       // journaled with the run
+    std::vector<std::string> nodes;      // empty = every node
+    std::vector<std::string> stages;     // empty = the whole pipeline
+    std::string pipeline;                // "" = each node's role; "reimage" for kiln reimage
+    bool reimage = false;                // forget verified hashes first; stages redo their work
+    uint64_t seed = 0;                   // backoff jitter; 0 = random
+};
+
+// What the engine tells its printer (live status line, JSON stream, logs).
+struct EngineEvent {
+    enum class Kind { RunStart, StageStart, Progress, Action, StageEnd, Retry, NodeEnd, Stop, RunEnd };
+    Kind kind = Kind::Progress;
+    std::string node;
+    std::string stage;
+    std::string message;
+    std::string outcome;                 // StageEnd: verified | skipped | failed | ...; NodeEnd: node state
+    int percent = -1;
+    int done = 0;                        // node-stages finished so far
+    int total = 0;                       // node-stages selected
+};
+
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    // Called from worker threads and the dispatcher; implementations lock.
+    virtual void on_event(const EngineEvent& event) = 0;
+};
+
+struct NodeOutcome {
+    std::string node;
+    std::string state;    // pending | running | failed | quarantined | ready
+    std::string detail;   // verified | interrupted | blocked | skipped ...
+    std::string stage;    // last stage touched
+    std::string error;
+    int actions = 0;      // actions applied in this run
+};
+
+struct RunReport {
+    int64_t run_id = 0;
+    std::string status;   // completed | failed | interrupted
+    std::vector<NodeOutcome> nodes;
+    int actions = 0;
+    int stages_run = 0;
+    int stages_skipped = 0;
+};
+
+struct PlanEntry {
+    std::string node;
+    std::string stage;
+    std::string status;   // converged | work | error
+    std::string input_hash;
+    std::string last_verified;            // "" when never verified
+    std::vector<Action> actions;
+    std::string error;
+    std::string error_code;
+};
+
+struct PlanReport {
+    std::vector<PlanEntry> entries;
+    bool has_work() const;
+    bool has_errors() const;
+};
+
+class Engine {
+public:
+    Engine(const config::Fleet& fleet, const StageRegistry& registry, journal::Store* store, EventSink* sink,
+           StopToken& stop);
+
+    // Checks the selection before anything runs: unknown nodes or stages,
+    // stages not in a node's pipeline, stages not implemented in this build.
+    Status check(const RunOptions& options) const;
+
+    // Changes nothing: observe and plan every selected node-stage. `store`
+    // may be null (no journal yet: nothing verified).
+    Result<PlanReport> plan(const RunOptions& options);
+
+    Result<RunReport> run(const RunOptions& options);
+
+private:
+    struct Selection {
+        const config::Node* node;
+        const config::Pipeline* pipeline;
+        std::vector<std::string> stages;           // selected, in pipeline order
+        std::vector<std::string> hashes;           // input hash per selected stage
+    };
+    Result<std::vector<Selection>> select(const RunOptions& options) const;
+    Result<std::vector<std::string>> pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
+                                                     const std::vector<std::string>& selected) const;
+    void emit(const EngineEvent& e) const;
+
+    const config::Fleet& fleet_;
+    const StageRegistry& registry_;
+    journal::Store* store_;
+    EventSink* sink_;
+    StopToken& stop_;
+};
+
+}  // namespace kiln::engine

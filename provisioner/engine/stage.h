@@ -1,0 +1,117 @@
+// The stage contract (DESIGN §2): every stage is a reconciler.
+//   observe  read what is really there
+//   plan     concrete actions; empty means converged
+//   apply    perform one action; idempotent, safe to re-run after a crash
+//   verify   observe again and prove the desired state holds
+// One Stage instance serves every node of a run from several threads at
+// once: keep per-node state in the context, not in the stage.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/core/result.h"
+#include "provisioner/engine/cancel.h"
+
+namespace kiln::engine {
+
+struct Action {
+    std::string id;           // stable within (node, stage), e.g. "flash:BIOS:2.1"
+    std::string description;  // one line for people
+    nlohmann::json detail = nlohmann::json::object();
+};
+
+struct Observation {
+    nlohmann::json state = nlohmann::json::object();
+};
+
+// What a stage may see and use while it runs on one node.
+class StageContext {
+public:
+    using Clock = std::chrono::steady_clock;
+    using ProgressFn = std::function<void(const std::string& message, int percent)>;
+    using EventFn = std::function<void(const std::string& kind, const std::string& message)>;
+
+    StageContext(const config::Fleet& fleet, const config::Node& node, std::string stage,
+                 const StopToken& stop, Clock::time_point deadline, ProgressFn progress, EventFn event)
+        : fleet_(fleet), node_(node), stage_(std::move(stage)), stop_(stop), deadline_(deadline),
+          progress_(std::move(progress)), event_(std::move(event)) {}
+
+    const config::Fleet& fleet() const { return fleet_; }
+    const config::Node& node() const { return node_; }
+    const std::string& stage() const { return stage_; }
+
+    // This stage's input hash and the one of its last verified run, if any.
+    const std::string& input_hash() const { return input_hash_; }
+    const std::optional<std::string>& last_verified_hash() const { return last_verified_; }
+    void set_hashes(std::string input, std::optional<std::string> last) {
+        input_hash_ = std::move(input);
+        last_verified_ = std::move(last);
+    }
+    // Set by `kiln reimage`: redo this stage's work even where observe shows
+    // it done (a fresh disk, a fresh VM).
+    bool reimage() const { return reimage_; }
+    void set_reimage(bool on) { reimage_ = on; }
+
+    // True once the run is stopping hard or this stage's deadline passed:
+    // a long wait or loop should return at its next safe point.
+    bool should_stop() const { return stop_.hard() || Clock::now() >= deadline_; }
+    // True once any stop was requested (first SIGINT): finish the current
+    // action, start no other.
+    bool stopping() const { return stop_.soft(); }
+    bool deadline_passed() const { return Clock::now() >= deadline_; }
+    Clock::time_point deadline() const { return deadline_; }
+    // Sleeps up to `d`; false when cut short by a hard stop or the deadline.
+    bool wait_for(std::chrono::milliseconds d) const { return stop_.wait_for(d, deadline_); }
+
+    void progress(const std::string& message, int percent = -1) const {
+        if (progress_) progress_(message, percent);
+    }
+    void event(const std::string& kind, const std::string& message) const {
+        if (event_) event_(kind, message);
+    }
+
+private:
+    const config::Fleet& fleet_;
+    const config::Node& node_;
+    std::string stage_;
+    const StopToken& stop_;
+    Clock::time_point deadline_;
+    ProgressFn progress_;
+    EventFn event_;
+    std::string input_hash_;
+    std::optional<std::string> last_verified_;
+    bool reimage_ = false;
+};
+
+class Stage {
+public:
+    virtual ~Stage() = default;
+    virtual std::string name() const = 0;
+
+    // The inputs this stage depends on for one node, as canonical JSON.
+    // The engine hashes them together with the previous stage's hash.
+    // Default: the node's config section for this stage.
+    virtual Result<nlohmann::json> inputs(const StageContext& ctx) const;
+
+    // Shared things this stage holds while it runs, as "kind:id"
+    // ("bmc:10.1.2.3:443", "switch:leaf-1"). The scheduler caps each kind.
+    virtual std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const;
+
+    // True for the stage that hands the node over: its success marks it ready.
+    virtual bool hands_over() const { return false; }
+
+    virtual Result<Observation> observe(StageContext& ctx) = 0;
+    virtual Result<std::vector<Action>> plan(StageContext& ctx, const Observation& observed) = 0;
+    virtual Status apply(StageContext& ctx, const Action& action) = 0;
+    virtual Status verify(StageContext& ctx) = 0;
+};
+
+}  // namespace kiln::engine

@@ -1,0 +1,513 @@
+#include "provisioner/journal/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <utility>
+
+namespace kiln::journal {
+
+int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+// Every statement is idempotent so an open always leaves the full schema,
+// whatever an earlier (killed) open managed to do. run_id columns that can
+// only come from begin_run reference runs; events and node_state may carry
+// run-level data written before or outside a run, so they do not.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS runs(
+  id INTEGER PRIMARY KEY, command TEXT NOT NULL, fleet_path TEXT NOT NULL, fleet_sha256 TEXT NOT NULL,
+  kiln_version TEXT NOT NULL, status TEXT NOT NULL, started_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS stage_results(
+  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id), node TEXT NOT NULL, stage TEXT NOT NULL,
+  input_hash TEXT NOT NULL, outcome TEXT NOT NULL, error TEXT NOT NULL, attempts INTEGER NOT NULL,
+  actions INTEGER NOT NULL, started_ms INTEGER NOT NULL, ended_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS stage_results_node ON stage_results(node);
+CREATE TABLE IF NOT EXISTS verified(
+  node TEXT NOT NULL, stage TEXT NOT NULL, input_hash TEXT NOT NULL, run_id INTEGER NOT NULL REFERENCES runs(id),
+  verified_ms INTEGER NOT NULL, PRIMARY KEY(node, stage)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS actions(
+  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id), node TEXT NOT NULL, stage TEXT NOT NULL,
+  action_id TEXT NOT NULL, description TEXT NOT NULL, started_ms INTEGER NOT NULL,
+  ended_ms INTEGER NOT NULL DEFAULT 0, outcome TEXT NOT NULL DEFAULT '', error TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS actions_node ON actions(node);
+CREATE TABLE IF NOT EXISTS events(
+  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, ts_ms INTEGER NOT NULL, node TEXT NOT NULL, stage TEXT NOT NULL,
+  kind TEXT NOT NULL, message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_node ON events(node);
+CREATE TABLE IF NOT EXISTS node_state(
+  node TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, stage TEXT NOT NULL, error TEXT NOT NULL,
+  updated_ms INTEGER NOT NULL, run_id INTEGER NOT NULL) WITHOUT ROWID;
+)sql";
+
+// Newest first. On one millisecond a stage row goes before its actions and
+// events (it is written last), then newer rows before older ones.
+constexpr const char* kHistory = R"sql(
+SELECT ts, run_id, kind, stage, name, text, outcome, error FROM (
+  SELECT CASE WHEN ended_ms <> 0 THEN ended_ms ELSE started_ms END AS ts, run_id, 'stage' AS kind, stage,
+         outcome AS name, input_hash AS text, outcome, error, 2 AS kind_order, id
+    FROM stage_results WHERE node = ?1
+  UNION ALL
+  SELECT started_ms, run_id, 'action', stage, action_id, description, outcome, error, 1, id
+    FROM actions WHERE node = ?1
+  UNION ALL
+  SELECT ts_ms, run_id, 'event', stage, kind, message, '', '', 0, id
+    FROM events WHERE node = ?1)
+ORDER BY ts DESC, kind_order DESC, id DESC LIMIT ?2
+)sql";
+
+// Owns a connection. close_v2 so a stray unfinalized statement cannot make
+// the close fail and leak the handle.
+class Db {
+public:
+    Db() = default;
+    explicit Db(sqlite3* db) : db_(db) {}
+    Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
+    Db& operator=(Db&& o) noexcept {
+        std::swap(db_, o.db_);
+        return *this;
+    }
+    Db(const Db&) = delete;
+    Db& operator=(const Db&) = delete;
+    ~Db() {
+        if (db_) sqlite3_close_v2(db_);
+    }
+    sqlite3* get() const { return db_; }
+
+private:
+    sqlite3* db_ = nullptr;
+};
+
+// Owns a prepared statement.
+class Stmt {
+public:
+    Stmt() = default;
+    explicit Stmt(sqlite3_stmt* s) : s_(s) {}
+    Stmt(Stmt&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    Stmt& operator=(Stmt&& o) noexcept {
+        std::swap(s_, o.s_);
+        return *this;
+    }
+    Stmt(const Stmt&) = delete;
+    Stmt& operator=(const Stmt&) = delete;
+    ~Stmt() {
+        if (s_) sqlite3_finalize(s_);
+    }
+    sqlite3_stmt* get() const { return s_; }
+
+private:
+    sqlite3_stmt* s_ = nullptr;
+};
+
+// One use of a cached statement: binds parameters in order and resets the
+// statement however the call leaves, so the next use starts clean. Text is
+// bound without a copy (SQLITE_STATIC): the caller's strings outlive the
+// Call, and the reset drops the bindings before they could dangle.
+class Call {
+public:
+    explicit Call(Stmt& s) : s_(s.get()) {}
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    ~Call() {
+        sqlite3_reset(s_);
+        sqlite3_clear_bindings(s_);
+    }
+
+    Call& bind(const std::string& v) {
+        note(sqlite3_bind_text(s_, ++n_, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+        return *this;
+    }
+    Call& bind(int64_t v) {
+        note(sqlite3_bind_int64(s_, ++n_, v));
+        return *this;
+    }
+    Call& bind(int v) { return bind(static_cast<int64_t>(v)); }
+
+    int step() { return rc_ != SQLITE_OK ? rc_ : sqlite3_step(s_); }
+
+    std::string text(int col) const {
+        auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
+        return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
+    }
+    int64_t integer(int col) const { return sqlite3_column_int64(s_, col); }
+
+private:
+    void note(int rc) {
+        if (rc_ == SQLITE_OK) rc_ = rc;
+    }
+    sqlite3_stmt* s_;
+    int n_ = 0;
+    int rc_ = SQLITE_OK;
+};
+
+// "cannot <what> in <path>: <sqlite's message>". Busy/locked means another
+// process holds the file past the busy timeout: worth a retry.
+Error sqlite_error(sqlite3* db, const std::string& path, const std::string& code, const std::string& what) {
+    const int rc = db ? sqlite3_extended_errcode(db) : SQLITE_CANTOPEN;
+    std::string c = code;
+    if (rc == SQLITE_CONSTRAINT_FOREIGNKEY) c = "journal.unknown_run";
+    const char* msg = db ? sqlite3_errmsg(db) : "out of memory";
+    const int primary = rc & 0xff;
+    return make_error("journal", c, "cannot " + what + " in " + path + ": " + msg,
+                      primary == SQLITE_BUSY || primary == SQLITE_LOCKED);
+}
+
+class SqliteStore : public Store {
+public:
+    SqliteStore(Db db, std::string path, bool read_only)
+        : db_(std::move(db)), path_(std::move(path)), read_only_(read_only) {}
+
+    // Statements are compiled once here and reused on every call.
+    Status prepare_all() {
+        struct Def {
+            Stmt* stmt;
+            const char* sql;
+        };
+        const Def defs[] = {
+            {&begin_, "BEGIN IMMEDIATE"},
+            {&commit_, "COMMIT"},
+            {&rollback_, "ROLLBACK"},
+            {&begin_run_, "INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
+                          "VALUES(?,?,?,?,'running',?)"},
+            {&end_run_, "UPDATE runs SET status=?, ended_ms=? WHERE id=?"},
+            {&runs_, "SELECT id, command, status, started_ms, ended_ms FROM runs ORDER BY id DESC LIMIT ?"},
+            {&last_verified_, "SELECT input_hash FROM verified WHERE node=? AND stage=?"},
+            {&record_stage_, "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, attempts, "
+                             "actions, started_ms, ended_ms) VALUES(?,?,?,?,?,?,?,?,?,?)"},
+            {&upsert_verified_, "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) VALUES(?,?,?,?,?) "
+                                "ON CONFLICT(node, stage) DO UPDATE SET input_hash=excluded.input_hash, "
+                                "run_id=excluded.run_id, verified_ms=excluded.verified_ms"},
+            {&forget_one_, "DELETE FROM verified WHERE node=? AND stage=?"},
+            {&forget_all_, "DELETE FROM verified WHERE node=?"},
+            {&begin_action_, "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
+                             "VALUES(?,?,?,?,?,?)"},
+            {&end_action_, "UPDATE actions SET ended_ms=?, outcome=?, error=? WHERE id=?"},
+            {&event_, "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) VALUES(?,?,?,?,?,?)"},
+            {&set_state_, "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
+                          "VALUES(?,?,?,?,?,?,?) ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
+                          "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
+                          "updated_ms=excluded.updated_ms, run_id=excluded.run_id"},
+            {&states_, "SELECT node, state, detail, stage, error, updated_ms, run_id FROM node_state ORDER BY node"},
+            {&history_, kHistory},
+        };
+        for (const auto& d : defs) {
+            sqlite3_stmt* s = nullptr;
+            if (sqlite3_prepare_v3(db_.get(), d.sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK)
+                return fail("journal.schema", "prepare statements");
+            *d.stmt = Stmt(s);
+        }
+        return ok_status();
+    }
+
+    Result<int64_t> begin_run(const RunInfo& info) override {
+        return guarded<int64_t>("start a run", true, [&]() -> Result<int64_t> {
+            Call c(begin_run_);
+            c.bind(info.command).bind(info.fleet_path).bind(info.fleet_sha256).bind(info.kiln_version).bind(now_ms());
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "start a run");
+            return static_cast<int64_t>(sqlite3_last_insert_rowid(db_.get()));
+        });
+    }
+
+    Status end_run(int64_t run_id, const std::string& status) override {
+        return guarded<void>("end a run", true, [&]() -> Status {
+            Call c(end_run_);
+            c.bind(status).bind(now_ms()).bind(run_id);
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "end run " + std::to_string(run_id));
+            if (sqlite3_changes(db_.get()) == 0)
+                return make_error("journal", "journal.unknown_run",
+                                  "cannot end run " + std::to_string(run_id) + " in " + path_ + ": no such run");
+            return ok_status();
+        });
+    }
+
+    Result<std::vector<RunSummary>> runs(int limit) override {
+        return guarded<std::vector<RunSummary>>("list runs", false, [&]() -> Result<std::vector<RunSummary>> {
+            Call c(runs_);
+            c.bind(limit > 0 ? limit : -1);  // LIMIT -1: no limit
+            std::vector<RunSummary> out;
+            int rc;
+            while ((rc = c.step()) == SQLITE_ROW)
+                out.push_back({c.integer(0), c.text(1), c.text(2), c.integer(3), c.integer(4)});
+            if (rc != SQLITE_DONE) return fail("journal.read", "list runs");
+            return out;
+        });
+    }
+
+    Result<std::optional<std::string>> last_verified_hash(const std::string& node, const std::string& stage) override {
+        using R = std::optional<std::string>;
+        return guarded<R>("read a verified hash", false, [&]() -> Result<R> {
+            Call c(last_verified_);
+            c.bind(node).bind(stage);
+            const int rc = c.step();
+            if (rc == SQLITE_ROW) return R(c.text(0));
+            if (rc != SQLITE_DONE) return fail("journal.read", "read the verified hash of " + node + "/" + stage);
+            return R();
+        });
+    }
+
+    Status record_stage(const StageRecord& r) override {
+        return guarded<void>("record a stage", true, [&]() -> Status {
+            const std::string what = "record stage " + r.node + "/" + r.stage;
+            const bool verified = r.outcome == "verified" || r.outcome == "skipped";
+            if (!verified) return insert_stage(r, what);
+            // The result row and the verified hash land together or not at all.
+            if (auto s = step_once(begin_, what); !s) return s;
+            Status s = insert_stage(r, what);
+            if (s) {
+                Call c(upsert_verified_);
+                c.bind(r.node).bind(r.stage).bind(r.input_hash).bind(r.run_id).bind(r.ended_ms ? r.ended_ms : now_ms());
+                if (c.step() != SQLITE_DONE) s = fail("journal.write", what);
+            }
+            if (s) s = step_once(commit_, what);
+            if (!s) rollback();
+            return s;
+        });
+    }
+
+    Status forget_verified(const std::string& node, const std::string& stage) override {
+        return guarded<void>("forget verified hashes", true, [&]() -> Status {
+            Call c(stage.empty() ? forget_all_ : forget_one_);
+            c.bind(node);
+            if (!stage.empty()) c.bind(stage);
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "forget verified hashes of " + node);
+            return ok_status();
+        });
+    }
+
+    Result<int64_t> begin_action(int64_t run_id, const std::string& node, const std::string& stage,
+                                 const std::string& action_id, const std::string& description) override {
+        return guarded<int64_t>("record an action", true, [&]() -> Result<int64_t> {
+            Call c(begin_action_);
+            c.bind(run_id).bind(node).bind(stage).bind(action_id).bind(description).bind(now_ms());
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "record action " + action_id + " of " + node);
+            return static_cast<int64_t>(sqlite3_last_insert_rowid(db_.get()));
+        });
+    }
+
+    Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
+        return guarded<void>("end an action", true, [&]() -> Status {
+            const std::string what = "end action row " + std::to_string(row);
+            Call c(end_action_);
+            c.bind(now_ms()).bind(outcome).bind(error).bind(row);
+            if (c.step() != SQLITE_DONE) return fail("journal.write", what);
+            if (sqlite3_changes(db_.get()) == 0)
+                return make_error("journal", "journal.unknown_action", "cannot " + what + " in " + path_ + ": no such row");
+            return ok_status();
+        });
+    }
+
+    Status record_event(const EventRecord& e) override {
+        return guarded<void>("record an event", true, [&]() -> Status {
+            Call c(event_);
+            c.bind(e.run_id).bind(e.ts_ms ? e.ts_ms : now_ms()).bind(e.node).bind(e.stage).bind(e.kind).bind(e.message);
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "record event " + e.kind);
+            return ok_status();
+        });
+    }
+
+    Status set_node_state(const NodeState& s) override {
+        return guarded<void>("set a node state", true, [&]() -> Status {
+            Call c(set_state_);
+            c.bind(s.node).bind(s.state).bind(s.detail).bind(s.stage).bind(s.error);
+            c.bind(s.updated_ms ? s.updated_ms : now_ms()).bind(s.run_id);
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "set the state of " + s.node);
+            return ok_status();
+        });
+    }
+
+    Result<std::vector<NodeState>> node_states() override {
+        return guarded<std::vector<NodeState>>("read node states", false, [&]() -> Result<std::vector<NodeState>> {
+            Call c(states_);
+            std::vector<NodeState> out;
+            int rc;
+            while ((rc = c.step()) == SQLITE_ROW)
+                out.push_back({c.text(0), c.text(1), c.text(2), c.text(3), c.text(4), c.integer(5), c.integer(6)});
+            if (rc != SQLITE_DONE) return fail("journal.read", "read node states");
+            return out;
+        });
+    }
+
+    Result<std::vector<HistoryEntry>> history(const std::string& node, int limit) override {
+        using R = std::vector<HistoryEntry>;
+        return guarded<R>("read history", false, [&]() -> Result<R> {
+            Call c(history_);
+            c.bind(node).bind(limit > 0 ? limit : -1);
+            R out;
+            int rc;
+            while ((rc = c.step()) == SQLITE_ROW)
+                out.push_back({c.integer(0), c.integer(1), c.text(2), c.text(3), c.text(4), c.text(5), c.text(6),
+                               c.text(7)});
+            if (rc != SQLITE_DONE) return fail("journal.read", "read the history of " + node);
+            return out;
+        });
+    }
+
+private:
+    // Serializes use of the one connection, refuses writes on a read-only
+    // store, and keeps exceptions (allocation) from crossing the interface.
+    template <class T, class F>
+    Result<T> guarded(const char* what, bool writes, F&& body) {
+        if (writes && read_only_)
+            return make_error("journal", "journal.read_only",
+                              std::string("cannot ") + what + " in " + path_ + ": the journal was opened read-only");
+        try {
+            std::lock_guard<std::mutex> lock(mu_);
+            try {
+                return body();
+            } catch (...) {
+                rollback();  // never leave a half-done transaction open
+                throw;
+            }
+        } catch (const std::exception& e) {
+            return make_error("journal", "journal.internal", std::string("cannot ") + what + " in " + path_ + ": " + e.what());
+        }
+    }
+
+    Status insert_stage(const StageRecord& r, const std::string& what) {
+        Call c(record_stage_);
+        c.bind(r.run_id).bind(r.node).bind(r.stage).bind(r.input_hash).bind(r.outcome).bind(r.error);
+        c.bind(r.attempts).bind(r.actions).bind(r.started_ms).bind(r.ended_ms);
+        if (c.step() != SQLITE_DONE) return fail("journal.write", what);
+        return ok_status();
+    }
+
+    Status step_once(Stmt& s, const std::string& what) {
+        Call c(s);
+        if (c.step() != SQLITE_DONE) return fail("journal.write", what);
+        return ok_status();
+    }
+
+    void rollback() {
+        if (!sqlite3_get_autocommit(db_.get())) {
+            Call c(rollback_);
+            (void)c.step();
+        }
+    }
+
+    Error fail(const std::string& code, const std::string& what) const {
+        return sqlite_error(db_.get(), path_, code, what);
+    }
+
+    std::mutex mu_;
+    Db db_;  // declared before the statements: they are finalized first
+    std::string path_;
+    bool read_only_;
+    Stmt begin_, commit_, rollback_, begin_run_, end_run_, runs_, last_verified_, record_stage_, upsert_verified_,
+        forget_one_, forget_all_, begin_action_, end_action_, event_, set_state_, states_, history_;
+};
+
+// Runs one statement with no result rows (pragmas, DDL, transaction control).
+bool exec(sqlite3* db, const char* sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK; }
+
+// Reads a single-value pragma; nullopt when the file cannot be read (not a
+// database, locked past the timeout, ...).
+std::optional<std::string> pragma(sqlite3* db, const char* sql) {
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &raw, nullptr) != SQLITE_OK) return std::nullopt;
+    Stmt s(raw);
+    if (sqlite3_step(s.get()) != SQLITE_ROW) return std::nullopt;
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0));
+    return std::string(p ? p : "");
+}
+
+// Refuses a journal written by a newer kiln: its schema may mean things this
+// one would misread or damage.
+Status check_version(sqlite3* db, const std::string& path, int* version) {
+    auto v = pragma(db, "PRAGMA user_version");
+    if (!v) return sqlite_error(db, path, "journal.open", "read the schema version");
+    *version = std::stoi(*v);
+    if (*version > kSchemaVersion)
+        return make_error("journal", "journal.newer",
+                          "cannot open " + path + ": it was written by a newer kiln (journal schema " +
+                              std::to_string(*version) + ", this kiln knows up to " + std::to_string(kSchemaVersion) +
+                              "); upgrade kiln or use another --journal");
+    return ok_status();
+}
+
+Result<std::unique_ptr<Store>> open(const std::string& path, const SqliteOptions& options) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (options.read_only) {
+        // Check first: SQLite must not get the chance to create anything.
+        if (!fs::exists(path, ec))
+            return make_error("journal", "journal.missing", "cannot open " + path + ": no journal there yet");
+    } else {
+        auto parent = fs::path(path).parent_path();
+        if (!parent.empty()) fs::create_directories(parent, ec);
+        if (ec)
+            return make_error("journal", "journal.open",
+                              "cannot create the folder of " + path + ": " + ec.message());
+    }
+
+    // NOMUTEX: the store's own mutex serializes the connection.
+    const int flags = (options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) |
+                      SQLITE_OPEN_NOMUTEX;
+    sqlite3* raw = nullptr;
+    const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+    Db db(raw);
+    if (rc != SQLITE_OK) return sqlite_error(db.get(), path, "journal.open", "open");
+    sqlite3* h = db.get();
+    sqlite3_busy_timeout(h, options.busy_timeout_ms);
+    // READWRITE quietly falls back to read-only on a file we may not write.
+    if (!options.read_only && sqlite3_db_readonly(h, "main") == 1)
+        return make_error("journal", "journal.open", "cannot open " + path + " for writing: permission denied");
+
+    int version = 0;
+    if (auto s = check_version(h, path, &version); !s) return s.error();
+
+    if (options.read_only) {
+        if (version < kSchemaVersion)
+            return make_error("journal", "journal.missing", "cannot open " + path + ": it is not a kiln journal yet");
+    } else {
+        // WAL: a commit is durable once written to the log, so kill -9 at any
+        // point keeps every committed row and drops only the open transaction.
+        // NORMAL skips the fsync per commit; only power loss could cost the
+        // last few commits, never consistency.
+        auto mode = pragma(h, "PRAGMA journal_mode=WAL");
+        if (!mode) return sqlite_error(h, path, "journal.open", "switch to WAL mode");
+        if (*mode != "wal")
+            return make_error("journal", "journal.open",
+                              "cannot open " + path + ": the file system does not support WAL (journal mode " + *mode +
+                                  ")");
+        if (!exec(h, "PRAGMA synchronous=NORMAL") || !exec(h, "PRAGMA foreign_keys=ON"))
+            return sqlite_error(h, path, "journal.open", "configure");
+        // One transaction: a second process creating the schema at the same
+        // time waits here, and a kill leaves either nothing or all of it.
+        if (!exec(h, "BEGIN IMMEDIATE")) return sqlite_error(h, path, "journal.open", "lock");
+        Status s = check_version(h, path, &version);  // again, now that we hold the lock
+        if (s && !exec(h, kSchema)) s = sqlite_error(h, path, "journal.schema", "create the schema");
+        if (s && version < kSchemaVersion && !exec(h, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str()))
+            s = sqlite_error(h, path, "journal.schema", "set the schema version");
+        if (s && !exec(h, "COMMIT")) s = sqlite_error(h, path, "journal.schema", "commit the schema");
+        if (!s) {
+            exec(h, "ROLLBACK");
+            return s.error();
+        }
+    }
+
+    auto store = std::make_unique<SqliteStore>(std::move(db), path, options.read_only);
+    if (auto s = store->prepare_all(); !s) return s.error();
+    return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_sqlite_store(const std::string& path, const SqliteOptions& options) {
+    try {
+        return open(path, options);
+    } catch (const std::exception& e) {
+        return make_error("journal", "journal.open", "cannot open " + path + ": " + e.what());
+    }
+}
+
+}  // namespace kiln::journal

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs exactly what kiln needs to build and test on Debian 12, then
+# configures and builds it under build/. Idempotent: a second run installs
+# nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config
+  # libraries (headers)
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
+  libcurl4-openssl-dev libssl-dev libfmt-dev catch2
+  # tools the tests and benchmarks call
+  sqlite3 python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build_type=${KILN_BUILD_TYPE:-RelWithDebInfo}
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type"
+fi
+cmake --build build -j "$(nproc)"

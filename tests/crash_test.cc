@@ -1,0 +1,67 @@
+// Crash safety: `kiln apply` killed with SIGKILL at many points (before and
+// after an action's side effect, so also between the effect and its
+// journal row) and re-run must end with every action done exactly once.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <random>
+
+#include "tests/support/child.h"
+#include "tests/support/cli_fleet.h"
+#include "tests/support/test_stages.h"
+
+using kiln::test::run_child;
+using kiln::test::TempDir;
+
+TEST_CASE("crash: SIGKILL at 20+ points, re-run finishes, every action exactly once", "[crash]") {
+    TempDir dir;
+    const int nodes = 4, stages = 4, actions = 2;
+    auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const std::string ledger = dir.file("ledger");
+    std::mt19937 rng(20261202);
+    std::uniform_int_distribution<int> point(1, 2);
+    std::bernoulli_distribution after(0.5);
+
+    int kills = 0, clean_exits = 0;
+    for (int attempt = 0; attempt < 150 && clean_exits == 0; ++attempt) {
+        const int at = point(rng);
+        const bool phase_after = after(rng);
+        auto r = run_child({KILN_TEST_DRIVER, "apply", fleet},
+                           {{"KILN_TEST_LEDGER", ledger},
+                            {"KILN_TEST_ACTIONS", std::to_string(actions)},
+                            {"KILN_TEST_KILL_AT", std::to_string(at)},
+                            {"KILN_TEST_KILL_PHASE", phase_after ? "after" : "before"}});
+        if (r.signal == SIGKILL) {
+            ++kills;
+        } else {
+            INFO(r.out << r.err);
+            REQUIRE(r.exit_code == 0);
+            ++clean_exits;
+        }
+        // Whatever happened, nothing was ever done twice.
+        for (const auto& [line, count] : kiln::test::LedgerStage::read_ledger(ledger)) {
+            INFO(line);
+            REQUIRE(count == 1);
+        }
+    }
+    REQUIRE(kills >= 20);
+
+    auto final_run = run_child({KILN_TEST_DRIVER, "apply", fleet}, {{"KILN_TEST_LEDGER", ledger},
+                                                                    {"KILN_TEST_ACTIONS", std::to_string(actions)}});
+    INFO(final_run.out << final_run.err);
+    REQUIRE(final_run.exit_code == 0);
+    auto done = kiln::test::LedgerStage::read_ledger(ledger);
+    REQUIRE(done.size() == static_cast<size_t>(nodes * stages * actions));
+    for (const auto& [line, count] : done) REQUIRE(count == 1);
+
+    auto plan = run_child({KILN_TEST_DRIVER, "plan", fleet, "--detailed-exitcode"},
+                          {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_ACTIONS", std::to_string(actions)}});
+    INFO(plan.out << plan.err);
+    REQUIRE(plan.exit_code == 0);
+
+    auto status = run_child({KILN_TEST_DRIVER, "status", fleet, "--json"}, {{"KILN_TEST_LEDGER", ledger}});
+    auto j = nlohmann::json::parse(status.out);
+    REQUIRE(j["nodes"].size() == static_cast<size_t>(nodes));
+    for (const auto& n : j["nodes"]) REQUIRE(n["state"] == "ready");
+}

@@ -1,0 +1,397 @@
+// The engine with test-only stages: ordering, limits, retries, failures,
+// timeouts, skipping, stops. Every assertion reads an observable effect.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+
+#include "provisioner/engine/engine.h"
+#include "provisioner/journal/sqlite_store.h"
+#include "tests/support/fleet_builder.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_stages.h"
+
+using namespace std::chrono_literals;
+using kiln::engine::Engine;
+using kiln::engine::RunOptions;
+using kiln::engine::StageRegistry;
+using kiln::engine::StopToken;
+using kiln::test::ConcurrencyProbe;
+using kiln::test::LedgerStage;
+using kiln::test::ScriptedStage;
+using kiln::test::TempDir;
+
+namespace {
+
+struct Harness {
+    TempDir dir;
+    std::unique_ptr<kiln::journal::Store> store;
+    StageRegistry registry;
+    StopToken stop;
+    Harness() {
+        auto s = kiln::journal::open_sqlite_store(dir.file("journal.db"), {});
+        REQUIRE(s.ok());
+        store = std::move(*s);
+    }
+    std::string ledger() const { return dir.file("ledger"); }
+    std::shared_ptr<LedgerStage> ledger_stage(const std::string& name, int actions = 2, bool hands_over = false) {
+        LedgerStage::Options o;
+        o.name = name;
+        o.ledger = ledger();
+        o.actions = actions;
+        o.hands_over = hands_over;
+        auto s = std::make_shared<LedgerStage>(o);
+        registry.add(s);
+        return s;
+    }
+    kiln::engine::RunReport run(const kiln::config::Fleet& fleet, RunOptions opts = {}) {
+        opts.seed = 1;
+        Engine e(fleet, registry, store.get(), nullptr, stop);
+        auto r = e.run(opts);
+        REQUIRE(r.ok());
+        return *r;
+    }
+    std::vector<std::string> ledger_lines() const {
+        std::vector<std::string> out;
+        std::ifstream in(ledger());
+        for (std::string l; std::getline(in, l);) out.push_back(l);
+        return out;
+    }
+};
+
+const kiln::engine::NodeOutcome& outcome(const kiln::engine::RunReport& r, const std::string& node) {
+    for (const auto& n : r.nodes)
+        if (n.node == node) return n;
+    FAIL("no node " << node);
+    return r.nodes.front();
+}
+
+}  // namespace
+
+TEST_CASE("engine: stages run in pipeline order per node, every action once", "[engine]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    h.ledger_stage("beta");
+    h.ledger_stage("gamma", 2, true);
+    auto fleet = kiln::test::make_fleet(6, 2, {"alpha", "beta", "gamma"});
+    auto report = h.run(fleet);
+    REQUIRE(report.status == "completed");
+    REQUIRE(report.actions == 36);
+    auto lines = h.ledger_lines();
+    REQUIRE(lines.size() == 36);
+    std::map<std::string, std::vector<std::string>> per_node;
+    for (const auto& l : lines) per_node[l.substr(0, l.find(' '))].push_back(l.substr(l.find(' ') + 1));
+    for (const auto& [node, seq] : per_node) {
+        REQUIRE(seq == std::vector<std::string>{"alpha a0", "alpha a1", "beta a0", "beta a1", "gamma a0", "gamma a1"});
+        REQUIRE(outcome(report, node).state == "ready");
+    }
+    auto states = h.store->node_states();
+    REQUIRE(states.ok());
+    REQUIRE(states->size() == 6);
+    for (const auto& s : *states) REQUIRE(s.state == "ready");
+}
+
+TEST_CASE("engine: a second run performs no action and skips every stage", "[engine]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    h.ledger_stage("beta", 3, true);
+    auto fleet = kiln::test::make_fleet(4, 1, {"alpha", "beta"});
+    auto first = h.run(fleet);
+    REQUIRE(first.actions == 20);
+    auto second = h.run(fleet);
+    REQUIRE(second.status == "completed");
+    REQUIRE(second.actions == 0);
+    REQUIRE(second.stages_skipped == 8);
+    REQUIRE(second.stages_run == 0);
+    REQUIRE(h.ledger_lines().size() == 20);
+    for (const auto& n : second.nodes) REQUIRE(n.state == "ready");
+
+    // A changed input re-verifies (but the converged ledger needs no action).
+    fleet.nodes[0].labels["slot"] = "u12";
+    auto third = h.run(fleet);
+    REQUIRE(third.actions == 0);
+    REQUIRE(third.stages_run == 2);      // n001's alpha and beta verified again
+    REQUIRE(third.stages_skipped == 6);
+}
+
+TEST_CASE("engine: plan changes nothing and reports work, then convergence", "[engine]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    auto fleet = kiln::test::make_fleet(3, 1, {"alpha"});
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    auto before = e.plan({});
+    REQUIRE(before.ok());
+    REQUIRE(before->has_work());
+    REQUIRE(before->entries.size() == 3);
+    REQUIRE(before->entries[0].actions.size() == 2);
+    REQUIRE(h.ledger_lines().empty());
+    auto runs = h.store->runs(10);
+    REQUIRE(runs.ok());
+    REQUIRE(runs->empty());
+    h.run(fleet);
+    auto after = e.plan({});
+    REQUIRE(after.ok());
+    REQUIRE_FALSE(after->has_work());
+    for (const auto& entry : after->entries) REQUIRE(entry.status == "converged");
+}
+
+TEST_CASE("engine: the global parallel limit is reached and never exceeded", "[engine][limits]") {
+    Harness h;
+    auto probe = std::make_shared<ConcurrencyProbe>("probe", 3);
+    h.registry.add(probe);
+    kiln::config::Limits l;
+    l.parallel = 3;
+    auto fleet = kiln::test::make_fleet(12, 1, {"probe"}, l);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "completed");
+    REQUIRE(probe->applies() == 12);
+    REQUIRE(probe->max_total() == 3);
+    REQUIRE_FALSE(probe->target_timeouts());
+}
+
+TEST_CASE("engine: per-rack limit holds while other racks proceed", "[engine][limits]") {
+    Harness h;
+    auto probe = std::make_shared<ConcurrencyProbe>("probe", 6);  // 3 racks x 2
+    h.registry.add(probe);
+    kiln::config::Limits l;
+    l.parallel = 16;
+    l.per_rack = 2;
+    auto fleet = kiln::test::make_fleet(12, 3, {"probe"}, l);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "completed");
+    REQUIRE(probe->max_per_rack() == 2);
+    REQUIRE(probe->max_total() == 6);
+}
+
+TEST_CASE("engine: per-BMC limit caps stages sharing one BMC", "[engine][limits]") {
+    Harness h;
+    auto probe = std::make_shared<ConcurrencyProbe>("probe", 4, "bmc");  // 4 BMCs, 1 each
+    h.registry.add(probe);
+    kiln::config::Limits l;
+    l.parallel = 16;
+    l.per_bmc = 1;
+    auto fleet = kiln::test::make_fleet(12, 1, {"probe"}, l, /*nodes_per_bmc=*/3);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "completed");
+    REQUIRE(probe->applies() == 12);
+    REQUIRE(probe->max_per_resource() == 1);
+    REQUIRE(probe->max_total() == 4);
+}
+
+TEST_CASE("engine: max_unavailable bounds nodes in progress at once", "[engine][limits]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    h.ledger_stage("beta", 2, true);
+    kiln::config::Limits l;
+    l.parallel = 8;
+    l.max_unavailable = 2;
+    auto fleet = kiln::test::make_fleet(8, 1, {"alpha", "beta"}, l);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "completed");
+    // Replay the ledger: a node is in progress from its first line to its last.
+    std::map<std::string, int> remaining;
+    for (const auto& n : fleet.nodes) remaining[n.name] = 4;
+    std::set<std::string> open;
+    size_t peak = 0;
+    for (const auto& line : h.ledger_lines()) {
+        auto node = line.substr(0, line.find(' '));
+        open.insert(node);
+        peak = std::max(peak, open.size());
+        if (--remaining[node] == 0) open.erase(node);
+    }
+    REQUIRE(peak <= 2);
+    REQUIRE(h.ledger_lines().size() == 32);
+}
+
+TEST_CASE("engine: max_unavailable halts a rollout after failures", "[engine][limits]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    kiln::config::Limits l;
+    l.parallel = 1;
+    l.max_unavailable = 1;
+    auto fleet = kiln::test::make_fleet(3, 1, {"work"}, l);
+    s->script("n001", ScriptedStage::Mode::Permanent);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "failed");
+    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE(outcome(r, "n002").detail == "blocked: max_unavailable reached");
+    REQUIRE(s->attempts("n002") == 0);
+    REQUIRE(s->attempts("n003") == 0);
+}
+
+TEST_CASE("engine: transient errors retry with backoff, then succeed", "[engine][retry]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    kiln::config::Limits l;
+    l.retries = 3;
+    l.backoff_initial = 1ms;
+    l.backoff_max = 4ms;
+    auto fleet = kiln::test::make_fleet(2, 1, {"work"}, l);
+    s->script("n001", ScriptedStage::Mode::FlakyThenOk, 2);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "completed");
+    REQUIRE(s->attempts("n001") == 3);
+    REQUIRE(s->successes("n001") == 1);
+    REQUIRE(s->attempts("n002") == 1);
+    auto hist = h.store->history("n001", 0);
+    REQUIRE(hist.ok());
+    int retries = 0;
+    for (const auto& e : *hist) retries += e.kind == "event" && e.name == "retry";
+    REQUIRE(retries == 2);
+}
+
+TEST_CASE("engine: transient errors give up after the retry budget", "[engine][retry]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    kiln::config::Limits l;
+    l.retries = 2;
+    l.backoff_initial = 1ms;
+    l.backoff_max = 2ms;
+    auto fleet = kiln::test::make_fleet(1, 1, {"work"}, l);
+    s->script("n001", ScriptedStage::Mode::AlwaysTransient);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "failed");
+    REQUIRE(s->attempts("n001") == 3);
+    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("gave up after 3 attempts"));
+}
+
+TEST_CASE("engine: a permanent failure stops that node only", "[engine]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    h.ledger_stage("after", 1, true);
+    auto fleet = kiln::test::make_fleet(4, 2, {"work", "after"});
+    s->script("n002", ScriptedStage::Mode::Permanent);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "failed");
+    REQUIRE(s->attempts("n002") == 1);  // permanent: no retry
+    REQUIRE(outcome(r, "n002").state == "failed");
+    REQUIRE(outcome(r, "n002").stage == "work");
+    REQUIRE_THAT(outcome(r, "n002").error, Catch::Contains("firmware image rejected"));
+    for (const char* n : {"n001", "n003", "n004"}) REQUIRE(outcome(r, n).state == "ready");
+    auto lines = h.ledger_lines();
+    REQUIRE(lines.size() == 3);
+    for (const auto& l : lines) REQUIRE(l.rfind("n002", 0) != 0);
+    // The journal remembers the failure for `kiln status`.
+    auto states = h.store->node_states();
+    REQUIRE(states.ok());
+    for (const auto& st : *states)
+        if (st.node == "n002") REQUIRE(st.state == "failed");
+}
+
+TEST_CASE("engine: a stage past its timeout fails with the limit named", "[engine][timeout]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    kiln::config::Limits l;
+    l.stage_timeouts["work"] = 100ms;
+    auto fleet = kiln::test::make_fleet(2, 1, {"work"}, l);
+    s->script("n001", ScriptedStage::Mode::Hang);
+    auto r = h.run(fleet);
+    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE(outcome(r, "n001").detail == "timed_out");
+    REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("timed out after 100ms"));
+    REQUIRE(outcome(r, "n002").state == "pending");  // verified, not handed over
+    REQUIRE(outcome(r, "n002").detail == "verified");
+}
+
+TEST_CASE("engine: a quarantining error quarantines the node", "[engine]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    auto fleet = kiln::test::make_fleet(2, 1, {"work"});
+    s->script("n001", ScriptedStage::Mode::Quarantine);
+    auto r = h.run(fleet);
+    REQUIRE(outcome(r, "n001").state == "quarantined");
+    REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("pending row remaps"));
+}
+
+TEST_CASE("engine: a stop lets the action in flight finish and starts nothing else", "[engine][stop]") {
+    Harness h;
+    // A stage whose first action asks for the stop, as SIGINT would.
+    struct StoppingStage : LedgerStage {
+        StopToken* stop;
+        StoppingStage(LedgerStage::Options o, StopToken* s) : LedgerStage(std::move(o)), stop(s) {}
+        kiln::Status apply(kiln::engine::StageContext& ctx, const kiln::engine::Action& a) override {
+            stop->request_soft();
+            return LedgerStage::apply(ctx, a);
+        }
+    };
+    LedgerStage::Options o;
+    o.name = "alpha";
+    o.ledger = h.ledger();
+    o.actions = 3;
+    h.registry.add(std::make_shared<StoppingStage>(o, &h.stop));
+    kiln::config::Limits l;
+    l.parallel = 1;
+    auto fleet = kiln::test::make_fleet(3, 1, {"alpha"}, l);
+    auto r = h.run(fleet);
+    REQUIRE(r.status == "interrupted");
+    REQUIRE(h.ledger_lines() == std::vector<std::string>{"n001 alpha a0"});
+    REQUIRE(outcome(r, "n001").detail == "interrupted");
+    REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("stopped before action a1 (1 of 3 done)"));
+    REQUIRE(outcome(r, "n002").detail == "not started");
+    auto runs = h.store->runs(1);
+    REQUIRE(runs.ok());
+    REQUIRE(runs->front().status == "interrupted");
+}
+
+TEST_CASE("engine: unimplemented or unknown selections fail before anything runs", "[engine]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    auto fleet = kiln::test::make_fleet(2, 1, {"alpha", "firmware"});
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    auto r = e.run({});
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == "stage.not_implemented");
+    REQUIRE_THAT(r.error().message, Catch::Contains("stage 'firmware' is not implemented"));
+    REQUIRE(h.ledger_lines().empty());
+    auto runs = h.store->runs(10);
+    REQUIRE(runs.ok());
+    REQUIRE(runs->empty());  // nothing journaled
+
+    RunOptions only_alpha;
+    only_alpha.stages = {"alpha"};
+    REQUIRE(e.check(only_alpha).ok());
+    RunOptions bad_node;
+    bad_node.nodes = {"nope"};
+    auto b = e.check(bad_node);
+    REQUIRE_FALSE(b.ok());
+    REQUIRE(b.error().code == "node.unknown");
+}
+
+TEST_CASE("engine: input hashes chain, so an upstream change re-runs what follows", "[engine]") {
+    Harness h;
+    // beta's own inputs never change: only the chain can move its hash.
+    struct ConstInputs : LedgerStage {
+        using LedgerStage::LedgerStage;
+        kiln::Result<nlohmann::json> inputs(const kiln::engine::StageContext&) const override {
+            return nlohmann::json{{"const", 1}};
+        }
+    };
+    h.ledger_stage("alpha");
+    LedgerStage::Options o;
+    o.name = "beta";
+    o.ledger = h.ledger();
+    h.registry.add(std::make_shared<ConstInputs>(o));
+    auto fleet = kiln::test::make_fleet(1, 1, {"alpha", "beta"});
+    h.run(fleet);
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    auto p1 = e.plan({});
+    REQUIRE(p1.ok());
+    REQUIRE(p1->entries[1].status == "converged");
+    fleet.nodes[0].labels["x"] = "y";  // alpha's inputs change...
+    auto p2 = e.plan({});
+    REQUIRE(p2.ok());
+    REQUIRE(p2->entries[0].input_hash != p1->entries[0].input_hash);
+    REQUIRE(p2->entries[1].input_hash != p1->entries[1].input_hash);  // ...and so beta's hash
+    REQUIRE(p2->entries[1].status == "work");
+    fleet.nodes[0].labels.erase("x");  // back as it was: converged again
+    auto p3 = e.plan({});
+    REQUIRE(p3->entries[1].input_hash == p1->entries[1].input_hash);
+    REQUIRE_FALSE(p3->has_work());
+}

@@ -1,0 +1,230 @@
+#include "tests/support/test_stages.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::test {
+
+namespace {
+
+std::atomic<int> g_process_applies{0};
+
+std::string resource_for(const std::string& kind, const config::Node& node) {
+    if (kind.empty()) return "";
+    if (kind == "bmc") return "bmc:" + node.bmc.url;
+    return kind + ":" + node.rack;
+}
+
+}  // namespace
+
+// ---- LedgerStage -----------------------------------------------------------
+
+std::map<std::string, int> LedgerStage::read_ledger(const std::string& path) {
+    std::map<std::string, int> out;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line))
+        if (!line.empty()) ++out[line];
+    return out;
+}
+
+std::vector<std::string> LedgerStage::resources(const config::Fleet&, const config::Node& node) const {
+    auto r = resource_for(o_.resource_kind, node);
+    if (r.empty()) return {};
+    return {r};
+}
+
+Result<engine::Observation> LedgerStage::observe(engine::StageContext& ctx) {
+    engine::Observation obs;
+    obs.state["done"] = nlohmann::json::array();
+    const std::string prefix = ctx.node().name + " " + o_.name + " ";
+    for (const auto& [line, count] : read_ledger(o_.ledger)) {
+        if (line.rfind(prefix, 0) == 0) obs.state["done"].push_back(line.substr(prefix.size()));
+    }
+    return obs;
+}
+
+Result<std::vector<engine::Action>> LedgerStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    std::set<std::string> done;
+    for (const auto& d : observed.state["done"]) done.insert(d.get<std::string>());
+    std::vector<engine::Action> actions;
+    for (int i = 0; i < o_.actions; ++i) {
+        std::string id = "a" + std::to_string(i);
+        if (!done.count(id)) actions.push_back({id, o_.name + " " + id + " on " + ctx.node().name});
+    }
+    return actions;
+}
+
+Status LedgerStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    const int n = ++g_process_applies;
+    if (o_.kill_at == n && !o_.kill_after_write) ::kill(::getpid(), SIGKILL);
+    const std::string line = ctx.node().name + " " + o_.name + " " + action.id + "\n";
+    int fd = ::open(o_.ledger.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return make_error(o_.name, "ledger.open", "cannot open ledger " + o_.ledger);
+    ssize_t w = ::write(fd, line.data(), line.size());
+    ::close(fd);
+    if (w != static_cast<ssize_t>(line.size())) return make_error(o_.name, "ledger.write", "short write");
+    if (o_.kill_at == n && o_.kill_after_write) ::kill(::getpid(), SIGKILL);
+    if (o_.sleep_ms > 0) ctx.wait_for(std::chrono::milliseconds(o_.sleep_ms));
+    if (o_.interrupt_at == n) {
+        ::kill(::getpid(), SIGINT);
+        // The signal is taken by kiln's watcher thread: hold this action
+        // until the engine has seen it, as a real long action would.
+        for (int i = 0; i < 500 && !ctx.stopping(); ++i) ctx.wait_for(std::chrono::milliseconds(10));
+    }
+    return ok_status();
+}
+
+Status LedgerStage::verify(engine::StageContext& ctx) {
+    auto obs = observe(ctx);
+    if (!obs) return obs.error();
+    auto remaining = plan(ctx, *obs);
+    if (!remaining) return remaining.error();
+    if (!remaining->empty())
+        return make_error(o_.name, "ledger.verify", std::to_string(remaining->size()) + " actions missing");
+    return ok_status();
+}
+
+// ---- ConcurrencyProbe ------------------------------------------------------
+
+std::vector<std::string> ConcurrencyProbe::resources(const config::Fleet&, const config::Node& node) const {
+    auto r = resource_for(resource_kind_, node);
+    if (r.empty()) return {};
+    return {r};
+}
+
+Result<engine::Observation> ConcurrencyProbe::observe(engine::StageContext&) { return engine::Observation{}; }
+
+Result<std::vector<engine::Action>> ConcurrencyProbe::plan(engine::StageContext& ctx, const engine::Observation&) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.count(ctx.node().name)) return std::vector<engine::Action>{};
+    return std::vector<engine::Action>{{"hold", "hold a slot"}};
+}
+
+Status ConcurrencyProbe::apply(engine::StageContext& ctx, const engine::Action&) {
+    const auto& node = ctx.node();
+    const auto res = resource_for(resource_kind_, node);
+    std::unique_lock<std::mutex> lock(mu_);
+    ++applies_;
+    max_total_ = std::max(max_total_, ++total_);
+    max_rack_[node.rack] = std::max(max_rack_[node.rack], ++rack_[node.rack]);
+    if (!res.empty()) max_res_[res] = std::max(max_res_[res], ++res_[res]);
+    cv_.notify_all();
+    // Hold until `target` run together, so the peak is the limit itself.
+    if (!cv_.wait_for(lock, std::chrono::seconds(5), [&] { return total_ >= target_ || max_total_ >= target_; }))
+        ++timeouts_;
+    --total_;
+    --rack_[node.rack];
+    if (!res.empty()) --res_[res];
+    done_.insert(node.name);
+    return ok_status();
+}
+
+Status ConcurrencyProbe::verify(engine::StageContext&) { return ok_status(); }
+
+int ConcurrencyProbe::max_per_rack() const {
+    int m = 0;
+    for (const auto& [k, v] : max_rack_) m = std::max(m, v);
+    return m;
+}
+
+int ConcurrencyProbe::max_per_resource() const {
+    int m = 0;
+    for (const auto& [k, v] : max_res_) m = std::max(m, v);
+    return m;
+}
+
+// ---- ScriptedStage ---------------------------------------------------------
+
+Result<engine::Observation> ScriptedStage::observe(engine::StageContext&) { return engine::Observation{}; }
+
+Result<std::vector<engine::Action>> ScriptedStage::plan(engine::StageContext& ctx, const engine::Observation&) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (converged_.count(ctx.node().name)) return std::vector<engine::Action>{};
+    return std::vector<engine::Action>{{"do", name_ + " on " + ctx.node().name}};
+}
+
+Status ScriptedStage::apply(engine::StageContext& ctx, const engine::Action&) {
+    const auto& node = ctx.node().name;
+    Script s;
+    int attempt = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = scripts_.find(node);
+        if (it != scripts_.end()) s = it->second;
+        attempt = ++attempts_[node];
+    }
+    auto succeed = [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++successes_[node];
+        converged_.insert(node);
+        return ok_status();
+    };
+    switch (s.mode) {
+        case Mode::Ok: return succeed();
+        case Mode::FlakyThenOk:
+            if (attempt <= s.failures)
+                return make_error(name_, "flaky", "BMC busy (attempt " + std::to_string(attempt) + ")", true);
+            return succeed();
+        case Mode::AlwaysTransient: return make_error(name_, "busy", "BMC busy", true);
+        case Mode::Permanent: return make_error(name_, "broken", "firmware image rejected");
+        case Mode::Quarantine: {
+            Error e = make_error(name_, "unhealthy", "GPU 3 has pending row remaps");
+            e.quarantine = true;
+            return e;
+        }
+        case Mode::Hang:
+            if (!ctx.wait_for(std::chrono::seconds(60))) return make_error(name_, "cut", "wait cut short");
+            return succeed();
+    }
+    return ok_status();
+}
+
+Status ScriptedStage::verify(engine::StageContext&) { return ok_status(); }
+
+int ScriptedStage::attempts(const std::string& node) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = attempts_.find(node);
+    return it == attempts_.end() ? 0 : it->second;
+}
+
+int ScriptedStage::successes(const std::string& node) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = successes_.find(node);
+    return it == successes_.end() ? 0 : it->second;
+}
+
+// ---- driver registry -------------------------------------------------------
+
+void register_driver_stages(engine::StageRegistry& registry) {
+    auto env = [](const char* name, const char* def) {
+        const char* v = std::getenv(name);
+        return std::string(v ? v : def);
+    };
+    const std::string ledger = env("KILN_TEST_LEDGER", "/tmp/kiln-test-ledger");
+    const int actions = std::atoi(env("KILN_TEST_ACTIONS", "2").c_str());
+    const int kill_at = std::atoi(env("KILN_TEST_KILL_AT", "0").c_str());
+    const bool after = env("KILN_TEST_KILL_PHASE", "before") == "after";
+    const int interrupt_at = std::atoi(env("KILN_TEST_INTERRUPT_AT", "0").c_str());
+    const int sleep_ms = std::atoi(env("KILN_TEST_SLEEP_MS", "0").c_str());
+    for (const char* name : {"alpha", "beta", "gamma", "t-handover"}) {
+        LedgerStage::Options o;
+        o.name = name;
+        o.ledger = ledger;
+        o.actions = actions;
+        o.hands_over = std::string(name) == "t-handover";
+        o.kill_at = kill_at;
+        o.kill_after_write = after;
+        o.interrupt_at = interrupt_at;
+        o.sleep_ms = sleep_ms;
+        o.resource_kind = std::string(name) == "alpha" ? "bmc" : "";
+        registry.add(std::make_shared<LedgerStage>(o));
+    }
+}
+
+}  // namespace kiln::test
