@@ -3,10 +3,15 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace kiln::journal {
 
@@ -162,6 +167,14 @@ Error sqlite_error(sqlite3* db, const std::string& path, const std::string& code
                       primary == SQLITE_BUSY || primary == SQLITE_LOCKED);
 }
 
+// Writes use group commit. Each write call queues its operation and waits;
+// whichever caller finds no transaction in progress becomes the leader and
+// runs everything queued in one transaction, each operation inside its own
+// savepoint so a failing one undoes only itself. A call returns only after
+// the COMMIT that holds its rows, so "returned" still means "survives kill
+// -9". A lone caller pays one transaction per call, as without batching;
+// many concurrent callers (the engine's workers) share the per-transaction
+// cost (file locks, WAL frame writes), which dominates a small insert.
 class SqliteStore : public Store {
 public:
     SqliteStore(Db db, std::string path, bool read_only)
@@ -177,6 +190,9 @@ public:
             {&begin_, "BEGIN IMMEDIATE"},
             {&commit_, "COMMIT"},
             {&rollback_, "ROLLBACK"},
+            {&savepoint_, "SAVEPOINT op"},
+            {&release_, "RELEASE op"},
+            {&rollback_to_, "ROLLBACK TO op"},
             {&begin_run_, "INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
                           "VALUES(?,?,?,?,'running',?)"},
             {&end_run_, "UPDATE runs SET status=?, ended_ms=? WHERE id=?"},
@@ -210,7 +226,7 @@ public:
     }
 
     Result<int64_t> begin_run(const RunInfo& info) override {
-        return guarded<int64_t>("start a run", true, [&]() -> Result<int64_t> {
+        return write<int64_t>("start a run", [&]() -> Result<int64_t> {
             Call c(begin_run_);
             c.bind(info.command).bind(info.fleet_path).bind(info.fleet_sha256).bind(info.kiln_version).bind(now_ms());
             if (c.step() != SQLITE_DONE) return fail("journal.write", "start a run");
@@ -219,7 +235,7 @@ public:
     }
 
     Status end_run(int64_t run_id, const std::string& status) override {
-        return guarded<void>("end a run", true, [&]() -> Status {
+        return write<void>("end a run", [&]() -> Status {
             Call c(end_run_);
             c.bind(status).bind(now_ms()).bind(run_id);
             if (c.step() != SQLITE_DONE) return fail("journal.write", "end run " + std::to_string(run_id));
@@ -231,7 +247,7 @@ public:
     }
 
     Result<std::vector<RunSummary>> runs(int limit) override {
-        return guarded<std::vector<RunSummary>>("list runs", false, [&]() -> Result<std::vector<RunSummary>> {
+        return read<std::vector<RunSummary>>("list runs", [&]() -> Result<std::vector<RunSummary>> {
             Call c(runs_);
             c.bind(limit > 0 ? limit : -1);  // LIMIT -1: no limit
             std::vector<RunSummary> out;
@@ -245,7 +261,7 @@ public:
 
     Result<std::optional<std::string>> last_verified_hash(const std::string& node, const std::string& stage) override {
         using R = std::optional<std::string>;
-        return guarded<R>("read a verified hash", false, [&]() -> Result<R> {
+        return read<R>("read a verified hash", [&]() -> Result<R> {
             Call c(last_verified_);
             c.bind(node).bind(stage);
             const int rc = c.step();
@@ -256,26 +272,26 @@ public:
     }
 
     Status record_stage(const StageRecord& r) override {
-        return guarded<void>("record a stage", true, [&]() -> Status {
-            const std::string what = "record stage " + r.node + "/" + r.stage;
-            const bool verified = r.outcome == "verified" || r.outcome == "skipped";
-            if (!verified) return insert_stage(r, what);
-            // The result row and the verified hash land together or not at all.
-            if (auto s = step_once(begin_, what); !s) return s;
-            Status s = insert_stage(r, what);
-            if (s) {
-                Call c(upsert_verified_);
-                c.bind(r.node).bind(r.stage).bind(r.input_hash).bind(r.run_id).bind(r.ended_ms ? r.ended_ms : now_ms());
-                if (c.step() != SQLITE_DONE) s = fail("journal.write", what);
+        // Both statements run in one transaction (or savepoint): the result
+        // row and the verified hash land together or not at all.
+        return write<void>("record a stage", [&]() -> Status {
+            const auto what = [&] { return "record stage " + r.node + "/" + r.stage; };
+            {
+                Call c(record_stage_);
+                c.bind(r.run_id).bind(r.node).bind(r.stage).bind(r.input_hash).bind(r.outcome).bind(r.error);
+                c.bind(r.attempts).bind(r.actions).bind(r.started_ms).bind(r.ended_ms);
+                if (c.step() != SQLITE_DONE) return fail("journal.write", what());
             }
-            if (s) s = step_once(commit_, what);
-            if (!s) rollback();
-            return s;
+            if (r.outcome != "verified" && r.outcome != "skipped") return ok_status();
+            Call c(upsert_verified_);
+            c.bind(r.node).bind(r.stage).bind(r.input_hash).bind(r.run_id).bind(r.ended_ms ? r.ended_ms : now_ms());
+            if (c.step() != SQLITE_DONE) return fail("journal.write", what());
+            return ok_status();
         });
     }
 
     Status forget_verified(const std::string& node, const std::string& stage) override {
-        return guarded<void>("forget verified hashes", true, [&]() -> Status {
+        return write<void>("forget verified hashes", [&]() -> Status {
             Call c(stage.empty() ? forget_all_ : forget_one_);
             c.bind(node);
             if (!stage.empty()) c.bind(stage);
@@ -286,7 +302,7 @@ public:
 
     Result<int64_t> begin_action(int64_t run_id, const std::string& node, const std::string& stage,
                                  const std::string& action_id, const std::string& description) override {
-        return guarded<int64_t>("record an action", true, [&]() -> Result<int64_t> {
+        return write<int64_t>("record an action", [&]() -> Result<int64_t> {
             Call c(begin_action_);
             c.bind(run_id).bind(node).bind(stage).bind(action_id).bind(description).bind(now_ms());
             if (c.step() != SQLITE_DONE) return fail("journal.write", "record action " + action_id + " of " + node);
@@ -295,10 +311,10 @@ public:
     }
 
     Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
-        return guarded<void>("end an action", true, [&]() -> Status {
-            const std::string what = "end action row " + std::to_string(row);
+        return write<void>("end an action", [&]() -> Status {
             Call c(end_action_);
             c.bind(now_ms()).bind(outcome).bind(error).bind(row);
+            const std::string what = "end action row " + std::to_string(row);
             if (c.step() != SQLITE_DONE) return fail("journal.write", what);
             if (sqlite3_changes(db_.get()) == 0)
                 return make_error("journal", "journal.unknown_action", "cannot " + what + " in " + path_ + ": no such row");
@@ -307,7 +323,7 @@ public:
     }
 
     Status record_event(const EventRecord& e) override {
-        return guarded<void>("record an event", true, [&]() -> Status {
+        return write<void>("record an event", [&]() -> Status {
             Call c(event_);
             c.bind(e.run_id).bind(e.ts_ms ? e.ts_ms : now_ms()).bind(e.node).bind(e.stage).bind(e.kind).bind(e.message);
             if (c.step() != SQLITE_DONE) return fail("journal.write", "record event " + e.kind);
@@ -316,7 +332,7 @@ public:
     }
 
     Status set_node_state(const NodeState& s) override {
-        return guarded<void>("set a node state", true, [&]() -> Status {
+        return write<void>("set a node state", [&]() -> Status {
             Call c(set_state_);
             c.bind(s.node).bind(s.state).bind(s.detail).bind(s.stage).bind(s.error);
             c.bind(s.updated_ms ? s.updated_ms : now_ms()).bind(s.run_id);
@@ -326,7 +342,7 @@ public:
     }
 
     Result<std::vector<NodeState>> node_states() override {
-        return guarded<std::vector<NodeState>>("read node states", false, [&]() -> Result<std::vector<NodeState>> {
+        return read<std::vector<NodeState>>("read node states", [&]() -> Result<std::vector<NodeState>> {
             Call c(states_);
             std::vector<NodeState> out;
             int rc;
@@ -339,7 +355,7 @@ public:
 
     Result<std::vector<HistoryEntry>> history(const std::string& node, int limit) override {
         using R = std::vector<HistoryEntry>;
-        return guarded<R>("read history", false, [&]() -> Result<R> {
+        return read<R>("read history", [&]() -> Result<R> {
             Call c(history_);
             c.bind(node).bind(limit > 0 ? limit : -1);
             R out;
@@ -353,57 +369,160 @@ public:
     }
 
 private:
-    // Serializes use of the one connection, refuses writes on a read-only
-    // store, and keeps exceptions (allocation) from crossing the interface.
+    // One queued write: the caller's operation, and its outcome once the
+    // transaction holding it has committed (or failed).
+    struct Pending {
+        const char* what;
+        std::function<Status()> op;
+        Status result;
+        bool done = false;
+    };
+
+    Error internal(const char* what, const char* why) const {
+        return make_error("journal", "journal.internal", std::string("cannot ") + what + " in " + path_ + ": " + why);
+    }
+
+    // Reads see every write that has returned; they share the connection, so
+    // they wait for a transaction in progress.
     template <class T, class F>
-    Result<T> guarded(const char* what, bool writes, F&& body) {
-        if (writes && read_only_)
-            return make_error("journal", "journal.read_only",
-                              std::string("cannot ") + what + " in " + path_ + ": the journal was opened read-only");
+    Result<T> read(const char* what, F&& body) {
         try {
-            std::lock_guard<std::mutex> lock(mu_);
-            try {
-                return body();
-            } catch (...) {
-                rollback();  // never leave a half-done transaction open
-                throw;
-            }
-        } catch (const std::exception& e) {
-            return make_error("journal", "journal.internal", std::string("cannot ") + what + " in " + path_ + ": " + e.what());
+            std::lock_guard<std::mutex> lock(db_mu_);
+            return body();
+        } catch (const std::exception& e) {  // allocation: never across the interface
+            return internal(what, e.what());
         }
     }
 
-    Status insert_stage(const StageRecord& r, const std::string& what) {
-        Call c(record_stage_);
-        c.bind(r.run_id).bind(r.node).bind(r.stage).bind(r.input_hash).bind(r.outcome).bind(r.error);
-        c.bind(r.attempts).bind(r.actions).bind(r.started_ms).bind(r.ended_ms);
-        if (c.step() != SQLITE_DONE) return fail("journal.write", what);
-        return ok_status();
+    // Refuses writes on a read-only store; otherwise queues the operation
+    // and returns its result (and value) after its transaction ends.
+    template <class T, class F>
+    Result<T> write(const char* what, F&& body) {
+        if (read_only_)
+            return make_error("journal", "journal.read_only",
+                              std::string("cannot ") + what + " in " + path_ + ": the journal was opened read-only");
+        try {
+            if constexpr (std::is_void_v<T>) {
+                return submit(what, body);
+            } else {
+                std::optional<T> value;
+                Status s = submit(what, [&]() -> Status {
+                    Result<T> r = body();
+                    if (!r) return r.error();
+                    value = std::move(r).value();
+                    return ok_status();
+                });
+                if (!s) return s.error();
+                return std::move(*value);
+            }
+        } catch (const std::exception& e) {
+            return internal(what, e.what());
+        }
     }
 
-    Status step_once(Stmt& s, const std::string& what) {
+    Status submit(const char* what, std::function<Status()> op) {
+        Pending p{what, std::move(op), {}, false};
+        std::unique_lock<std::mutex> lk(queue_mu_);
+        queue_.push_back(&p);
+        while (!p.done) {
+            if (flushing_) {
+                cv_.wait(lk);
+                continue;
+            }
+            // Lead: take everything queued so far, our own call included.
+            flushing_ = true;
+            std::vector<Pending*> batch;
+            batch.swap(queue_);
+            lk.unlock();
+            run_batch(batch);
+            lk.lock();
+            flushing_ = false;
+            for (Pending* b : batch) b->done = true;
+            cv_.notify_all();
+        }
+        return std::move(p.result);
+    }
+
+    // Runs a batch in one transaction. Never throws: a leader that threw
+    // would leave every waiter blocked.
+    void run_batch(const std::vector<Pending*>& batch) noexcept {
+        const bool several = batch.size() > 1;
+        auto run_one = [&](Pending& b) {
+            try {
+                b.result = b.op();
+            } catch (const std::exception& e) {
+                b.result = internal(b.what, e.what());
+            }
+        };
+        try {
+            std::lock_guard<std::mutex> lock(db_mu_);
+            if (Status s = step_once(begin_, batch.front()->what); !s) {
+                for (Pending* b : batch) b->result = s;
+                return;
+            }
+            for (Pending* b : batch) {
+                if (!several) {
+                    run_one(*b);
+                    break;
+                }
+                if (Status s = step_once(savepoint_, b->what); !s) {
+                    b->result = s;
+                    continue;
+                }
+                run_one(*b);
+                if (sqlite3_get_autocommit(db_.get())) {
+                    // SQLite dropped the whole transaction (disk full, I/O
+                    // error): nothing in this batch was written.
+                    const Error e = b->result ? fail("journal.write", b->what) : b->result.error();
+                    for (Pending* o : batch) o->result = e;
+                    return;
+                }
+                if (!b->result) (void)step_once(rollback_to_, b->what);  // undo only this operation
+                if (Status s = step_once(release_, b->what); !s && b->result) b->result = s;
+            }
+            if (!several && !batch.front()->result) {
+                rollback();
+                return;
+            }
+            if (Status s = step_once(commit_, batch.front()->what); !s) {
+                for (Pending* b : batch)
+                    if (b->result) b->result = s;
+                rollback();
+            }
+        } catch (...) {
+            // Only allocation or the mutex can throw here; fail what is not done.
+            for (Pending* b : batch)
+                if (b->result) b->result = make_error("journal", "journal.internal", "cannot write " + path_);
+            if (sqlite3_get_autocommit(db_.get()) == 0) sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+        }
+    }
+
+    Status step_once(Stmt& s, const char* what) {
         Call c(s);
         if (c.step() != SQLITE_DONE) return fail("journal.write", what);
         return ok_status();
     }
 
     void rollback() {
-        if (!sqlite3_get_autocommit(db_.get())) {
-            Call c(rollback_);
-            (void)c.step();
-        }
+        if (sqlite3_get_autocommit(db_.get()) == 0) (void)step_once(rollback_, "roll back");
     }
 
     Error fail(const std::string& code, const std::string& what) const {
         return sqlite_error(db_.get(), path_, code, what);
     }
 
-    std::mutex mu_;
-    Db db_;  // declared before the statements: they are finalized first
+    std::mutex db_mu_;  // the connection and its statements
+    Db db_;             // declared before the statements: they are finalized first
     std::string path_;
     bool read_only_;
-    Stmt begin_, commit_, rollback_, begin_run_, end_run_, runs_, last_verified_, record_stage_, upsert_verified_,
-        forget_one_, forget_all_, begin_action_, end_action_, event_, set_state_, states_, history_;
+    Stmt begin_, commit_, rollback_, savepoint_, release_, rollback_to_, begin_run_, end_run_, runs_,
+        last_verified_, record_stage_, upsert_verified_, forget_one_, forget_all_, begin_action_, end_action_,
+        event_, set_state_, states_, history_;
+
+    std::mutex queue_mu_;  // queue_ and flushing_
+    std::condition_variable cv_;
+    std::vector<Pending*> queue_;
+    bool flushing_ = false;
 };
 
 // Runs one statement with no result rows (pragmas, DDL, transaction control).
