@@ -391,9 +391,13 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         auto last = store_->last_verified_hash(node.name, stage_name);
         if (!last) return classify(last.error());
         ctx.set_hashes(hash, *last);
-        (void)store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name, "",
-                                      journal::now_ms(), run_id});
         emit({EngineEvent::Kind::StageStart, node.name, stage_name, "", "", -1, done_before, total});
+        // The journal hears "running" once there is work: a converged stage
+        // costs one read and its result row, nothing more.
+        auto mark_running = [&] {
+            (void)store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name, "",
+                                          journal::now_ms(), run_id});
+        };
 
         auto finish = [&]() -> Attempt {
             if (a.kind == Attempt::Kind::Retry) return a;
@@ -419,6 +423,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             a.kind = Attempt::Kind::Skipped;
             return finish();
         }
+        mark_running();
         const auto& actions = *planned;
         for (size_t k = 0; k < actions.size(); ++k) {
             const auto& action = actions[k];

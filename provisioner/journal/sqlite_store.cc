@@ -376,6 +376,7 @@ private:
         std::function<Status()> op;
         Status result;
         bool done = false;
+        std::condition_variable wake;  // done, or it is this caller's turn to lead
     };
 
     Error internal(const char* what, const char* why) const {
@@ -421,12 +422,12 @@ private:
     }
 
     Status submit(const char* what, std::function<Status()> op) {
-        Pending p{what, std::move(op), {}, false};
+        Pending p{what, std::move(op), {}, false, {}};
         std::unique_lock<std::mutex> lk(queue_mu_);
         queue_.push_back(&p);
         while (!p.done) {
             if (flushing_) {
-                cv_.wait(lk);
+                p.wake.wait(lk);
                 continue;
             }
             // Lead: take everything queued so far, our own call included.
@@ -437,8 +438,13 @@ private:
             run_batch(batch);
             lk.lock();
             flushing_ = false;
-            for (Pending* b : batch) b->done = true;
-            cv_.notify_all();
+            // Wake only those finished, and hand the lead to the oldest
+            // waiter: waking everyone would stampede on every commit.
+            for (Pending* b : batch) {
+                b->done = true;
+                if (b != &p) b->wake.notify_one();
+            }
+            if (!queue_.empty()) queue_.front()->wake.notify_one();
         }
         return std::move(p.result);
     }
@@ -519,8 +525,7 @@ private:
         last_verified_, record_stage_, upsert_verified_, forget_one_, forget_all_, begin_action_, end_action_,
         event_, set_state_, states_, history_;
 
-    std::mutex queue_mu_;  // queue_ and flushing_
-    std::condition_variable cv_;
+    std::mutex queue_mu_;  // queue_, flushing_ and every Pending's done
     std::vector<Pending*> queue_;
     bool flushing_ = false;
 };
