@@ -7,7 +7,7 @@
 using namespace std::chrono_literals;
 using kiln::engine::backoff_delay;
 
-TEST_CASE("backoff: exponential steps, jittered within [step/2, step], capped", "[backoff]") {
+TEST_CASE("backoff: exponential steps jittered between half a step and a step, capped", "[backoff]") {
     std::mt19937_64 rng(42);
     for (int attempt = 1; attempt <= 12; ++attempt) {
         const int64_t step = std::min<int64_t>(100LL << (attempt - 1), 5000);

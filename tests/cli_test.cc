@@ -51,7 +51,7 @@ TEST_CASE("cli: validate reports ok, or FILE:LINE:COL errors with exit 1", "[cli
     REQUIRE_THAT(r.err, Catch::Contains("nothing was changed"));
 }
 
-TEST_CASE("cli: plan changes nothing; detailed exit code 2 before apply, 0 after", "[cli]") {
+TEST_CASE("cli: plan changes nothing and its detailed exit code is 2 before apply and 0 after", "[cli]") {
     Cli cli;
     auto p = cli({"plan", cli.fleet, "--detailed-exitcode"});
     INFO(p.out << p.err);
@@ -111,7 +111,7 @@ TEST_CASE("cli: status --json has the documented shape and states", "[cli]") {
     REQUIRE(cli.ledger_size() == 8);
 }
 
-TEST_CASE("cli: --stage selects stages; unknown nodes and stages are errors", "[cli]") {
+TEST_CASE("cli: --stage selects stages and unknown nodes or stages are errors", "[cli]") {
     Cli cli;
     auto r = cli({"apply", cli.fleet, "--stage", "alpha"});
     REQUIRE(r.exit_code == 0);
@@ -167,10 +167,10 @@ TEST_CASE("cli: a literal secret is refused and never printed", "[cli]") {
     REQUIRE(r.out.find("hunter2-secret") == std::string::npos);
 }
 
-TEST_CASE("cli: SIGINT stops after the action in flight; the re-run finishes", "[cli][stop]") {
+TEST_CASE("cli: SIGINT stops after the action in flight and the re-run finishes", "[cli][stop]") {
     Cli cli(2, "parallel = 1");
     auto r = cli({"apply", cli.fleet}, {{"KILN_TEST_INTERRUPT_AT", "3"}});
-    INFO(r.out << r.err);
+    INFO(r.out << r.err << " signal " << r.signal);
     REQUIRE(r.exit_code == 130);
     REQUIRE(cli.ledger_size() == 3);  // the third action finished, nothing after it started
     auto status = nlohmann::json::parse(cli({"status", cli.fleet, "--json"}).out);

@@ -242,6 +242,9 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
     auto fleet = load(fleet_path, g, reg);
     if (!fleet) return 1;
     engine::StopToken stop;
+    // Before any thread exists (the journal may start one): every thread
+    // inherits the blocked mask, so only the watcher ever takes a signal.
+    SignalWatcher signals(stop);
     // Check the selection before the journal is touched: nothing half-applied.
     {
         engine::Engine probe(*fleet, reg, nullptr, nullptr, stop);
@@ -266,7 +269,6 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
                                : isatty(fileno(stdout))   ? StatusPrinter::Mode::Live
                                                           : StatusPrinter::Mode::Lines;
     StatusPrinter printer(mode, stdout);
-    SignalWatcher signals(stop);
     engine::Engine eng(*fleet, reg, store->get(), &printer, stop);
     auto report = eng.run(opts);
     printer.finish();
