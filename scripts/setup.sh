@@ -11,8 +11,9 @@ packages=(
   # libraries (headers)
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcurl4-openssl-dev libssl-dev libfmt-dev catch2
+  libyang2-dev libvirt-dev
   # tools the tests and benchmarks call
-  sqlite3 python3
+  sqlite3 python3 libyang2-tools libvirt-clients
 )
 
 missing=()
