@@ -33,9 +33,8 @@ public:
     Scratch() {
         static std::atomic<int> counter{0};
         std::random_device rd;
-        path_ = fs::temp_directory_path() /
-                ("kiln-journal-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-                 std::to_string(rd()));
+        path_ = fs::temp_directory_path() / ("kiln-journal-test-" + std::to_string(::getpid()) + "-" +
+                                             std::to_string(counter++) + "-" + std::to_string(rd()));
         fs::create_directories(path_);
     }
     ~Scratch() {
@@ -128,9 +127,9 @@ void require_ok(const kiln::Status& s) {
 }  // namespace
 
 TEST_CASE("journal: now_ms is wall-clock milliseconds", "[journal]") {
-    const auto sys = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    const auto sys =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     const auto t = now_ms();
     REQUIRE(t >= sys);
     REQUIRE(t - sys < 5000);
@@ -329,7 +328,7 @@ TEST_CASE("journal: actions round trip through history", "[journal]") {
     REQUIRE(raw.integer("SELECT ended_ms FROM actions WHERE id=" + std::to_string(*a3)) == 0);
 }
 
-TEST_CASE("journal: events round trip; ts 0 means now", "[journal]") {
+TEST_CASE("journal: events round trip and ts 0 means now", "[journal]") {
     Scratch dir;
     auto store = open_rw(dir.file("j.db"));
     const int64_t run = new_run(*store);
@@ -620,7 +619,7 @@ TEST_CASE("journal: a journal from a newer kiln is refused, untouched", "[journa
     RawDb raw(path);
     REQUIRE(raw.integer("PRAGMA user_version") == 2);
     REQUIRE(raw.integer("SELECT count(*) FROM sqlite_master") == 0);  // no tables were added
-    REQUIRE(raw.text("PRAGMA journal_mode") == "delete");              // nor its journal mode changed
+    REQUIRE(raw.text("PRAGMA journal_mode") == "delete");             // nor its journal mode changed
 }
 
 TEST_CASE("journal: a file that is not a database is an error, not a crash", "[journal]") {
@@ -648,6 +647,7 @@ TEST_CASE("journal: 8 concurrent writers all land", "[journal]") {
     constexpr int kThreads = 8, kEach = 500, kNodesPerThread = 10;
     std::atomic<int> failures{0};
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             for (int i = 0; i < kEach; ++i) {
@@ -663,7 +663,7 @@ TEST_CASE("journal: 8 concurrent writers all land", "[journal]") {
 
     auto states = store->node_states();
     REQUIRE(states.ok());
-    REQUIRE(states->size() == kThreads * kNodesPerThread);
+    REQUIRE(states->size() == static_cast<size_t>(kThreads) * kNodesPerThread);
     for (const auto& s : *states) {
         // Each node's last write came from the last loop pass that touched it.
         const int n = std::stoi(s.node.substr(s.node.find("-n") + 2));
@@ -675,7 +675,7 @@ TEST_CASE("journal: 8 concurrent writers all land", "[journal]") {
 
     store.reset();
     RawDb raw(path);
-    REQUIRE(raw.integer("SELECT count(*) FROM events") == kThreads * kEach);
+    REQUIRE(raw.integer("SELECT count(*) FROM events") == int64_t{kThreads} * kEach);
     REQUIRE(raw.text("PRAGMA integrity_check") == "ok");
 }
 
@@ -737,6 +737,7 @@ TEST_CASE("journal: SIGKILL in the middle of concurrent writes leaves a consiste
         if (!run) ::_exit(3);
         // Several writers, so the kill also lands inside shared transactions.
         std::vector<std::thread> threads;
+        threads.reserve(kThreads);
         for (int32_t t = 0; t < kThreads; ++t) {
             threads.emplace_back([&, t] {
                 for (int32_t i = 0; i < kPerThread; ++i) {
@@ -795,6 +796,7 @@ TEST_CASE("journal: a failing write among concurrent ones undoes only itself", "
     constexpr int kThreads = 8, kEach = 300;
     std::atomic<int> good_failed{0}, bad_succeeded{0}, wrong_code{0};
     std::vector<std::thread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             const bool bad = t % 4 == 3;  // 2 of 8 threads write only invalid rows
@@ -821,9 +823,62 @@ TEST_CASE("journal: a failing write among concurrent ones undoes only itself", "
 
     store.reset();
     RawDb raw(path);
-    REQUIRE(raw.integer("SELECT count(*) FROM stage_results") == 6 * kEach);
-    REQUIRE(raw.integer("SELECT count(*) FROM verified") == 6 * kEach);
-    REQUIRE(raw.integer("SELECT count(*) FROM actions") == 6 * kEach);
+    REQUIRE(raw.integer("SELECT count(*) FROM stage_results") == int64_t{6} * kEach);
+    REQUIRE(raw.integer("SELECT count(*) FROM verified") == int64_t{6} * kEach);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions") == int64_t{6} * kEach);
     REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE run_id <> " + std::to_string(run)) == 0);
     REQUIRE(raw.text("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("journal: the WAL is checkpointed and reused while the store is open", "[journal]") {
+    Scratch dir;
+    const std::string path = dir.file("j.db");
+    auto store = open_rw(path);
+    const int64_t run = new_run(*store);
+    const auto small = fs::file_size(path);
+    // Enough commits to pass the checkpoint threshold a few times over.
+    const std::string message(200, 'x');
+    for (int i = 0; i < 12000; ++i)
+        require_ok(store->record_event({run, 0, "n" + std::to_string(i % 100), "os", "progress", message}));
+    // Rows were copied into the database file while the store stayed open...
+    REQUIRE(fs::file_size(path) >= small + 1'000'000);
+    // ...and the log is reused after each checkpoint, not grown with the data.
+    REQUIRE(fs::file_size(path + "-wal") < 40'000'000);
+    REQUIRE(store->history("n7", 0)->size() == 120);
+    store.reset();
+    REQUIRE_FALSE(fs::exists(path + "-wal"));  // a clean close folds the log in and removes it
+    RawDb raw(path);
+    REQUIRE(raw.integer("SELECT count(*) FROM events") == 12000);
+    REQUIRE(raw.integer("PRAGMA page_size") == 1024);
+    REQUIRE(raw.text("PRAGMA integrity_check") == "ok");
+}
+
+TEST_CASE("journal: a writer locked out past the busy timeout gets a transient error", "[journal]") {
+    Scratch dir;
+    const std::string path = dir.file("j.db");
+    { auto store = open_rw(path); }
+    SqliteOptions o;
+    o.busy_timeout_ms = 100;
+    auto opened = open_sqlite_store(path, o);
+    REQUIRE(opened.ok());
+    auto& store = **opened;
+    const int64_t run = new_run(store);
+
+    RawDb other(path);  // another process's connection, holding the write lock
+    other.exec("BEGIN IMMEDIATE");
+    const auto t0 = std::chrono::steady_clock::now();
+    auto s = store.record_event({run, 0, "n1", "os", "k", "m"});
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    REQUIRE_FALSE(s.ok());
+    REQUIRE(s.error().domain == "journal");
+    REQUIRE(s.error().code == "journal.busy");
+    REQUIRE(s.error().transient);
+    REQUIRE(s.error().message.find(path) != std::string::npos);
+    REQUIRE(s.error().message.find("locked") != std::string::npos);
+    REQUIRE(waited >= std::chrono::milliseconds(90));  // it waited for the lock first
+    REQUIRE(store.history("n1", 0)->empty());
+
+    other.exec("COMMIT");
+    require_ok(store.record_event({run, 0, "n1", "os", "k", "m"}));  // usable again
+    REQUIRE(store.history("n1", 0)->size() == 1);
 }
