@@ -151,19 +151,22 @@ Result<CommandResult> ProcessRunner::run(const CommandSpec& spec) {
     const auto deadline = started + spec.timeout;
     Clock::time_point kill_at = Clock::time_point::max();
     bool term_sent = false, kill_sent = false;
-    char buf[65536];
-    while (out_r.fd >= 0 || err_r.fd >= 0) {
-        auto now = Clock::now();
+    // At the deadline: SIGTERM to the child's process group, SIGKILL after the grace.
+    auto escalate = [&](Clock::time_point now) {
         if (!term_sent && now >= deadline) {
             result.timed_out = true;
             ::kill(-pid, SIGTERM);
             term_sent = true;
             kill_at = now + spec.kill_grace;
-        }
-        if (term_sent && !kill_sent && now >= kill_at) {
+        } else if (term_sent && !kill_sent && now >= kill_at) {
             ::kill(-pid, SIGKILL);
             kill_sent = true;
         }
+    };
+    char buf[65536];
+    while (out_r.fd >= 0 || err_r.fd >= 0) {
+        auto now = Clock::now();
+        escalate(now);
         auto next = term_sent ? (kill_sent ? now + std::chrono::seconds(1) : kill_at) : deadline;
         int wait_ms = static_cast<int>(
             std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count(), 0, 1000));
@@ -201,16 +204,7 @@ Result<CommandResult> ProcessRunner::run(const CommandSpec& spec) {
         pid_t w = ::waitpid(pid, &status, WNOHANG);
         if (w == pid) break;
         if (w < 0 && errno != EINTR) break;
-        auto now = Clock::now();
-        if (!term_sent && now >= deadline) {
-            result.timed_out = true;
-            ::kill(-pid, SIGTERM);
-            term_sent = true;
-            kill_at = now + spec.kill_grace;
-        } else if (term_sent && !kill_sent && now >= kill_at) {
-            ::kill(-pid, SIGKILL);
-            kill_sent = true;
-        }
+        escalate(Clock::now());
         ::poll(nullptr, 0, 10);
     }
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
