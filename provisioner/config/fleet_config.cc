@@ -4,7 +4,9 @@
 
 namespace kiln::config {
 
-std::string SourcePos::str() const { return fmt::format("{}:{}:{}", file, line, column); }
+std::string SourcePos::str() const {
+    return fmt::format("{}:{}:{}", file, line, column);
+}
 
 Duration Limits::timeout_for(const std::string& stage) const {
     auto it = stage_timeouts.find(stage);
@@ -33,8 +35,12 @@ namespace {
 
 using nlohmann::json;
 
-json opt_bool(const std::optional<bool>& b) { return b ? json(*b) : json(nullptr); }
-json secret_ref(const std::optional<Secret>& s) { return s ? json(s->reference()) : json(nullptr); }
+json opt_bool(const std::optional<bool>& b) {
+    return b ? json(*b) : json(nullptr);
+}
+json secret_ref(const std::optional<Secret>& s) {
+    return s ? json(s->reference()) : json(nullptr);
+}
 
 }  // namespace
 
@@ -43,7 +49,8 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
         json comps = json::array();
         if (auto it = fleet.firmware.find(node.firmware); it != fleet.firmware.end())
             for (const auto& c : it->second.components)
-                comps.push_back({{"name", c.name}, {"version", c.version}, {"sha256", c.sha256}, {"artifact", c.artifact}});
+                comps.push_back(
+                    {{"name", c.name}, {"version", c.version}, {"sha256", c.sha256}, {"artifact", c.artifact}});
         json bios = nullptr;
         if (auto it = fleet.bios.find(node.bios); it != fleet.bios.end()) {
             const auto& b = it->second;
@@ -103,10 +110,10 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
     }
     if (stage == "smoke") {
         auto it = fleet.smoke.find(node.smoke);
-        if (it == fleet.smoke.end()) return {{"profile", node.smoke}, {"thresholds", json::object()}, {"timeout_ms", 0}};
-        return {{"profile", node.smoke},
-                {"thresholds", it->second.thresholds},
-                {"timeout_ms", it->second.timeout.count()}};
+        if (it == fleet.smoke.end())
+            return {{"profile", node.smoke}, {"thresholds", json::object()}, {"timeout_ms", 0}};
+        return {
+            {"profile", node.smoke}, {"thresholds", it->second.thresholds}, {"timeout_ms", it->second.timeout.count()}};
     }
     if (stage == "handover") {
         if (!fleet.handover) return {{"command", json::array()}, {"webhook", ""}, {"secret", nullptr}};

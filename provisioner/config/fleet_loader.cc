@@ -6,6 +6,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -54,9 +55,25 @@ std::string lower(std::string s) {
     return s;
 }
 
+// http(s)://host[:port][/path]; host a name, an IPv4 address or [IPv6].
 bool valid_url(const std::string& url) {
-    static const std::regex re(R"(^https?://[^/\s:]+(:\d+)?(/\S*)?$)");
+    static const std::regex re(R"(^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(:\d{1,5})?([/?#]\S*)?$)");
     return std::regex_match(url, re);
+}
+
+// user:password@ before the host: a secret written in the file.
+bool url_has_userinfo(const std::string& url) {
+    const auto start = url.find("://");
+    if (start == std::string::npos) return false;
+    const auto end = url.find_first_of("/?#", start + 3);
+    return url.substr(start + 3, end == std::string::npos ? std::string::npos : end - start - 3).find('@') !=
+           std::string::npos;
+}
+
+// The message for a bad URL; never echoes it (it may carry a password).
+std::string url_error(const std::string& url) {
+    if (url_has_userinfo(url)) return "credentials in the URL are not allowed; use username and password";
+    return "expected an http:// or https:// URL with a host";
 }
 
 bool valid_node_name(const std::string& s) {
@@ -83,6 +100,18 @@ struct Loader {
     const LoadOptions& options;
     Fleet fleet;
     std::map<std::string, SourcePos> rack_pos, node_pos;
+
+    // A rule between two keys (a < b, a != b) is reported at the value of the
+    // first of them the file sets; the table when it sets neither.
+    void pair_error(const TableReader& r, const std::string& a, const std::string& b, const std::string& when_a,
+                    const std::string& when_b) {
+        if (const toml::node* n = r.table().get(a))
+            ctx.error(n->source(), r.key_path(a), when_a);
+        else if (const toml::node* m = r.table().get(b))
+            ctx.error(m->source(), r.key_path(b), when_b);
+        else
+            ctx.error(r.table().source(), r.key_path(a), when_a);
+    }
 
     std::optional<Secret> secret(TableReader& r, const std::string& key) {
         auto v = r.str(key);
@@ -138,9 +167,9 @@ struct Loader {
                 const std::string stage(k.str());
                 if (!options.known_stages.empty() && !options.known_stages.count(stage)) {
                     tr.node(stage);
-                    ctx.error(k.source(), tr.key_path(stage),
-                              fmt::format("no stage named '{}'; known: {}", stage,
-                                          fmt::join(options.known_stages, ", ")));
+                    ctx.error(
+                        k.source(), tr.key_path(stage),
+                        fmt::format("no stage named '{}'; known: {}", stage, fmt::join(options.known_stages, ", ")));
                     continue;
                 }
                 if (auto d = tr.duration(stage)) l.stage_timeouts[stage] = *d;
@@ -148,7 +177,8 @@ struct Loader {
             tr.finish();
         }
         if (l.backoff_max < l.backoff_initial)
-            ctx.error(t->source(), "limits.backoff_max", "expected backoff_max >= backoff_initial");
+            pair_error(r, "backoff_max", "backoff_initial", "expected backoff_max >= backoff_initial",
+                       "expected backoff_initial <= backoff_max (default \"2m\")");
         r.finish();
     }
 
@@ -195,9 +225,9 @@ struct Loader {
                     if (!fleet.find_switch((*v)[k])) {
                         std::string defined;
                         for (const auto& s : fleet.switches) defined += (defined.empty() ? "" : ", ") + s.name;
-                        ctx.error(sw->get(k)->source(), fmt::format("{}.switches[{}]", path, k),
-                                  fmt::format("no switch '{}'; defined: {}", (*v)[k],
-                                              defined.empty() ? "(none)" : defined));
+                        ctx.error(
+                            sw->get(k)->source(), fmt::format("{}.switches[{}]", path, k),
+                            fmt::format("no switch '{}'; defined: {}", (*v)[k], defined.empty() ? "(none)" : defined));
                     }
                 }
             }
@@ -287,15 +317,22 @@ struct Loader {
                     p.pfc_watchdog_restoration_ms = static_cast<int>(*v);
                 wr.finish();
             }
-            const auto& src = r.table().source();
             if (p.cnp_dscp == p.roce_dscp)
-                ctx.error(src, r.key_path("cnp_dscp"), "expected a DSCP different from roce_dscp");
+                pair_error(r, "cnp_dscp", "roce_dscp",
+                           fmt::format("expected a DSCP different from roce_dscp ({})", p.roce_dscp),
+                           fmt::format("expected a DSCP different from cnp_dscp ({})", p.cnp_dscp));
             if (p.cnp_priority == p.lossless_priority)
-                ctx.error(src, r.key_path("cnp_priority"), "expected a priority different from lossless_priority");
+                pair_error(
+                    r, "cnp_priority", "lossless_priority",
+                    fmt::format("expected a priority different from lossless_priority ({})", p.lossless_priority),
+                    fmt::format("expected a priority different from cnp_priority ({})", p.cnp_priority));
             if (p.ecn_min_kb >= p.ecn_max_kb)
-                ctx.error(src, r.key_path("ecn_min_kb"), "expected ecn_min_kb < ecn_max_kb");
+                pair_error(r, "ecn_min_kb", "ecn_max_kb",
+                           fmt::format("expected ecn_min_kb < ecn_max_kb ({})", p.ecn_max_kb),
+                           fmt::format("expected ecn_max_kb > ecn_min_kb ({})", p.ecn_min_kb));
             if (p.switch_mtu < p.host_mtu)
-                ctx.error(src, r.key_path("switch_mtu"), "expected switch_mtu >= host_mtu");
+                pair_error(r, "switch_mtu", "host_mtu", fmt::format("expected switch_mtu >= host_mtu ({})", p.host_mtu),
+                           fmt::format("expected host_mtu <= switch_mtu ({})", p.switch_mtu));
             fleet.network[name] = std::move(p);
         });
         named_tables(root, "images", [&](const std::string& name, TableReader& r) {
@@ -343,15 +380,14 @@ struct Loader {
             h.command = *v;
         }
         if (auto v = r.str("webhook")) {
-            if (!valid_url(*v))
-                ctx.error(t->get("webhook")->source(), "handover.webhook", "expected an http:// or https:// URL");
+            if (!valid_url(*v) || url_has_userinfo(*v))
+                ctx.error(t->get("webhook")->source(), "handover.webhook", url_error(*v));
             h.webhook = *v;
         }
         h.webhook_secret = secret(r, "secret");
         if (auto v = r.duration("timeout")) h.timeout = *v;
         const bool has_cmd = t->get("command") != nullptr, has_hook = t->get("webhook") != nullptr;
-        if (has_cmd == has_hook)
-            ctx.error(t->source(), "handover", "expected exactly one of 'command' or 'webhook'");
+        if (has_cmd == has_hook) ctx.error(t->source(), "handover", "expected exactly one of 'command' or 'webhook'");
         if (t->get("secret") && !has_hook)
             ctx.error(t->get("secret")->source(), "handover.secret", "only used with 'webhook'");
         r.finish();
@@ -364,9 +400,8 @@ struct Loader {
         if (!t) return;
         TableReader r(ctx, *t, parent.key_path("bmc"));
         if (auto v = r.str("url")) {
-            if (!valid_url(*v))
-                ctx.error(t->get("url")->source(), r.key_path("url"),
-                          "expected an http:// or https:// URL with a host");
+            if (!valid_url(*v) || url_has_userinfo(*v))
+                ctx.error(t->get("url")->source(), r.key_path("url"), url_error(*v));
             else
                 bmc.url = *v;
         }
@@ -387,8 +422,12 @@ struct Loader {
     }
 
     struct Defaults {
-        Node node;  // role, profiles, bmc
+        Node node;              // role, profiles, bmc
+        bool has_role = false;  // written, even if it failed to check
     } defaults;
+    // Pipeline files that exist but failed to load: their own errors say why,
+    // so roles naming them are not reported again.
+    std::set<std::string> broken_pipelines;
 
     // A profile reference: checked against its section, error at the value.
     template <class Map>
@@ -416,9 +455,10 @@ struct Loader {
         auto v = r.str("role");
         if (!v) return;
         if (!fleet.pipelines.count(*v)) {
-            ctx.error(r.table().get("role")->source(), r.key_path("role"),
-                      fmt::format("no pipeline '{}' in {}; defined: {}", *v, fleet.pipelines_dir,
-                                  names_of(fleet.pipelines)));
+            if (broken_pipelines.count(*v)) return;
+            ctx.error(
+                r.table().get("role")->source(), r.key_path("role"),
+                fmt::format("no pipeline '{}' in {}; defined: {}", *v, fleet.pipelines_dir, names_of(fleet.pipelines)));
             return;
         }
         out = *v;
@@ -428,6 +468,7 @@ struct Loader {
         const toml::table* t = root.table("defaults");
         if (!t) return;
         TableReader r(ctx, *t, "defaults");
+        defaults.has_role = t->get("role") != nullptr;
         role_ref(r, defaults.node.role);
         profile_refs(r, defaults.node);
         bmc(r, defaults.node.bmc);
@@ -468,7 +509,7 @@ struct Loader {
                 n.rack = *v;
             }
             role_ref(r, n.role);
-            if (!t.get("role") && defaults.node.role.empty())
+            if (!t.get("role") && !defaults.has_role)
                 ctx.error(t.source(), path + ".role", "required key is missing (and [defaults] has no role)");
             profile_refs(r, n);
             bmc(r, n.bmc);
@@ -516,7 +557,10 @@ struct Loader {
             if (e.path().extension() == ".toml") files.push_back(e.path());
         std::sort(files.begin(), files.end());
         for (const auto& f : files) {
-            if (auto p = load_pipeline(f.string(), options.known_stages, *ctx.errors)) fleet.pipelines[p->name] = *p;
+            if (auto p = load_pipeline(f.string(), options.known_stages, *ctx.errors))
+                fleet.pipelines[p->name] = *p;
+            else
+                broken_pipelines.insert(f.stem().string());
         }
     }
 };
@@ -537,7 +581,7 @@ std::optional<Pipeline> load_pipeline(const std::string& path, const std::set<st
     TableReader r(ctx, tbl, "");
     Pipeline p;
     p.path = path;
-    if (auto v = r.integer("schema", 1, INT64_MAX, true); v && *v != 1)
+    if (auto v = r.integer("schema", INT64_MIN, INT64_MAX, true); v && *v != 1)
         ctx.error(tbl.get("schema")->source(), "schema", fmt::format("expected 1, found {}", *v));
     const std::string stem = fs::path(path).stem().string();
     if (auto v = r.str("name", true)) {
@@ -571,21 +615,29 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     LoadResult result;
     Loader L(ReadContext{path, &result.errors}, options);
     auto sorted = [&]() -> LoadResult {
-        std::stable_sort(result.errors.begin(), result.errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
-            if (a.pos.file != b.pos.file) return a.pos.file < b.pos.file;
-            return std::tie(a.pos.line, a.pos.column) < std::tie(b.pos.line, b.pos.column);
+        // By position; the fleet file's own diagnostics before its pipelines'.
+        std::stable_sort(result.errors.begin(), result.errors.end(), [&](const Diagnostic& a, const Diagnostic& b) {
+            const bool fa = a.pos.file != path, fb = b.pos.file != path;
+            return std::tie(fa, a.pos.file, a.pos.line, a.pos.column) <
+                   std::tie(fb, b.pos.file, b.pos.line, b.pos.column);
         });
         if (result.errors.empty()) result.fleet = std::move(L.fleet);
         return std::move(result);
     };
 
+    std::error_code dir_ec;
     std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    // A folder opens as a stream on Linux but reads nothing.
+    if (!in || fs::is_directory(path, dir_ec)) {
         result.errors.push_back({{path, 1, 1}, "", "cannot read file"});
         return sorted();
     }
     std::stringstream ss;
     ss << in.rdbuf();
+    if (in.bad()) {
+        result.errors.push_back({{path, 1, 1}, "", "cannot read file"});
+        return sorted();
+    }
     const std::string text = ss.str();
 
     toml::table tbl;
@@ -603,7 +655,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     f.sha256 = sha256_hex(text);
 
     TableReader root(L.ctx, tbl, "");
-    if (auto v = root.integer("schema", 0, INT64_MAX, true); v && *v != 1)
+    if (auto v = root.integer("schema", INT64_MIN, INT64_MAX, true); v && *v != 1)
         L.ctx.error(tbl.get("schema")->source(), "schema",
                     fmt::format("expected 1 (the schema this kiln reads), found {}", *v));
     std::string pipelines_dir;
