@@ -211,3 +211,19 @@ TEST_CASE("cli: the shipped kiln refuses pipelines with unimplemented stages bef
     REQUIRE(help.exit_code == 0);
     REQUIRE_THAT(help.out, Catch::Contains("reimage"));
 }
+
+TEST_CASE("cli: host inspect reads a recorded sysfs tree and fails clearly on a missing one", "[cli][host]") {
+    const std::string sysfs = std::string(KILN_TEST_FIXTURES) + "/sysfs/azure-ndv5";
+    auto j = run_child({KILN_BINARY, "host", "inspect", "--sysfs", sysfs, "--json"});
+    INFO(j.err);
+    REQUIRE(j.exit_code == 0);
+    auto model = nlohmann::json::parse(j.out);
+    REQUIRE(model.is_object());
+    auto text = run_child({KILN_BINARY, "host", "inspect", "--sysfs", sysfs});
+    REQUIRE(text.exit_code == 0);
+    REQUIRE_THAT(text.out, Catch::Contains("8 GPUs"));
+    REQUIRE_THAT(text.out, Catch::Contains("4 NVSwitches"));
+    auto missing = run_child({KILN_BINARY, "host", "inspect", "--sysfs", "/nonexistent/sys"});
+    REQUIRE(missing.exit_code == 1);
+    REQUIRE_THAT(missing.err, Catch::Contains("/nonexistent/sys"));
+}

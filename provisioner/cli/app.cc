@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "provisioner/cli/host_command.h"
 #include "provisioner/cli/status_printer.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
@@ -478,6 +479,9 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     history->add_option("--limit", limit, "at most this many entries (0 = all)");
     history->add_flag("--json", as_json, "as JSON");
 
+    HostInspectArgs host_args;
+    auto* host_inspect = add_host_commands(app, host_args);
+
     auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
 
@@ -506,6 +510,7 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     if (*status) return cmd_status(fleet, as_json, g, registry);
     if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
     if (*stages_cmd) return cmd_stages(as_json, registry);
+    if (*host_inspect) return cmd_host_inspect(host_args);
     return 1;
 }
 

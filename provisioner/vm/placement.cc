@@ -1,0 +1,375 @@
+#include "provisioner/vm/placement.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "provisioner/vm/sysfs_reader.h"
+
+namespace kiln::vm {
+
+namespace {
+
+constexpr uint64_t kGiBKiB = 1024 * 1024;
+
+std::string page_name(uint64_t page_kib) {
+    return page_kib == kHugePage1G ? "1G" : "2M";
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+    std::string out;
+    for (const auto& s : v) {
+        if (!out.empty()) out += sep;
+        out += s;
+    }
+    return out;
+}
+
+Error refuse(const PlacementRequest& req, const std::string& code, const std::vector<std::string>& problems) {
+    return make_error("vm", code, std::string(split_name(req.split)) + " split refused: " + join(problems, "; "));
+}
+
+// Splits `total` into `parts` near-equal shares, the remainder to the first.
+std::vector<uint64_t> shares(uint64_t total, size_t parts) {
+    std::vector<uint64_t> out(parts, total / parts);
+    for (size_t i = 0; i < total % parts; ++i) ++out[i];
+    return out;
+}
+
+// Which VMs, each with its cells' host nodes.
+Result<std::vector<VmPlacement>> choose_vms(const HostTopology& host, const PlacementRequest& req) {
+    std::vector<VmPlacement> vms;
+    if (req.split == Split::whole) {
+        VmPlacement vm{"whole", {}};
+        for (const auto& n : host.nodes) {
+            if (!n.cpus.empty()) vm.cells.push_back(VmCell{n.id});
+        }
+        if (vm.cells.empty()) return refuse(req, "resources", {"no NUMA node has CPUs"});
+        vms.push_back(std::move(vm));
+        return vms;
+    }
+    std::set<int> nodes;
+    std::vector<std::string> problems;
+    for (const auto& g : host.gpus) {
+        const int n = host.node_of(*host.device(g.address));
+        if (n < 0) {
+            problems.push_back("gpu " + g.address + " has no NUMA node (numa_node -1)");
+        } else {
+            nodes.insert(n);
+        }
+    }
+    if (!problems.empty()) return refuse(req, "numa", problems);
+    if (nodes.empty()) return refuse(req, "numa", {"no NUMA node has GPUs"});
+    for (int n : nodes) {
+        if (host.node(n)->cpus.empty()) problems.push_back("node " + std::to_string(n) + " has GPUs but no CPUs");
+        vms.push_back(VmPlacement{"numa" + std::to_string(n), {VmCell{n}}});
+    }
+    if (!problems.empty()) return refuse(req, "numa", problems);
+    return vms;
+}
+
+// The NIC function a VM gets for a paired PF: its first unused VF, or the
+// PF itself when it has no VFs.
+std::string nic_function(const HostTopology& host, const Nic& nic, std::set<std::string>& used,
+                         std::vector<std::string>& notes) {
+    for (const auto& vf : nic.vfs) {
+        if (used.insert(vf).second) return vf;
+    }
+    if (!nic.vfs.empty()) {
+        notes.push_back("nic " + nic.address + ": every VF is taken; passing the PF");
+    } else if (const PciDevice* pf = host.device(nic.address); pf->sriov_totalvfs.value_or(0) > 0) {
+        notes.push_back("nic " + nic.address + " supports SR-IOV but has no VFs (sriov_numvfs 0); passing the PF");
+    }
+    used.insert(nic.address);
+    return nic.address;
+}
+
+void assign_devices(const HostTopology& host, const PlacementRequest& req, std::vector<VmPlacement>& vms,
+                    std::vector<std::string>& notes) {
+    std::set<std::string> used;
+    for (auto& vm : vms) {
+        for (auto& cell : vm.cells) {
+            const bool first_cell = &cell == &vm.cells.front();
+            std::map<std::string, SwitchSlot> by_switch;
+            std::vector<SwitchSlot> lone;
+            for (const auto& g : host.gpus) {
+                const int n = host.node_of(*host.device(g.address));
+                // whole: a GPU of unknown node goes to the first cell
+                if (n != cell.host_node && !(n < 0 && first_cell)) continue;
+                if (g.pcie_switch.empty()) {
+                    lone.push_back(SwitchSlot{"", {g.address}, {}});
+                    continue;
+                }
+                SwitchSlot& s = by_switch[g.pcie_switch];
+                s.host_switch = g.pcie_switch;
+                s.gpus.push_back(g.address);
+            }
+            for (auto& [sw, slot] : by_switch) {
+                const PcieSwitch* s = host.pcie_switch(sw);
+                for (const auto& nic_addr : s->nics) {
+                    const Nic* nic = host.nic(nic_addr);
+                    const int n = host.node_of(*host.device(nic_addr));
+                    if (req.split == Split::numa && n != cell.host_node) {
+                        notes.push_back("nic " + nic_addr + " pairs with gpu " + slot.gpus.front() +
+                                        " but is on node " + std::to_string(n) + "; left with the host");
+                        continue;
+                    }
+                    slot.nics.push_back(nic_function(host, *nic, used, notes));
+                }
+                cell.slots.push_back(std::move(slot));
+            }
+            for (auto& slot : lone) cell.slots.push_back(std::move(slot));
+            if (req.split == Split::whole) {
+                for (const auto& nv : host.nvswitches) {
+                    const int n = host.node_of(*host.device(nv));
+                    const bool known = std::any_of(vm.cells.begin(), vm.cells.end(),
+                                                   [n](const VmCell& c) { return c.host_node == n; });
+                    if (n == cell.host_node || (!known && first_cell)) cell.nvswitches.push_back(nv);
+                }
+            }
+        }
+    }
+    if (req.split == Split::numa && !host.nvswitches.empty()) {
+        notes.push_back(std::to_string(host.nvswitches.size()) +
+                        " NVSwitches stay with the host: NVLink across VMs needs NVIDIA's shared NVSwitch mode "
+                        "(fabric manager outside the guests)");
+    }
+}
+
+// Every group of a passed device must go, whole, to that one VM; bridges in
+// it stay with the host's pcieport driver, which VFIO accepts.
+Status check_groups(const HostTopology& host, const PlacementRequest& req, const std::vector<VmPlacement>& vms) {
+    std::map<std::string, std::string> owner;
+    for (const auto& vm : vms) {
+        for (const auto& d : vm.devices()) owner[d] = vm.name;
+    }
+    std::vector<std::string> problems;
+    std::set<int> checked;
+    for (const auto& [addr, vm] : owner) {
+        const PciDevice* dev = host.device(addr);
+        if (!dev->iommu_group) {
+            problems.push_back(dev->label() + " has no IOMMU group (is the IOMMU on: intel_iommu=on or amd_iommu=on?)");
+            continue;
+        }
+        const int id = *dev->iommu_group;
+        if (!checked.insert(id).second) continue;
+        const IommuGroup* group = host.group(id);
+        const std::string where = "IOMMU group " + std::to_string(id);
+        for (const auto& m : group->devices) {
+            if (m == addr) continue;
+            const PciDevice* md = host.device(m);
+            if (!md) {
+                problems.push_back(where + " holds " + dev->label() + " and " + m +
+                                   ", which is not a PCI device kiln can pass through");
+            } else if (md->kind == DeviceKind::bridge) {
+                continue;
+            } else if (md->kind == DeviceKind::other) {
+                problems.push_back(where + " holds " + dev->label() + " and " + md->label() +
+                                   ", which is not a GPU, NIC, NVSwitch or bridge");
+            } else if (auto it = owner.find(m); it == owner.end()) {
+                problems.push_back(where + " would be split: " + dev->label() + " goes to vm " + vm + ", " +
+                                   md->label() + " stays with the host");
+            } else if (it->second != vm) {
+                problems.push_back(where + " would be split across VMs: " + dev->label() + " to vm " + vm + ", " +
+                                   md->label() + " to vm " + it->second);
+            }
+        }
+    }
+    if (!problems.empty()) return refuse(req, "iommu_group", problems);
+    return ok_status();
+}
+
+Status assign_cpus(const HostTopology& host, const PlacementRequest& req, std::vector<VmPlacement>& vms) {
+    std::vector<std::string> problems;
+    for (auto& vm : vms) {
+        size_t available = 0;
+        for (const auto& c : vm.cells) available += host.node(c.host_node)->cpus.size();
+        const size_t want = req.vcpus == 0 ? available : static_cast<size_t>(req.vcpus);
+        if (want > available) {
+            problems.push_back("vm " + vm.name + ": vcpus " + std::to_string(want) + " exceeds the " +
+                               std::to_string(available) + " CPUs of its NUMA nodes");
+            continue;
+        }
+        if (want < vm.cells.size()) {
+            problems.push_back("vm " + vm.name + ": vcpus " + std::to_string(want) + " is fewer than its " +
+                               std::to_string(vm.cells.size()) + " NUMA cells");
+            continue;
+        }
+        const auto share = req.vcpus == 0 ? std::vector<uint64_t>{} : shares(want, vm.cells.size());
+        for (size_t i = 0; i < vm.cells.size(); ++i) {
+            const auto& cpus = host.node(vm.cells[i].host_node)->cpus;
+            const size_t n = req.vcpus == 0 ? cpus.size() : share[i];
+            if (n > cpus.size()) {
+                problems.push_back("vm " + vm.name + ": " + std::to_string(n) + " vcpus on node " +
+                                   std::to_string(vm.cells[i].host_node) + ", which has " +
+                                   std::to_string(cpus.size()) + " CPUs");
+                continue;
+            }
+            vm.cells[i].cpus.assign(cpus.begin(), cpus.begin() + static_cast<std::ptrdiff_t>(n));
+        }
+    }
+    if (!problems.empty()) return refuse(req, "resources", problems);
+    return ok_status();
+}
+
+Status assign_memory(const HostTopology& host, const PlacementRequest& req, std::vector<VmPlacement>& vms) {
+    std::vector<std::string> problems;
+    const std::string pages = page_name(req.hugepage_kib) + " hugepages";
+    for (auto& vm : vms) {
+        if (req.memory_gib > 0 && static_cast<size_t>(req.memory_gib) < vm.cells.size()) {
+            problems.push_back("vm " + vm.name + ": memory_gib " + std::to_string(req.memory_gib) +
+                               " is less than 1 GiB for each of its " + std::to_string(vm.cells.size()) +
+                               " NUMA cells");
+            continue;
+        }
+        const auto share = req.memory_gib > 0 ? shares(static_cast<uint64_t>(req.memory_gib), vm.cells.size())
+                                              : std::vector<uint64_t>{};
+        for (size_t i = 0; i < vm.cells.size(); ++i) {
+            VmCell& cell = vm.cells[i];
+            const NumaNode* node = host.node(cell.host_node);
+            const std::string on = "vm " + vm.name + ": node " + std::to_string(node->id);
+            if (req.hugepages) {
+                const HugePagePool* pool = node->pool(req.hugepage_kib);
+                const uint64_t want = req.memory_gib > 0 ? share[i] * kGiBKiB / req.hugepage_kib : pool->free;
+                if (want == 0) {
+                    problems.push_back(on + " has no free " + pages);
+                } else if (want > pool->free) {  // only when memory_gib asked for more
+                    problems.push_back(on + " needs " + std::to_string(want) + " " + pages + " for " +
+                                       std::to_string(share[i]) + " GiB, " + std::to_string(pool->free) + " free of " +
+                                       std::to_string(pool->total));
+                }
+                cell.hugepages = want;
+                cell.memory_kib = want * req.hugepage_kib;
+            } else {
+                const uint64_t want =
+                    req.memory_gib > 0 ? share[i] * kGiBKiB : node->memory_free_kib / kGiBKiB * kGiBKiB;
+                if (want == 0 || want > node->memory_free_kib) {
+                    problems.push_back(on + " needs " + std::to_string(want / kGiBKiB) + " GiB, " +
+                                       std::to_string(node->memory_free_kib / kGiBKiB) + " GiB free");
+                }
+                cell.memory_kib = want;
+            }
+        }
+    }
+    if (!problems.empty()) return refuse(req, "resources", problems);
+    return ok_status();
+}
+
+}  // namespace
+
+const char* split_name(Split split) {
+    return split == Split::whole ? "whole" : "numa";
+}
+
+Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
+    PlacementRequest req;
+    if (shape.split == "whole") {
+        req.split = Split::whole;
+    } else if (shape.split == "numa") {
+        req.split = Split::numa;
+    } else {
+        return make_error("vm", "shape", "vm." + shape.name + ": split \"" + shape.split + "\" is not whole or numa");
+    }
+    if (shape.vcpus < 0 || shape.memory_gib < 0) {
+        return make_error("vm", "shape", "vm." + shape.name + ": vcpus and memory_gib must not be negative");
+    }
+    req.vcpus = shape.vcpus;
+    req.memory_gib = shape.memory_gib;
+    req.hugepages = shape.hugepages;
+    return req;
+}
+
+size_t VmPlacement::vcpus() const {
+    size_t n = 0;
+    for (const auto& c : cells) n += c.cpus.size();
+    return n;
+}
+
+uint64_t VmPlacement::memory_kib() const {
+    uint64_t n = 0;
+    for (const auto& c : cells) n += c.memory_kib;
+    return n;
+}
+
+std::vector<std::string> VmPlacement::gpus() const {
+    std::vector<std::string> out;
+    for (const auto& c : cells) {
+        for (const auto& s : c.slots) out.insert(out.end(), s.gpus.begin(), s.gpus.end());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<std::string> VmPlacement::devices() const {
+    std::vector<std::string> out;
+    for (const auto& c : cells) {
+        for (const auto& s : c.slots) {
+            out.insert(out.end(), s.gpus.begin(), s.gpus.end());
+            out.insert(out.end(), s.nics.begin(), s.nics.end());
+        }
+        out.insert(out.end(), c.nvswitches.begin(), c.nvswitches.end());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+const VmPlacement* Placement::vm(const std::string& name) const {
+    for (const auto& v : vms) {
+        if (v.name == name) return &v;
+    }
+    return nullptr;
+}
+
+Result<Placement> place(const HostTopology& host, const PlacementRequest& request) {
+    if (request.vcpus < 0 || request.memory_gib < 0) {
+        return make_error("vm", "request", "vcpus and memory_gib must not be negative");
+    }
+    if (request.hugepages && request.hugepage_kib != kHugePage1G && request.hugepage_kib != kHugePage2M) {
+        return make_error("vm", "request",
+                          "hugepage size " + std::to_string(request.hugepage_kib) + " kB is not 1048576 or 2048");
+    }
+    Placement out;
+    out.request = request;
+    auto vms = choose_vms(host, request);
+    if (!vms) return vms.error();
+    out.vms = std::move(*vms);
+    assign_devices(host, request, out.vms, out.notes);
+    if (auto s = check_groups(host, request, out.vms); !s) return s.error();
+    if (auto s = assign_cpus(host, request, out.vms); !s) return s.error();
+    if (auto s = assign_memory(host, request, out.vms); !s) return s.error();
+    return out;
+}
+
+nlohmann::json to_json(const Placement& p) {
+    using nlohmann::json;
+    json vms = json::array();
+    for (const auto& vm : p.vms) {
+        json cells = json::array();
+        for (const auto& c : vm.cells) {
+            json slots = json::array();
+            for (const auto& s : c.slots) {
+                slots.push_back({{"host_switch", s.host_switch}, {"gpus", s.gpus}, {"nics", s.nics}});
+            }
+            cells.push_back({{"host_node", c.host_node},
+                             {"cpus", format_cpulist(c.cpus)},
+                             {"vcpus", c.cpus.size()},
+                             {"memory_kib", c.memory_kib},
+                             {"hugepages", c.hugepages},
+                             {"slots", slots},
+                             {"nvswitches", c.nvswitches}});
+        }
+        vms.push_back({{"name", vm.name},
+                       {"vcpus", vm.vcpus()},
+                       {"memory_kib", vm.memory_kib()},
+                       {"devices", vm.devices()},
+                       {"cells", cells}});
+    }
+    return {{"split", split_name(p.request.split)},
+            {"hugepages", p.request.hugepages},
+            {"hugepage_kib", p.request.hugepages ? json(p.request.hugepage_kib) : json(nullptr)},
+            {"vms", vms},
+            {"notes", p.notes}};
+}
+
+}  // namespace kiln::vm

@@ -1,0 +1,254 @@
+// VM placement on the recorded hosts: good splits, and refusals with the
+// reasons a user needs (which devices, which group, which node).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "provisioner/vm/placement.h"
+#include "provisioner/vm/sysfs_reader.h"
+#include "tests/vm/sysfs_fixture.h"
+
+using namespace kiln::vm;
+using kiln::vm::test::load_fixture;
+
+namespace {
+
+PlacementRequest numa(int memory_gib = 0, int vcpus = 0) {
+    PlacementRequest r;
+    r.split = Split::numa;
+    r.memory_gib = memory_gib;
+    r.vcpus = vcpus;
+    return r;
+}
+
+PlacementRequest whole(int memory_gib = 0, int vcpus = 0) {
+    PlacementRequest r = numa(memory_gib, vcpus);
+    r.split = Split::whole;
+    return r;
+}
+
+std::vector<std::string> v(std::initializer_list<const char*> items) {
+    return {items.begin(), items.end()};
+}
+
+// Puts `addr` into `group`, as a host without ACS at that port would.
+void move_to_group(HostTopology& h, const std::string& addr, int group) {
+    auto& dev = h.devices[h.index.at(addr)];
+    for (auto& g : h.groups) {
+        g.devices.erase(std::remove(g.devices.begin(), g.devices.end(), addr), g.devices.end());
+        if (g.id == group) g.devices.push_back(addr);
+    }
+    dev.iommu_group = group;
+}
+
+}  // namespace
+
+TEST_CASE("azure-ndv5 numa split gives two VMs of four GPU and VF pairs", "[vm][placement]") {
+    const HostTopology h = load_fixture("azure-ndv5");
+    auto r = place(h, numa());
+    REQUIRE(r.ok());
+    REQUIRE(r->vms.size() == 2);
+    const VmPlacement* vm0 = r->vm("numa0");
+    const VmPlacement* vm1 = r->vm("numa1");
+    REQUIRE(vm0);
+    REQUIRE(vm1);
+    REQUIRE(vm0->cells.size() == 1);
+    const VmCell& c0 = vm0->cells[0];
+    CHECK(c0.host_node == 0);
+    CHECK(c0.cpus.size() == 48);
+    CHECK(c0.cpus.front() == 0);
+    // memory 0: every free 1G hugepage of the node
+    CHECK(c0.hugepages == 960);
+    CHECK(c0.memory_kib == 960ull * 1024 * 1024);
+    CHECK(vm1->cells[0].hugepages == 900);
+    REQUIRE(c0.slots.size() == 4);
+    CHECK(c0.slots[0].host_switch == "0000:11:00.0");
+    CHECK(c0.slots[0].gpus == v({"0000:13:00.0"}));
+    CHECK(c0.slots[0].nics == v({"0000:14:00.1"}));  // the VF, not the PF
+    CHECK(vm0->gpus() == v({"0000:13:00.0", "0000:23:00.0", "0000:33:00.0", "0000:43:00.0"}));
+    CHECK(vm1->gpus() == v({"0000:53:00.0", "0000:63:00.0", "0000:73:00.0", "0000:83:00.0"}));
+    CHECK(vm1->devices().size() == 8);
+    CHECK(c0.nvswitches.empty());
+    // The management NIC and the NVSwitches stay with the host.
+    for (const auto& vm : r->vms) {
+        const auto d = vm.devices();
+        CHECK(std::find(d.begin(), d.end(), "0000:a1:00.0") == d.end());
+    }
+    REQUIRE(r->notes.size() == 1);
+    CHECK_THAT(r->notes[0], Catch::Contains("4 NVSwitches stay with the host"));
+}
+
+TEST_CASE("azure-ndv5 whole gives one VM with a cell per node and the NVSwitches", "[vm][placement]") {
+    const HostTopology h = load_fixture("azure-ndv5");
+    auto r = place(h, whole(512, 32));
+    REQUIRE(r.ok());
+    REQUIRE(r->vms.size() == 1);
+    const VmPlacement& vm = r->vms[0];
+    CHECK(vm.name == "whole");
+    REQUIRE(vm.cells.size() == 2);
+    CHECK(vm.vcpus() == 32);
+    CHECK(vm.cells[0].cpus == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+    CHECK(vm.cells[1].cpus.front() == 48);
+    CHECK(vm.cells[0].hugepages == 256);
+    CHECK(vm.cells[1].hugepages == 256);
+    CHECK(vm.memory_kib() == 512ull * 1024 * 1024);
+    CHECK(vm.gpus().size() == 8);
+    CHECK(vm.cells[0].nvswitches.size() == 4);
+    CHECK(vm.devices().size() == 8 + 8 + 4);
+    CHECK(r->notes.empty());
+
+    const auto j = to_json(*r);
+    CHECK(j["split"] == "whole");
+    CHECK(j["vms"][0]["cells"][1]["cpus"] == "48-63");
+    CHECK(j["vms"][0]["cells"][0]["slots"][0]["nics"][0] == "0000:14:00.1");
+}
+
+TEST_CASE("azure-ndv4 numa split keeps both GPU and NIC pairs of a switch together", "[vm][placement]") {
+    const HostTopology h = load_fixture("azure-ndv4");
+    auto r = place(h, numa(128, 16));
+    REQUIRE(r.ok());
+    REQUIRE(r->vms.size() == 4);
+    for (const auto& vm : r->vms) {
+        REQUIRE(vm.cells.size() == 1);
+        REQUIRE(vm.cells[0].slots.size() == 1);
+        CHECK(vm.cells[0].slots[0].gpus.size() == 2);
+        CHECK(vm.cells[0].slots[0].nics.size() == 2);
+        CHECK(vm.cells[0].hugepages == 128);
+        CHECK(vm.vcpus() == 16);
+    }
+    CHECK(r->vm("numa2")->cells[0].slots[0].nics == v({"0000:34:00.1", "0000:36:00.1"}));
+    CHECK(r->vm("numa3")->cells[0].cpus.front() == 72);
+}
+
+TEST_CASE("aws-p4d numa split passes the EFA PF beside its two GPUs", "[vm][placement]") {
+    const HostTopology h = load_fixture("aws-p4d");
+    auto r = place(h, numa(64));
+    REQUIRE(r.ok());
+    REQUIRE(r->vms.size() == 2);
+    const VmCell& c = r->vm("numa1")->cells[0];
+    REQUIRE(c.slots.size() == 2);
+    CHECK(c.slots[0].gpus == v({"0000:33:00.0", "0000:34:00.0"}));
+    CHECK(c.slots[0].nics == v({"0000:35:00.0"}));
+    CHECK(c.hugepages == 64);
+    CHECK(format_cpulist(c.cpus) == "24-47,72-95");
+}
+
+TEST_CASE("hugepages beyond the free pool of a node are refused", "[vm][placement][refused]") {
+    const HostTopology h = load_fixture("aws-p4d");
+    auto r = place(h, numa(256));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().domain == "vm");
+    CHECK(r.error().code == "resources");
+    CHECK(r.error().message ==
+          "numa split refused: vm numa1: node 1 needs 256 1G hugepages for 256 GiB, 100 free of 512");
+
+    // Whole spreads 400 GiB as 200 per node: node 1 still falls short.
+    auto w = place(h, whole(400));
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.error().message, Catch::Contains("vm whole: node 1 needs 200 1G hugepages for 200 GiB, 100 free"));
+    CHECK_THAT(w.error().message, !Catch::Contains("node 0"));
+}
+
+TEST_CASE("a GPU sharing its IOMMU group with a SATA controller is refused", "[vm][placement][refused]") {
+    const HostTopology h = load_fixture("broken-shared-group");
+    const int group = *h.device("0000:13:00.0")->iommu_group;
+    const std::string reason = "IOMMU group " + std::to_string(group) +
+                               " holds gpu 0000:13:00.0 (10de:2330) and other 0000:14:00.0 (1022:7901, class "
+                               "0x010601), which is not a GPU, NIC, NVSwitch or bridge";
+    for (const auto& req : {whole(), numa()}) {
+        auto r = place(h, req);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().code == "iommu_group");
+        CHECK(r.error().message == std::string(split_name(req.split)) + " split refused: " + reason);
+    }
+}
+
+TEST_CASE("an IOMMU group spanning two VMs is refused but is fine in one", "[vm][placement][refused]") {
+    HostTopology h = load_fixture("azure-ndv5");
+    const int group = *h.device("0000:13:00.0")->iommu_group;
+    move_to_group(h, "0000:53:00.0", group);  // a node 1 GPU into a node 0 GPU's group
+    auto r = place(h, numa());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "iommu_group");
+    CHECK(r.error().message == "numa split refused: IOMMU group " + std::to_string(group) +
+                                   " would be split across VMs: gpu 0000:13:00.0 (10de:2330) to vm numa0, "
+                                   "gpu 0000:53:00.0 (10de:2330) to vm numa1");
+    CHECK(place(h, whole()).ok());
+}
+
+TEST_CASE("a VF in its PF's IOMMU group is refused: the PF stays with the host", "[vm][placement][refused]") {
+    HostTopology h = load_fixture("azure-ndv5");
+    move_to_group(h, "0000:14:00.1", *h.device("0000:14:00.0")->iommu_group);
+    auto r = place(h, whole());
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("would be split: nic 0000:14:00.1 (15b3:101e) goes to vm whole, "
+                                                  "nic 0000:14:00.0 (15b3:1021) stays with the host"));
+}
+
+TEST_CASE("a GPU without an IOMMU group is refused", "[vm][placement][refused]") {
+    HostTopology h = load_fixture("aws-p4d");
+    h.devices[h.index.at("0000:43:00.0")].iommu_group.reset();
+    auto r = place(h, numa());
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("gpu 0000:43:00.0 (10de:20b0) has no IOMMU group"));
+}
+
+TEST_CASE("CPU requests beyond the node are refused", "[vm][placement][refused]") {
+    const HostTopology h = load_fixture("azure-ndv5");
+    auto r = place(h, numa(0, 64));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "resources");
+    CHECK(r.error().message ==
+          "numa split refused: vm numa0: vcpus 64 exceeds the 48 CPUs of its NUMA nodes; "
+          "vm numa1: vcpus 64 exceeds the 48 CPUs of its NUMA nodes");
+    auto w = place(h, whole(0, 1));
+    REQUIRE_FALSE(w.ok());
+    CHECK_THAT(w.error().message, Catch::Contains("vcpus 1 is fewer than its 2 NUMA cells"));
+}
+
+TEST_CASE("a host without GPUs has no numa split but can run one whole VM", "[vm][placement]") {
+    const HostTopology h = load_fixture("cpu-only");
+    auto n = place(h, numa());
+    REQUIRE_FALSE(n.ok());
+    CHECK(n.error().str() == "vm: numa split refused: no NUMA node has GPUs");
+
+    // No 1G pages were reserved on this host.
+    auto g = place(h, whole(8));
+    REQUIRE_FALSE(g.ok());
+    CHECK_THAT(g.error().message, Catch::Contains("vm whole: node 0 needs 4 1G hugepages for 4 GiB, 0 free of 0"));
+
+    PlacementRequest req = whole(8);
+    req.hugepage_kib = kHugePage2M;
+    auto m = place(h, req);
+    REQUIRE(m.ok());
+    CHECK(m->vms[0].cells[0].hugepages == 2048);
+    CHECK(m->vms[0].devices().empty());
+
+    req.hugepages = false;
+    req.memory_gib = 0;
+    auto p = place(h, req);
+    REQUIRE(p.ok());
+    CHECK(p->vms[0].vcpus() == 64);
+    CHECK(p->vms[0].cells[1].memory_kib == 120ull * 1024 * 1024);
+    CHECK(p->vms[0].cells[1].hugepages == 0);
+}
+
+TEST_CASE("a fleet vm shape becomes a placement request", "[vm][placement]") {
+    kiln::config::VmShape shape;
+    shape.name = "half";
+    shape.split = "numa";
+    shape.vcpus = 8;
+    shape.memory_gib = 16;
+    shape.hugepages = false;
+    auto r = request_from_shape(shape);
+    REQUIRE(r.ok());
+    CHECK(r->split == Split::numa);
+    CHECK(r->vcpus == 8);
+    CHECK(r->memory_gib == 16);
+    CHECK_FALSE(r->hugepages);
+
+    shape.split = "socket";
+    auto bad = request_from_shape(shape);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().str() == "vm: vm.half: split \"socket\" is not whole or numa");
+}
