@@ -1,0 +1,64 @@
+// The fabric as the network stage renders it: each switch of the fleet with
+// its ports, and which node NIC each port is cabled to. The fleet config has
+// no cabling yet, so ports come in beside it as SwitchPorts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/core/result.h"
+
+namespace kiln::network {
+
+// The far end of a switch port: a node and the NIC on it ("mlx5_0", "ens1f0").
+struct Cable {
+    std::string node;
+    std::string nic;
+};
+
+struct Port {
+    std::string name;           // SONiC style, "Ethernet0"
+    int speed_mbps = 400000;    // SONiC's unit for PORT.speed
+    std::string lanes;          // "0,1,2,3": SONiC needs them; platform-specific
+    std::string alias;          // front-panel label; empty = none
+    std::optional<Cable> peer;  // empty: not cabled to a node (uplink, unused)
+};
+
+// Input: the ports of one switch, as an operator or a discovery step gives them.
+struct SwitchPorts {
+    std::string switch_name;
+    std::vector<Port> ports;
+};
+
+struct FabricSwitch {
+    std::string name;
+    std::string os;    // sonic | nvue | eos, as in the fleet
+    std::string rack;  // the rack listing it; empty when none does
+    std::vector<Port> ports;
+
+    const Port* find_port(const std::string& name) const;
+};
+
+struct Fabric {
+    std::vector<FabricSwitch> switches;  // in fleet order
+
+    const FabricSwitch* find_switch(const std::string& name) const;
+};
+
+// Every fleet switch, with the ports given for it (none when absent). Errors:
+// ports for a switch the fleet lacks, duplicate port names, a cable to an
+// unknown node, a non-positive speed.
+Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<SwitchPorts>& ports);
+
+// N ports "Ethernet0, Ethernet4, ..." of `lanes_per_port` lanes each, not
+// cabled: the usual breakout-free numbering, for tests and benchmarks.
+std::vector<Port> make_ports(int count, int speed_mbps = 400000, int lanes_per_port = 4);
+
+// The RoCE profile a switch must carry: the one its cabled nodes name. A
+// switch without cabled nodes takes the fleet's only profile. Errors when
+// nodes disagree or no profile applies.
+Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw);
+
+}  // namespace kiln::network

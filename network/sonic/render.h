@@ -1,0 +1,67 @@
+// Renders kiln's RoCE profile into SONiC CONFIG_DB tables for a set of ports.
+//
+// What the render holds, per the profile:
+// - DSCP_TO_TC_MAP: roce_dscp -> lossless_priority, cnp_dscp -> cnp_priority,
+//   every other DSCP -> TC 0. SONiC's stock template maps DSCP 26 to TC 1, so
+//   all 64 code points are written: the map replaces the stock one whole.
+// - TC_TO_QUEUE_MAP and MAP_PFC_PRIORITY_TO_QUEUE: identity over 0..7, so
+//   TC, priority and queue numbers coincide.
+// - TC_TO_PRIORITY_GROUP_MAP: the lossless TC to its own PG, the rest to PG 0.
+// - PORT: admin up, lanes, speed, mtu = switch_mtu.
+// - PORT_QOS_MAP per port: the maps above, pfc_enable and pfcwd_sw_enable on
+//   the lossless priority only; "global" carries the DSCP map too.
+// - WRED_PROFILE: ECN on all colours, thresholds from ecn_min_kb/ecn_max_kb.
+// - QUEUE: the lossless queue with the WRED profile and a DWRR scheduler; the
+//   CNP queue with a strict scheduler.
+// - PFC_WD per port: action, detection and restoration times.
+// - buffer_policy "lossless": BUFFER_POOL, a PG headroom BUFFER_PROFILE per
+//   port speed, BUFFER_PG|<port>|<lossless priority>. "default" leaves buffers
+//   to the switch's own buffer manager.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "network/fabric.h"
+#include "network/sonic/config_db.h"
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/core/result.h"
+
+namespace kiln::network::sonic {
+
+struct RenderOptions {
+    // Name of every rendered map and of the WRED profile; schedulers get
+    // "<name>_LOSSLESS" and "<name>_CNP". SONiC allows [A-Za-z0-9][-A-Za-z0-9_]{0,31}.
+    std::string name = "ROCE";
+    // SONiC's stock pool name, so the profile binds to the switch's pool.
+    std::string ingress_pool = "ingress_lossless_pool";
+    // 0: render the pool without a size and let the switch size it.
+    std::uint64_t ingress_pool_bytes = 0;
+    // Cable length used in the PG headroom estimate.
+    int cable_length_m = 5;
+};
+
+// The profile's own consistency (priorities in 0..7 and distinct, DSCPs in
+// 0..63 and distinct, ECN min <= max, a known buffer policy). Ranges SONiC's
+// YANG already bounds (MTU, watchdog times) are left to the YANG check.
+Status check_profile(const config::RoceProfile& profile);
+
+// The tables for `ports` on one switch.
+Result<ConfigDb> render_roce(const config::RoceProfile& profile, const std::vector<Port>& ports,
+                             const RenderOptions& options = {});
+
+// One SONiC switch of the fabric, with the profile its nodes name.
+Result<ConfigDb> render_switch(const config::Fleet& fleet, const FabricSwitch& sw, const RenderOptions& options = {});
+
+// PG headroom for a lossless port (bytes): what arrives after the switch
+// sends PAUSE (cable round trip plus ~1 us response at line rate) plus two
+// MTUs in flight. An estimate; vendors' lookup tables are authoritative.
+struct Headroom {
+    std::uint64_t xon = 0;
+    std::uint64_t xoff = 0;
+    std::uint64_t size = 0;
+};
+Headroom estimate_headroom(int speed_mbps, int cable_length_m, int mtu);
+
+}  // namespace kiln::network::sonic

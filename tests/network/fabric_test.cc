@@ -1,0 +1,111 @@
+#include <catch2/catch.hpp>
+
+#include "network/fabric.h"
+#include "tests/network/network_test_util.h"
+
+using kiln::network::build_fabric;
+using kiln::network::make_ports;
+using kiln::network::profile_for_switch;
+using kiln::network::SwitchPorts;
+using namespace kiln::test::network;
+
+TEST_CASE("fabric make_ports numbers ports by their first lane") {
+    auto ports = make_ports(3);
+    REQUIRE(ports.size() == 3);
+    CHECK(ports[0].name == "Ethernet0");
+    CHECK(ports[1].name == "Ethernet4");
+    CHECK(ports[2].name == "Ethernet8");
+    CHECK(ports[1].lanes == "4,5,6,7");
+    CHECK(ports[2].speed_mbps == 400000);
+    CHECK_FALSE(ports[0].peer.has_value());
+
+    auto two_lane = make_ports(2, 100000, 2);
+    CHECK(two_lane[1].name == "Ethernet2");
+    CHECK(two_lane[1].lanes == "2,3");
+    CHECK(make_ports(0).empty());
+}
+
+TEST_CASE("fabric holds every fleet switch with its rack and ports") {
+    auto fleet = small_fleet();
+    auto fabric = build_fabric(fleet, {SwitchPorts{"leaf1", cabled_ports(4, "r1", 2)}});
+    REQUIRE(fabric.ok());
+    REQUIRE(fabric->switches.size() == 2);
+    const auto* leaf1 = fabric->find_switch("leaf1");
+    REQUIRE(leaf1 != nullptr);
+    CHECK(leaf1->rack == "r1");
+    CHECK(leaf1->os == "sonic");
+    CHECK(leaf1->ports.size() == 4);
+    REQUIRE(leaf1->find_port("Ethernet4") != nullptr);
+    CHECK(leaf1->find_port("Ethernet4")->peer->node == "r1n2");
+    CHECK(fabric->find_switch("leaf2")->ports.empty());
+    CHECK(fabric->find_switch("spine9") == nullptr);
+}
+
+TEST_CASE("fabric rejects ports that do not fit the fleet") {
+    auto fleet = small_fleet();
+    SECTION("unknown switch") {
+        auto f = build_fabric(fleet, {SwitchPorts{"spine9", make_ports(1)}});
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "unknown-switch");
+        CHECK_THAT(f.error().message, Catch::Contains("spine9"));
+    }
+    SECTION("duplicate port") {
+        auto ports = make_ports(2);
+        ports[1].name = "Ethernet0";
+        auto f = build_fabric(fleet, {SwitchPorts{"leaf1", ports}});
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "duplicate-port");
+        CHECK_THAT(f.error().message, Catch::Contains("leaf1") && Catch::Contains("Ethernet0"));
+    }
+    SECTION("cable to an unknown node") {
+        auto ports = make_ports(1);
+        ports[0].peer = kiln::network::Cable{"ghost", "mlx5_0"};
+        auto f = build_fabric(fleet, {SwitchPorts{"leaf1", ports}});
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "unknown-node");
+        CHECK_THAT(f.error().message, Catch::Contains("Ethernet0") && Catch::Contains("ghost"));
+    }
+    SECTION("bad speed") {
+        auto ports = make_ports(1);
+        ports[0].speed_mbps = 0;
+        auto f = build_fabric(fleet, {SwitchPorts{"leaf1", ports}});
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "bad-port");
+    }
+    SECTION("one switch given twice") {
+        auto f = build_fabric(fleet, {SwitchPorts{"leaf1", make_ports(1)}, SwitchPorts{"leaf1", make_ports(1)}});
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "duplicate-switch");
+    }
+}
+
+TEST_CASE("fabric finds the profile a switch must carry") {
+    auto fleet = small_fleet();
+    kiln::config::RoceProfile other = roce_profile();
+    other.name = "other";
+    other.lossless_priority = 4;
+    fleet.network["other"] = other;
+
+    auto fabric = build_fabric(fleet, {SwitchPorts{"leaf1", cabled_ports(4, "r1", 2)}});
+    REQUIRE(fabric.ok());
+    auto p = profile_for_switch(fleet, *fabric->find_switch("leaf1"));
+    REQUIRE(p.ok());
+    CHECK((*p)->name == "roce");
+
+    SECTION("nodes that disagree are an error") {
+        fleet.nodes[1].network = "other";
+        auto q = profile_for_switch(fleet, *fabric->find_switch("leaf1"));
+        REQUIRE_FALSE(q.ok());
+        CHECK(q.error().code == "profile-conflict");
+        CHECK_THAT(q.error().message, Catch::Contains("r1n1") && Catch::Contains("r1n2"));
+    }
+    SECTION("a switch without cabled nodes needs a single fleet profile") {
+        auto q = profile_for_switch(fleet, *fabric->find_switch("leaf2"));
+        REQUIRE_FALSE(q.ok());
+        CHECK(q.error().code == "no-profile");
+        fleet.network.erase("other");
+        auto r = profile_for_switch(fleet, *fabric->find_switch("leaf2"));
+        REQUIRE(r.ok());
+        CHECK((*r)->name == "roce");
+    }
+}
