@@ -11,9 +11,11 @@ packages=(
   # libraries (headers)
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcurl4-openssl-dev libssl-dev libfmt-dev catch2
-  libyang2-dev libvirt-dev
+  libyang2-dev libvirt-dev libmicrohttpd-dev
   # tools the tests and benchmarks call
-  sqlite3 python3 libyang2-tools libvirt-clients
+  sqlite3 python3 libyang2-tools libvirt-clients openssl
+  # real Redfish clients the BMC emulator is checked against
+  python3-sushy redfishtool
 )
 
 missing=()

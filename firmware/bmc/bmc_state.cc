@@ -1,0 +1,531 @@
+#include "firmware/bmc/bmc_state.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+
+#include "firmware/bmc/bios_settings.h"
+#include "firmware/bmc/computer_system_reset.h"
+#include "firmware/bmc/json_reader.h"
+#include "firmware/bmc/state_file.h"
+
+namespace kiln::bmc {
+
+namespace {
+
+using nlohmann::json;
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+    return text.size() >= prefix.size() && text.compare(0, prefix.size(), prefix) == 0;
+}
+
+BmcResponse json_response(int status, const json& body, const std::string& etag = "") {
+    BmcResponse r;
+    r.status = status;
+    r.body = dump_json(body);
+    if (!etag.empty()) r.headers.emplace_back("ETag", etag);
+    return r;
+}
+
+BmcResponse method_not_allowed(const std::string& method, const std::string& uri, const std::string& allow) {
+    BmcResponse r = error_response(405, messages::operation_not_allowed(method + " " + uri));
+    r.headers.emplace_back("Allow", allow);
+    return r;
+}
+
+std::string now_iso8601() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S+00:00", &tm);
+    return buf;
+}
+
+// "Basic dXNlcjpwYXNz" -> "user:pass"; nullopt when not Basic or not base64.
+std::optional<std::string> basic_credentials(const std::string& header) {
+    if (header.size() < 6 || lower_ascii(header.substr(0, 6)) != "basic ") return std::nullopt;
+    std::string b64 = header.substr(6);
+    b64.erase(0, b64.find_first_not_of(' '));
+    if (b64.empty() || b64.size() % 4 != 0 || b64.size() > 4096) return std::nullopt;
+    std::string out(b64.size() / 4 * 3, '\0');
+    int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                            reinterpret_cast<const unsigned char*>(b64.data()), static_cast<int>(b64.size()));
+    if (n < 0) return std::nullopt;
+    size_t pad = 0;
+    for (size_t i = b64.size(); i > 0 && b64[i - 1] == '='; --i) ++pad;
+    out.resize(static_cast<size_t>(n) - std::min<size_t>(pad, static_cast<size_t>(n)));
+    return out;
+}
+
+// Compares without an early exit, so timing does not reveal a prefix.
+bool same_secret(const std::string& a, const std::string& b) {
+    unsigned char diff = a.size() == b.size() ? 0 : 1;
+    const size_t n = std::max(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+        unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+        unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+        diff |= static_cast<unsigned char>(x ^ y);
+    }
+    return diff == 0;
+}
+
+// If-Match: a list of entity tags or "*". Weak forms of our strong tag are
+// accepted too: clients copy @odata.etag values that vendors mark W/.
+bool if_match_ok(const std::string& header, const std::string& etag) {
+    size_t pos = 0;
+    while (pos <= header.size()) {
+        size_t comma = header.find(',', pos);
+        std::string tag = header.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        tag.erase(0, tag.find_first_not_of(" \t"));
+        tag.erase(tag.find_last_not_of(" \t") + 1);
+        if (tag == "*" || tag == etag || tag == "W/" + etag) return true;
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return false;
+}
+
+// Redfish PATCH: objects merge member by member, anything else replaces.
+// Unknown properties, read-only ones, type changes and values outside a
+// property's @Redfish.AllowableValues are refused, as a real BMC does.
+std::optional<RedfishMessage> merge_into(json& target, const json& patch, const std::string& path, bool allow_new) {
+    for (const auto& [key, value] : patch.items()) {
+        const std::string prop = path.empty() ? key : path + "/" + key;
+        if (starts_with(key, "@odata.") || (path.empty() && key == "Id") ||
+            key.find("@Redfish.AllowableValues") != std::string::npos) {
+            return messages::property_not_writable(prop);
+        }
+        if (starts_with(key, "@")) {  // annotations such as @Redfish.SettingsApplyTime
+            target[key] = value;
+            continue;
+        }
+        auto it = target.find(key);
+        if (it == target.end()) {
+            if (!allow_new) return messages::property_unknown(prop);
+            target[key] = value;
+            continue;
+        }
+        if (it->is_object() && value.is_object()) {
+            if (auto err = merge_into(*it, value, prop, allow_new)) return err;
+            continue;
+        }
+        if (!it->is_null() && !value.is_null() && json_kind(*it) != json_kind(value)) {
+            return messages::property_value_type_error(value.dump(), prop);
+        }
+        auto allowed = target.find(key + "@Redfish.AllowableValues");
+        if (allowed != target.end() && allowed->is_array() && value.is_string() &&
+            std::find(allowed->begin(), allowed->end(), value) == allowed->end()) {
+            return messages::property_value_not_in_list(value.get<std::string>(), prop);
+        }
+        *it = value;
+    }
+    return std::nullopt;
+}
+
+std::string sessions_link(const MockupTree& tree) {
+    auto root = tree.resources.find("/redfish/v1");
+    if (root == tree.resources.end()) return {};
+    const json& r = root->second;
+    if (r.contains("Links") && r["Links"].contains("Sessions") && r["Links"]["Sessions"].contains("@odata.id") &&
+        r["Links"]["Sessions"]["@odata.id"].is_string()) {
+        return normalize_uri(r["Links"]["Sessions"]["@odata.id"].get<std::string>());
+    }
+    if (r.contains("SessionService")) return "/redfish/v1/SessionService/Sessions";
+    return {};  // no sessions offered: Basic only
+}
+
+std::chrono::seconds session_timeout(const MockupTree& tree, const BmcConfig& config) {
+    if (config.session_timeout) return *config.session_timeout;
+    for (const auto& [uri, body] : tree.resources) {
+        if (lower_ascii(uri) == "/redfish/v1/sessionservice" && body.contains("SessionTimeout") &&
+            body["SessionTimeout"].is_number_integer() && body["SessionTimeout"].get<long long>() > 0) {
+            return std::chrono::seconds(body["SessionTimeout"].get<long long>());
+        }
+    }
+    return std::chrono::minutes(30);
+}
+
+std::string canonical_dir(const std::string& dir) {
+    std::error_code ec;
+    auto p = std::filesystem::weakly_canonical(dir, ec);
+    return ec ? dir : p.string();
+}
+
+}  // namespace
+
+BmcState::BmcState(const MockupTree& tree, BmcConfig config)
+    : config_(std::move(config)),
+      mockup_(canonical_dir(tree.dir)),
+      store_(tree),
+      sessions_(config_.session_limit, session_timeout(tree, config_), config_.clock) {
+    sessions_uri_ = sessions_link(tree);
+    if (!sessions_uri_.empty()) {
+        if (auto canon = store_.resolve(sessions_uri_)) sessions_uri_ = *canon;
+        // The captured sessions belong to someone else's BMC: their tokens
+        // are unknown, and they would count against the session limit.
+        const std::string prefix = lower_ascii(sessions_uri_) + "/";
+        for (const auto& uri : store_.uris()) {
+            if (starts_with(lower_ascii(uri), prefix)) store_.erase(uri);
+        }
+    }
+}
+
+Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& tree, BmcConfig config) {
+    std::unique_ptr<BmcState> state(new BmcState(tree, std::move(config)));
+    if (!state->config_.state_file.empty()) {
+        auto snap = load_state_file(state->config_.state_file);
+        if (!snap) return snap.error();
+        if (*snap) {
+            const StateSnapshot& s = **snap;
+            if (s.mockup != state->mockup_) {
+                return make_error(
+                    "bmc", "state_mockup_mismatch",
+                    state->config_.state_file + " was written over mockup " + s.mockup + ", not " + state->mockup_);
+            }
+            for (const auto& [uri, body] : s.resources) {
+                auto canon = state->store_.resolve(uri);
+                if (!canon) {
+                    return make_error("bmc", "state_mockup_mismatch",
+                                      state->config_.state_file + " holds " + uri + ", which the mockup lacks");
+                }
+                state->store_.replace(*canon, body);
+            }
+        }
+    }
+    for (const auto& uri : state->store_.uris()) {
+        const json& body = state->store_.body(uri);
+        auto actions = body.find("Actions");
+        if (actions == body.end() || !actions->is_object()) continue;
+        for (const auto& [name, action] : actions->items()) {
+            if (!starts_with(name, "#") || !action.is_object() || !action.contains("target") ||
+                !action["target"].is_string()) {
+                continue;
+            }
+            state->actions_[lower_ascii(normalize_uri(action["target"].get<std::string>()))] = {uri, name};
+        }
+    }
+    state->settings_objects_ = find_settings_objects(state->store_);
+    return state;
+}
+
+BmcResponse BmcState::handle(const BmcRequest& request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string uri = normalize_uri(request.path);
+    BmcResponse r;
+    try {
+        r = dispatch(request, uri);
+    } catch (const std::exception& e) {
+        // A tree or state with an unexpected shape: answer, never crash.
+        for (auto& [u, body] : undo_) store_.replace(u, std::move(body));
+        r = error_response(500, messages::internal_error(e.what()));
+    }
+    undo_.clear();
+    return r;
+}
+
+BmcResponse BmcState::dispatch(const BmcRequest& request, const std::string& uri) {
+    const std::string& m = request.method;
+    const bool read = m == "GET" || m == "HEAD";
+    if (uri == "/redfish") {
+        if (!read) return method_not_allowed(m, uri, "GET, HEAD");
+        return json_response(200, {{"v1", "/redfish/v1/"}});
+    }
+    if (!starts_with(lower_ascii(uri), "/redfish/v1"))
+        return error_response(404, messages::resource_missing_at_uri(uri));
+
+    const std::string luri = lower_ascii(uri);
+    const bool is_public =
+        (read && (luri == "/redfish/v1" || luri == "/redfish/v1/$metadata" || luri == "/redfish/v1/odata")) ||
+        (m == "POST" && !sessions_uri_.empty() && luri == lower_ascii(sessions_uri_));
+    if (!is_public) {
+        if (auto refusal = authenticate(request, uri)) return *refusal;
+    }
+    if (read) return get(uri);
+    if (m == "PATCH") return patch(request, uri);
+    if (m == "POST") return post(request, uri);
+    if (m == "DELETE") return remove(uri);
+    return method_not_allowed(m, uri, "GET, HEAD, PATCH, POST, DELETE");
+}
+
+std::optional<BmcResponse> BmcState::authenticate(const BmcRequest& request, const std::string& uri) {
+    const std::string token = request.header("X-Auth-Token");
+    if (!token.empty()) {
+        if (sessions_.use_token(token)) return std::nullopt;
+        return error_response(401, messages::no_valid_session());
+    }
+    if (auto creds = basic_credentials(request.header("Authorization"))) {
+        const auto colon = creds->find(':');
+        if (colon != std::string::npos && same_secret(creds->substr(0, colon), config_.user) &&
+            same_secret(creds->substr(colon + 1), config_.password)) {
+            return std::nullopt;
+        }
+        BmcResponse r = error_response(401, messages::resource_at_uri_unauthorized(uri));
+        r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"kiln-bmc\"");
+        return r;
+    }
+    BmcResponse r = error_response(401, messages::no_valid_session());
+    r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"kiln-bmc\"");
+    return r;
+}
+
+std::optional<std::string> BmcState::session_id_of(const std::string& uri) const {
+    if (sessions_uri_.empty()) return std::nullopt;
+    const std::string prefix = lower_ascii(sessions_uri_) + "/";
+    const std::string luri = lower_ascii(uri);
+    if (!starts_with(luri, prefix)) return std::nullopt;
+    std::string id = uri.substr(prefix.size());
+    if (id.empty() || id.find('/') != std::string::npos) return std::nullopt;
+    return id;
+}
+
+json BmcState::session_view(const Session& s) const {
+    return {{"@odata.id", sessions_uri_ + "/" + s.id},
+            {"@odata.type", "#Session.v1_0_0.Session"},
+            {"Id", s.id},
+            {"Name", "User Session"},
+            {"Description", "Manager User Session"},
+            {"UserName", s.user}};
+}
+
+json BmcState::sessions_collection_view() {
+    json body = json::object();
+    if (auto canon = store_.resolve(sessions_uri_)) body = store_.view(*canon);
+    body["@odata.id"] = sessions_uri_;
+    if (!body.contains("@odata.type")) body["@odata.type"] = "#SessionCollection.SessionCollection";
+    if (!body.contains("Name")) body["Name"] = "Session Collection";
+    json members = json::array();
+    for (const auto& s : sessions_.list()) members.push_back({{"@odata.id", sessions_uri_ + "/" + s.id}});
+    body["Members@odata.count"] = members.size();
+    body["Members"] = std::move(members);
+    body.erase("@odata.etag");
+    return body;
+}
+
+BmcResponse BmcState::get(const std::string& uri) {
+    if (!sessions_uri_.empty() && lower_ascii(uri) == lower_ascii(sessions_uri_)) {
+        json body = sessions_collection_view();
+        return json_response(200, body, content_etag(body));
+    }
+    if (auto id = session_id_of(uri)) {
+        auto s = sessions_.find_id(*id);
+        if (!s) return error_response(404, messages::resource_missing_at_uri(uri));
+        json body = session_view(*s);
+        return json_response(200, body, content_etag(body));
+    }
+    if (auto doc = store_.resolve_document(uri)) {
+        BmcResponse r;
+        r.content_type = "application/xml";
+        r.body = store_.document(*doc);
+        return r;
+    }
+    auto canon = store_.resolve(uri);
+    if (!canon) return error_response(404, messages::resource_missing_at_uri(uri));
+    return json_response(200, store_.view(*canon), store_.etag(*canon));
+}
+
+Result<json> BmcState::parse_body(const BmcRequest& request, BmcResponse* refusal) const {
+    if (request.body.size() > config_.max_body_bytes) {
+        *refusal = error_response(413, messages::payload_too_large());
+        return make_error("bmc", "json_too_large", "request body too large");
+    }
+    if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
+    auto body = parse_json(request.body, JsonLimits{config_.max_body_bytes, 32}, "request body");
+    if (!body) {
+        *refusal = error_response(400, messages::malformed_json(body.error().message));
+        return body.error();
+    }
+    if (!body->is_object()) {
+        *refusal = error_response(400, messages::malformed_json("the body is not a JSON object"));
+        return make_error("bmc", "json_malformed", "not an object");
+    }
+    return body;
+}
+
+BmcResponse BmcState::patch(const BmcRequest& request, const std::string& uri) {
+    if (session_id_of(uri) || (!sessions_uri_.empty() && lower_ascii(uri) == lower_ascii(sessions_uri_))) {
+        return method_not_allowed("PATCH", uri, "GET, HEAD, POST, DELETE");
+    }
+    auto canon = store_.resolve(uri);
+    if (!canon) return error_response(404, messages::resource_missing_at_uri(uri));
+    const json& current = store_.body(*canon);
+    if (current.contains("Members")) return method_not_allowed("PATCH", uri, "GET, HEAD");
+    // A Bios resource is read-only: its changes go to the settings object.
+    if (current.contains("@Redfish.Settings") && starts_with(current.value("@odata.type", ""), "#Bios.")) {
+        const json& settings = current["@Redfish.Settings"];
+        std::string target = "(none)";
+        if (settings.is_object() && settings.contains("SettingsObject") && settings["SettingsObject"].is_object()) {
+            target = settings["SettingsObject"].value("@odata.id", target);
+        }
+        return method_not_allowed("PATCH", uri + " (PATCH its settings object " + target + ")", "GET, HEAD");
+    }
+    const std::string if_match = request.header("If-Match");
+    if (!if_match.empty() && !if_match_ok(if_match, store_.etag(*canon))) {
+        BmcResponse r = error_response(412, messages::precondition_failed());
+        r.headers.emplace_back("ETag", store_.etag(*canon));
+        return r;
+    }
+    BmcResponse refusal;
+    auto body = parse_body(request, &refusal);
+    if (!body) return refusal;
+
+    json updated = current;
+    bool settings_object = false;
+    if (auto owner = settings_objects_.find(*canon); owner != settings_objects_.end()) {
+        settings_object = true;
+        const json& owner_body = store_.body(owner->second);
+        if (body->contains("Attributes") && owner_body.contains("Attributes")) {
+            if (auto err = check_pending_attributes(owner_body["Attributes"], (*body)["Attributes"])) {
+                return error_response(400, *err);
+            }
+        }
+        if (!updated.contains("Attributes")) updated["Attributes"] = json::object();
+    }
+    // The settings object holds only what is pending, so names new to it
+    // are fine once checked against the Bios above.
+    json rest = *body;
+    if (settings_object && rest.contains("Attributes") && rest["Attributes"].is_object()) {
+        for (const auto& [name, value] : rest["Attributes"].items()) updated["Attributes"][name] = value;
+        rest.erase("Attributes");
+    }
+    if (auto err = merge_into(updated, rest, "", false)) return error_response(400, *err);
+
+    change(*canon, std::move(updated));
+    if (auto failed = commit()) return *failed;
+    return json_response(200, store_.view(*canon), store_.etag(*canon));
+}
+
+BmcResponse BmcState::post(const BmcRequest& request, const std::string& uri) {
+    if (!sessions_uri_.empty() && lower_ascii(uri) == lower_ascii(sessions_uri_)) return login(request);
+    auto action = actions_.find(lower_ascii(uri));
+    if (action != actions_.end()) {
+        const auto& [resource, name] = action->second;
+        if (name == "#ComputerSystem.Reset") return reset_system(request, resource);
+        return error_response(501, messages::action_not_supported(name));
+    }
+    if (store_.resolve(uri) || session_id_of(uri)) return method_not_allowed("POST", uri, "GET, HEAD, PATCH");
+    return error_response(404, messages::resource_missing_at_uri(uri));
+}
+
+BmcResponse BmcState::remove(const std::string& uri) {
+    if (auto id = session_id_of(uri)) {
+        if (!sessions_.remove_id(*id)) return error_response(404, messages::resource_missing_at_uri(uri));
+        BmcResponse r;
+        r.status = 204;
+        return r;
+    }
+    if (!store_.resolve(uri)) return error_response(404, messages::resource_missing_at_uri(uri));
+    return method_not_allowed("DELETE", uri, "GET, HEAD, PATCH");
+}
+
+BmcResponse BmcState::login(const BmcRequest& request) {
+    BmcResponse refusal;
+    auto body = parse_body(request, &refusal);
+    if (!body) return refusal;
+    for (const char* field : {"UserName", "Password"}) {
+        if (!body->contains(field)) return error_response(400, messages::property_missing(field));
+        if (!(*body)[field].is_string()) {
+            return error_response(400, messages::property_value_type_error((*body)[field].dump(), field));
+        }
+    }
+    if (!same_secret((*body)["UserName"].get<std::string>(), config_.user) ||
+        !same_secret((*body)["Password"].get<std::string>(), config_.password)) {
+        return error_response(401, messages::resource_at_uri_unauthorized(sessions_uri_));
+    }
+    auto session = sessions_.create(config_.user);
+    if (!session) {
+        if (session.error().code == "session_limit") return error_response(503, messages::session_limit_exceeded());
+        return error_response(500, messages::internal_error(session.error().message));
+    }
+    BmcResponse r = json_response(201, session_view(*session));
+    r.headers.emplace_back("X-Auth-Token", session->token);
+    r.headers.emplace_back("Location", sessions_uri_ + "/" + session->id);
+    return r;
+}
+
+BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string& system_uri) {
+    const std::string action = "ComputerSystem.Reset";
+    BmcResponse refusal;
+    auto body = parse_body(request, &refusal);
+    if (!body) return refusal;
+    if (!body->contains("ResetType"))
+        return error_response(400, messages::action_parameter_missing(action, "ResetType"));
+    if (!(*body)["ResetType"].is_string()) {
+        return error_response(
+            400, messages::action_parameter_value_not_in_list((*body)["ResetType"].dump(), "ResetType", action));
+    }
+    const std::string type = (*body)["ResetType"].get<std::string>();
+    const json& system = store_.body(system_uri);
+
+    json action_info = nullptr;
+    json reset_action = json::object();
+    if (system.contains("Actions") && system["Actions"].contains("#ComputerSystem.Reset")) {
+        reset_action = system["Actions"]["#ComputerSystem.Reset"];
+    }
+    if (reset_action.is_object() && reset_action.contains("@Redfish.ActionInfo")) {
+        json link = {{"@odata.id", reset_action["@Redfish.ActionInfo"]}};
+        if (auto info = resolve_link(store_, link)) action_info = store_.body(*info);
+    }
+    const auto allowed = allowed_reset_types(system, action_info);
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), type) == allowed.end()) {
+        return error_response(400, messages::action_parameter_value_not_in_list(type, "ResetType", action));
+    }
+    auto outcome = plan_reset(system.value("PowerState", "On"), type);
+    if (!outcome) return error_response(400, messages::action_parameter_value_not_in_list(type, "ResetType", action));
+
+    json updated = system;
+    updated["PowerState"] = outcome->power_state;
+    if (outcome->boots) {
+        const std::string now = now_iso8601();
+        if (updated.contains("LastResetTime")) updated["LastResetTime"] = now;
+        // A one-time override is used up by the boot it steered.
+        if (updated.contains("Boot") && updated["Boot"].value("BootSourceOverrideEnabled", "") == "Once") {
+            updated["Boot"]["BootSourceOverrideEnabled"] = "Disabled";
+        }
+        if (auto bios = apply_pending_bios(store_, system_uri, now)) {
+            change(bios->bios_uri, std::move(bios->bios));
+            change(bios->settings_uri, std::move(bios->settings));
+        }
+    }
+    change(system_uri, std::move(updated));
+    if (auto failed = commit()) return *failed;
+    BmcResponse r;
+    r.status = 204;
+    return r;
+}
+
+void BmcState::change(const std::string& uri, json body) {
+    if (!undo_.count(uri)) undo_[uri] = store_.body(uri);
+    store_.replace(uri, std::move(body));
+}
+
+std::optional<BmcResponse> BmcState::commit() {
+    if (config_.state_file.empty()) return std::nullopt;
+    auto written = write_state_file(config_.state_file, StateSnapshot{mockup_, store_.changed()});
+    if (written) return std::nullopt;
+    for (auto& [uri, body] : undo_) store_.replace(uri, std::move(body));
+    undo_.clear();
+    return error_response(500, messages::internal_error(written.error().message));
+}
+
+std::optional<json> BmcState::resource(const std::string& uri) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto canon = store_.resolve(uri);
+    if (!canon) return std::nullopt;
+    return store_.view(*canon);
+}
+
+std::string BmcState::etag(const std::string& uri) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto canon = store_.resolve(uri);
+    return canon ? store_.etag(*canon) : std::string();
+}
+
+size_t BmcState::session_count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sessions_.list().size();
+}
+
+}  // namespace kiln::bmc

@@ -1,0 +1,56 @@
+// One HTTP request and its answer, free of any server library: BmcState
+// handles these, bmc_server.cc converts to and from libmicrohttpd, and the
+// in-process tests build them by hand.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::bmc {
+
+// Header names compare case-insensitively (RFC 9110).
+struct HeaderNameLess {
+    bool operator()(const std::string& a, const std::string& b) const {
+        const size_t n = a.size() < b.size() ? a.size() : b.size();
+        for (size_t i = 0; i < n; ++i) {
+            char x = a[i], y = b[i];
+            if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+            if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+            if (x != y) return x < y;
+        }
+        return a.size() < b.size();
+    }
+};
+
+using HeaderMap = std::map<std::string, std::string, HeaderNameLess>;
+
+struct BmcRequest {
+    std::string method;  // "GET", "PATCH", ...
+    std::string path;    // URL path, query removed, already percent-decoded
+    HeaderMap headers;
+    std::string body;
+
+    std::string header(const std::string& name) const {
+        auto it = headers.find(name);
+        return it == headers.end() ? std::string() : it->second;
+    }
+};
+
+struct BmcResponse {
+    int status = 200;
+    std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type and OData-Version
+    std::string content_type = "application/json; charset=utf-8";
+    std::string body;
+
+    std::string header(const std::string& name) const {
+        HeaderNameLess less;
+        for (const auto& [k, v] : headers) {
+            if (!less(k, name) && !less(name, k)) return v;
+        }
+        return {};
+    }
+};
+
+}  // namespace kiln::bmc
