@@ -178,12 +178,12 @@ std::string BmcChild::errors() const {
     return s.str();
 }
 
-ScriptResult run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
-    kiln::ProcessRunner runner;
-    kiln::CommandSpec spec;
-    spec.argv = argv;
-    spec.env = env;
+namespace {
+
+// Runs a spec and reads stdout as JSON when it is JSON.
+ScriptResult run_spec(kiln::CommandSpec spec) {
     spec.timeout = std::chrono::seconds(120);
+    kiln::ProcessRunner runner;
     ScriptResult out;
     auto r = runner.run(spec);
     if (!r) {
@@ -198,27 +198,23 @@ ScriptResult run_program(const std::vector<std::string>& argv, const std::map<st
     return out;
 }
 
+}  // namespace
+
+ScriptResult run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+    kiln::CommandSpec spec;
+    spec.argv = argv;
+    spec.env = env;
+    return run_spec(std::move(spec));
+}
+
 ScriptResult run_python(const std::string& script, const std::vector<std::string>& args,
                         const std::string& stdin_data) {
-    kiln::ProcessRunner runner;
     kiln::CommandSpec spec;
     spec.argv = {KILN_BMC_PYTHON, std::string(KILN_BMC_TEST_DIR) + "/" + script};
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
     spec.env = {{"KILN_BMC_PASSWORD", kPassword}, {"PYTHONDONTWRITEBYTECODE", "1"}};
     spec.stdin_data = stdin_data;
-    spec.timeout = std::chrono::seconds(120);
-    ScriptResult out;
-    auto r = runner.run(spec);
-    if (!r) {
-        out.err = r.error().str();
-        return out;
-    }
-    out.exit_code = r->exit_code;
-    out.out = r->out;
-    out.err = r->err;
-    out.json = nlohmann::json::parse(out.out, nullptr, false);
-    if (out.json.is_discarded()) out.json = nullptr;
-    return out;
+    return run_spec(std::move(spec));
 }
 
 nlohmann::json probe(const std::string& base_url, const nlohmann::json& requests) {
