@@ -181,8 +181,12 @@ Result<std::vector<std::string>> Engine::pipeline_hashes(const config::Node& nod
 Status Engine::check(const RunOptions& options) const {
     auto sel = select(options);
     if (!sel) return sel.error();
+    return check_implemented(*sel);
+}
+
+Status Engine::check_implemented(const std::vector<Selection>& selection) const {
     std::map<std::string, std::vector<std::string>> missing;  // stage -> nodes
-    for (const auto& s : *sel) {
+    for (const auto& s : selection) {
         for (const auto& st : s.stages) {
             if (!registry_.implemented(st)) missing[st].push_back(s.node->name);
         }
@@ -272,11 +276,10 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
 
 Result<RunReport> Engine::run(const RunOptions& options) {
     if (!store_) return make_error("engine", "journal.required", "a run needs a journal");
-    auto check_status = check(options);
-    if (!check_status) return check_status.error();
     auto sel = select(options);
     if (!sel) return sel.error();
     const auto& selection = *sel;
+    if (auto s = check_implemented(selection); !s) return s.error();
 
     // Everything is validated: from here on the run is journaled.
     std::map<std::string, journal::NodeState> previous;

@@ -112,6 +112,7 @@ private:
     Result<std::vector<Selection>> select(const RunOptions& options) const;
     Result<std::vector<std::string>> pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
                                                      const std::vector<std::string>& selected) const;
+    Status check_implemented(const std::vector<Selection>& selection) const;
     void emit(const EngineEvent& e) const;
 
     const config::Fleet& fleet_;
