@@ -13,9 +13,25 @@ packages=(
   libcurl4-openssl-dev libssl-dev libfmt-dev catch2
   libyang2-dev libvirt-dev libmicrohttpd-dev
   # tools the tests and benchmarks call
-  sqlite3 python3 libyang2-tools libvirt-clients openssl
+  sqlite3 python3 libyang2-tools libvirt-clients openssl curl
   # real Redfish clients the BMC emulator is checked against
   python3-sushy redfishtool
+  # images: rootfs bootstrap, the libguestfs appliance (it boots the
+  # distribution kernel), qemu-img
+  mmdebstrap libguestfs-dev libguestfs-tools linux-image-amd64 qemu-utils
+  # images: extlinux (boot code and the appliance's installer), bc (bench/images)
+  extlinux bc
+  # vm: the libvirt daemon with QEMU, seed ISOs, domain XML validation
+  libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86
+  genisoimage xorriso libxml2-utils
+  # vm: libxml2 headers for the vm tests' structural checks
+  libxml2-dev
+  # network: the emulated SONiC switch is an SSH target; netns, veth and dcb
+  openssh-server openssh-client iproute2
+  # report: `kiln report`'s page is checked in headless Chromium
+  chromium
+  # faster rebuilds
+  ccache
 )
 
 missing=()

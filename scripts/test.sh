@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/services.sh
 cd build
 ctest --output-on-failure -j "$(nproc)" "$@"

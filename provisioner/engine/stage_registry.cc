@@ -29,10 +29,4 @@ std::vector<std::string> StageRegistry::implemented_names() const {
     return names;
 }
 
-void register_product_stages(StageRegistry& /*registry*/) {
-    // The product stages land with their issues (firmware, network, image,
-    // vm, smoke, handover); until then a pipeline that selects one fails
-    // with "stage 'X' is not implemented in this build" before any work.
-}
-
 }  // namespace kiln::engine

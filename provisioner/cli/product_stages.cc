@@ -1,0 +1,34 @@
+// The stages the shipped `kiln` implements: each stage module registers its
+// own here. A pipeline that names a stage missing from this list fails with
+// "stage 'X' is not implemented in this build" before any work.
+#include "provisioner/engine/stage_registry.h"
+
+#include <memory>
+
+#include "firmware/stage/firmware_stage.h"
+#include "images/image_stage.h"
+#include "network/stage/network_stage.h"
+#include "pipelines/smoke/smoke_stage.h"
+#include "pipelines/smoke/transport_factory.h"
+#include "provisioner/handover/handover_stage.h"
+#include "provisioner/vm/vm_stage.h"
+
+namespace kiln::engine {
+
+void register_product_stages(StageRegistry& registry) {
+    registry.add(std::make_shared<firmware::FirmwareStage>());
+    registry.add(std::make_shared<network::NetworkStage>());
+    registry.add(std::make_shared<images::ImageStage>());
+    registry.add(std::make_shared<vm::VmStage>(vm::default_vm_stage_deps()));
+    // handover runs its hook for nodes the smoke stage quarantines too.
+    auto handover = std::make_shared<handover::HandoverStage>();
+    smoke::SmokeStageOptions smoke_options;
+    smoke_options.transport = smoke::default_transport();
+    smoke_options.on_quarantine = [handover](StageContext& ctx, const nlohmann::json& result) {
+        handover->notify_quarantined(ctx, result);
+    };
+    registry.add(std::make_shared<smoke::SmokeStage>(std::move(smoke_options)));
+    registry.add(handover);
+}
+
+}  // namespace kiln::engine
