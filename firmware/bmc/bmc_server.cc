@@ -5,19 +5,73 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include "firmware/bmc/firmware_image.h"
 
 namespace kiln::bmc {
 
 namespace {
 
-// Per-request scratch: the body arrives in pieces.
+// Per-request scratch: the body arrives in pieces. A multipart body (the
+// MultipartHttpPushUri) goes through MHD's post processor, its UpdateFile
+// part straight into a spool file.
 struct Upload {
     std::string body;
     bool too_large = false;
+    bool multipart = false;
+    std::optional<BmcResponse> refusal;  // decided on the headers: the body is discarded
+    MHD_PostProcessor* pp = nullptr;
+    std::optional<ImageSink> sink;
+    MultipartBody parts;
+    std::optional<Error> failure;  // the spool failed or the image is too large
+    BmcState* state = nullptr;
 };
+
+constexpr size_t kMaxParameters = 1u << 20;
+
+MHD_Result on_part(void* cls, MHD_ValueKind, const char* key, const char* filename, const char*, const char*,
+                   const char* data, uint64_t, size_t size) {
+    auto* up = static_cast<Upload*>(cls);
+    if (!key) return MHD_YES;
+    const std::string name = key;
+    if (name == "UpdateParameters") {
+        up->parts.has_parameters = true;
+        if (up->parts.parameters.size() + size > kMaxParameters) {
+            up->failure = make_error("bmc", "parameters_too_large", "UpdateParameters is larger than 1 MiB");
+            return MHD_NO;
+        }
+        if (size > 0) up->parts.parameters.append(data, size);
+        return MHD_YES;
+    }
+    if (name != "UpdateFile") return MHD_YES;  // OemParameters and the like
+    if (!up->sink) {
+        auto sink = ImageSink::create(up->state->spool_dir(), up->state->max_image_bytes());
+        if (!sink) {
+            up->failure = sink.error();
+            return MHD_NO;
+        }
+        up->sink.emplace(std::move(*sink));
+        up->parts.file_name = filename ? filename : "";
+    }
+    if (size == 0) return MHD_YES;
+    if (auto written = up->sink->write(data, size); !written) {
+        up->failure = written.error();
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+bool is_multipart(const char* content_type) {
+    if (!content_type) return false;
+    std::string t = content_type;
+    for (auto& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return t.rfind("multipart/form-data", 0) == 0;
+}
 
 constexpr size_t kMaxUpload = 1u << 20;
 
@@ -55,12 +109,31 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
                       const char* upload_data, size_t* upload_data_size, void** con_cls) {
     auto* state = static_cast<BmcState*>(cls);
     if (*con_cls == nullptr) {
-        *con_cls = new Upload();
+        auto* up = new Upload();
+        up->state = state;
+        *con_cls = up;
+        const char* type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Content-Type");
+        if (std::string(method) == "POST" && is_multipart(type)) {
+            up->multipart = true;
+            HeaderMap headers;
+            MHD_get_connection_values(connection, MHD_HEADER_KIND, &collect_header, &headers);
+            up->refusal = state->admit_upload(method, url, headers);
+            if (!up->refusal) {
+                up->pp = MHD_create_post_processor(connection, 64 * 1024, &on_part, up);
+                if (!up->pp) up->refusal = error_response(400, messages::malformed_json("the multipart body has no boundary"));
+            }
+        }
         return MHD_YES;
     }
     auto* upload = static_cast<Upload*>(*con_cls);
     if (*upload_data_size > 0) {
-        if (upload->body.size() + *upload_data_size > kMaxUpload) {
+        if (upload->multipart) {
+            // Once refused or failed, the rest is read and dropped.
+            if (!upload->refusal && !upload->failure &&
+                MHD_post_process(upload->pp, upload_data, *upload_data_size) != MHD_YES && !upload->failure) {
+                upload->failure = make_error("bmc", "multipart_malformed", "the multipart body is malformed");
+            }
+        } else if (upload->body.size() + *upload_data_size > kMaxUpload) {
             upload->too_large = true;  // keep reading, answer once it is all in
         } else {
             upload->body.append(upload_data, *upload_data_size);
@@ -73,13 +146,40 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
     BmcRequest request;
     request.method = method;
     request.path = url;
-    request.body = std::move(upload->body);
     MHD_get_connection_values(connection, MHD_HEADER_KIND, &collect_header, &request.headers);
-    return send(connection, state->handle(request));
+    if (upload->multipart) {
+        if (upload->refusal) return send(connection, *upload->refusal);
+        if (upload->failure) {
+            upload->sink.reset();  // removes the partial file
+            const Error& e = *upload->failure;
+            if (e.code == "image_too_large" || e.code == "parameters_too_large") {
+                return send(connection, error_response(413, messages::payload_too_large()));
+            }
+            if (e.code == "multipart_malformed") return send(connection, error_response(400, messages::malformed_json(e.message)));
+            return send(connection, error_response(500, messages::internal_error(e.message)));
+        }
+        request.multipart = std::move(upload->parts);
+        if (upload->sink) {
+            auto image = upload->sink->finish();
+            upload->sink.reset();
+            if (!image) return send(connection, error_response(500, messages::internal_error(image.error().message)));
+            request.multipart->file_path = image->path;
+            request.multipart->file_sha256 = image->sha256;
+            request.multipart->file_size = image->size;
+            request.multipart->file_head = image->head;
+        }
+    } else {
+        request.body = std::move(upload->body);
+    }
+    BmcResponse response = state->handle(request);
+    if (response.drop_connection) return MHD_NO;  // fault: close without an answer
+    return send(connection, response);
 }
 
 void on_completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTerminationCode) {
-    delete static_cast<Upload*>(*con_cls);
+    auto* up = static_cast<Upload*>(*con_cls);
+    if (up && up->pp) MHD_destroy_post_processor(up->pp);
+    delete up;
     *con_cls = nullptr;
 }
 

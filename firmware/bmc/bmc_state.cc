@@ -3,13 +3,17 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "firmware/bmc/bios_settings.h"
 #include "firmware/bmc/computer_system_reset.h"
 #include "firmware/bmc/json_reader.h"
 #include "firmware/bmc/state_file.h"
+#include "firmware/bmc/virtual_media.h"
 
 namespace kiln::bmc {
 
@@ -120,6 +124,19 @@ std::optional<RedfishMessage> merge_into(json& target, const json& patch, const 
             std::find(allowed->begin(), allowed->end(), value) == allowed->end()) {
             return messages::property_value_not_in_list(value.get<std::string>(), prop);
         }
+        // Enums the schema fixes, for trees that list no allowable values.
+        if (allowed == target.end() && value.is_string()) {
+            static const std::map<std::string, std::vector<std::string>> kEnums = {
+                {"BootSourceOverrideEnabled", {"Disabled", "Once", "Continuous"}},
+                {"BootSourceOverrideMode", {"Legacy", "UEFI"}},
+            };
+            auto known = kEnums.find(key);
+            if (known != kEnums.end() &&
+                std::find(known->second.begin(), known->second.end(), value.get<std::string>()) ==
+                    known->second.end()) {
+                return messages::property_value_not_in_list(value.get<std::string>(), prop);
+            }
+        }
         *it = value;
     }
     return std::nullopt;
@@ -160,7 +177,8 @@ BmcState::BmcState(const MockupTree& tree, BmcConfig config)
     : config_(std::move(config)),
       mockup_(canonical_dir(tree.dir)),
       store_(tree),
-      sessions_(config_.session_limit, session_timeout(tree, config_), config_.clock) {
+      sessions_(config_.session_limit, session_timeout(tree, config_), config_.clock),
+      faults_(config_.faults) {
     sessions_uri_ = sessions_link(tree);
     if (!sessions_uri_.empty()) {
         if (auto canon = store_.resolve(sessions_uri_)) sessions_uri_ = *canon;
@@ -170,6 +188,12 @@ BmcState::BmcState(const MockupTree& tree, BmcConfig config)
         for (const auto& uri : store_.uris()) {
             if (starts_with(lower_ascii(uri), prefix)) store_.erase(uri);
         }
+    }
+    seed_update_service();
+    // Every VirtualMedia gets InsertMedia/EjectMedia (DMTF's tree lacks them).
+    for (const auto& uri : store_.uris()) {
+        const json& body = store_.body(uri);
+        if (is_virtual_media(body)) store_.seed(uri, with_media_actions(body, uri));
     }
 }
 
@@ -193,6 +217,9 @@ Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& tree, BmcConf
                 }
                 state->store_.replace(*canon, body);
             }
+            if (auto loaded = state->load_emulator_state(s.emulator); !loaded) {
+                return make_error("bmc", "state_malformed", state->config_.state_file + ": " + loaded.error().message);
+            }
         }
     }
     for (const auto& uri : state->store_.uris()) {
@@ -212,10 +239,53 @@ Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& tree, BmcConf
 }
 
 BmcResponse BmcState::handle(const BmcRequest& request) {
-    std::lock_guard<std::mutex> lock(mu_);
     const std::string uri = normalize_uri(request.path);
+    if (uri == "/kiln-bmc" || starts_with(uri, "/kiln-bmc/")) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return control(request, uri);
+    }
+    // A pushed image was read already (hashed, header kept): its spool file
+    // goes whatever the answer.
+    struct SpoolCleanup {
+        std::string path;
+        ~SpoolCleanup() {
+            std::error_code ec;
+            if (!path.empty()) std::filesystem::remove(path, ec);
+        }
+    } spool{request.multipart ? request.multipart->file_path : std::string()};
+
+    // Faults first, as a misbehaving BMC would: before any lock or parsing.
+    if (const unsigned ms = faults_.latency_ms()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    switch (faults_.admit()) {
+        case Admission::drop: {
+            BmcResponse r;
+            r.drop_connection = true;
+            return r;
+        }
+        case Admission::unavailable: {
+            const unsigned s = faults_.retry_after_s();
+            BmcResponse r = error_response(503, messages::service_temporarily_unavailable(s));
+            r.headers.emplace_back("Retry-After", std::to_string(s));
+            return r;
+        }
+        case Admission::serve:
+            break;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
     BmcResponse r;
     try {
+        const double t = now();
+        if (advance(t)) {
+            if (auto failed = commit()) return *failed;
+        }
+        undo_.clear();
+        if (t < unavailable_until_) {
+            // The emulated BMC is restarting.
+            const unsigned s = static_cast<unsigned>(std::max(1.0, std::ceil(unavailable_until_ - t)));
+            r = error_response(503, messages::service_temporarily_unavailable(s));
+            r.headers.emplace_back("Retry-After", std::to_string(s));
+            return r;
+        }
         r = dispatch(request, uri);
     } catch (const std::exception& e) {
         // A tree or state with an unexpected shape: answer, never crash.
@@ -315,6 +385,7 @@ BmcResponse BmcState::get(const std::string& uri) {
         json body = session_view(*s);
         return json_response(200, body, content_etag(body));
     }
+    if (auto task = task_get(uri, now())) return *task;
     if (auto doc = store_.resolve_document(uri)) {
         BmcResponse r;
         r.content_type = "application/xml";
@@ -323,6 +394,18 @@ BmcResponse BmcState::get(const std::string& uri) {
     }
     auto canon = store_.resolve(uri);
     if (!canon) return error_response(404, messages::resource_missing_at_uri(uri));
+    if (config_.power && *canon == power_system_uri_) {
+        auto power = config_.power->power_state();
+        if (!power) return error_response(500, messages::internal_error(power.error().message));
+        json body = store_.view(*canon);
+        body["PowerState"] = *power;
+        body.erase("@odata.etag");
+        const std::string tag = content_etag(body);
+        if (store_.body(*canon).contains("@odata.etag") || store_.view(*canon).contains("@odata.etag")) {
+            body["@odata.etag"] = tag;
+        }
+        return json_response(200, body, tag);
+    }
     return json_response(200, store_.view(*canon), store_.etag(*canon));
 }
 
@@ -403,8 +486,12 @@ BmcResponse BmcState::post(const BmcRequest& request, const std::string& uri) {
     if (action != actions_.end()) {
         const auto& [resource, name] = action->second;
         if (name == "#ComputerSystem.Reset") return reset_system(request, resource);
+        if (name == "#UpdateService.SimpleUpdate") return simple_update(request, uri, resource);
+        if (name == "#VirtualMedia.InsertMedia") return media_action(request, resource, true);
+        if (name == "#VirtualMedia.EjectMedia") return media_action(request, resource, false);
         return error_response(501, messages::action_not_supported(name));
     }
+    if (!push_uri_.empty() && lower_ascii(uri) == lower_ascii(push_uri_)) return push_update(request);
     if (store_.resolve(uri) || session_id_of(uri)) return method_not_allowed("POST", uri, "GET, HEAD, PATCH");
     return error_response(404, messages::resource_missing_at_uri(uri));
 }
@@ -434,6 +521,7 @@ BmcResponse BmcState::login(const BmcRequest& request) {
         !same_secret((*body)["Password"].get<std::string>(), config_.password)) {
         return error_response(401, messages::resource_at_uri_unauthorized(sessions_uri_));
     }
+    sessions_.set_limit(faults_.session_limit().value_or(config_.session_limit));
     auto session = sessions_.create(config_.user);
     if (!session) {
         if (session.error().code == "session_limit") return error_response(503, messages::session_limit_exceeded());
@@ -472,13 +560,27 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
     if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), type) == allowed.end()) {
         return error_response(400, messages::action_parameter_value_not_in_list(type, "ResetType", action));
     }
-    auto outcome = plan_reset(system.value("PowerState", "On"), type);
+    const bool backed = config_.power && system_uri == power_system_uri_;
+    std::string power_now = system.value("PowerState", "On");
+    if (backed) {
+        auto p = config_.power->power_state();
+        if (!p) return error_response(500, messages::internal_error(p.error().message));
+        power_now = *p;
+    }
+    auto outcome = plan_reset(power_now, type);
     if (!outcome) return error_response(400, messages::action_parameter_value_not_in_list(type, "ResetType", action));
+    if (backed) {
+        // The real VM first: when libvirt refuses, nothing here changes.
+        if (auto done = config_.power->reset(type); !done) {
+            return error_response(500, messages::internal_error(done.error().message));
+        }
+    }
 
     json updated = system;
     updated["PowerState"] = outcome->power_state;
     if (outcome->boots) {
         const std::string now = now_iso8601();
+        last_boot_ = boot_record(updated, type, now);
         if (updated.contains("LastResetTime")) updated["LastResetTime"] = now;
         // A one-time override is used up by the boot it steered.
         if (updated.contains("Boot") && updated["Boot"].value("BootSourceOverrideEnabled", "") == "Once") {
@@ -490,10 +592,94 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
         }
     }
     change(system_uri, std::move(updated));
+    // Updates staged OnReset take effect in this POST.
+    if (outcome->boots) apply_pending_updates(now());
     if (auto failed = commit()) return *failed;
     BmcResponse r;
     r.status = 204;
     return r;
+}
+
+json BmcState::boot_record(const json& system, const std::string& reset_type, const std::string& time) {
+    json record = {{"time", time}, {"reset_type", reset_type}, {"source", "BootOrder"}, {"media", nullptr}};
+    const json boot = system.value("Boot", json::object());
+    const std::string enabled = boot.value("BootSourceOverrideEnabled", "Disabled");
+    if (enabled == "Once" || enabled == "Continuous") {
+        record["source"] = boot.value("BootSourceOverrideTarget", "None");
+    }
+    // The media that boot read, when it booted from virtual media.
+    const std::string source = record["source"];
+    if (source == "Cd" || source == "Usb" || source == "Floppy") {
+        for (const auto& uri : store_.uris()) {
+            const json& body = store_.body(uri);
+            if (!is_virtual_media(body) || !body.value("Inserted", false)) continue;
+            const json types = body.value("MediaTypes", json::array());
+            const bool cd = std::find(types.begin(), types.end(), "CD") != types.end() ||
+                            std::find(types.begin(), types.end(), "DVD") != types.end();
+            if ((source == "Cd") == cd) {
+                record["media"] = {{"uri", uri}, {"image", body.value("Image", "")}};
+                break;
+            }
+        }
+    }
+    return record;
+}
+
+BmcResponse BmcState::media_action(const BmcRequest& request, const std::string& media_uri, bool insert) {
+    BmcResponse refusal;
+    auto params = parse_body(request, &refusal);
+    if (!params) return refusal;
+    json updated = store_.body(media_uri);
+    if (insert) {
+        if (auto err = insert_media(updated, *params)) return error_response(400, *err);
+    } else {
+        if (!params->empty()) {
+            return error_response(400, messages::action_parameter_not_supported(params->begin().key(),
+                                                                                "VirtualMedia.EjectMedia"));
+        }
+        eject_media(updated);
+    }
+    change(media_uri, std::move(updated));
+    if (auto failed = commit()) return *failed;
+    BmcResponse r;
+    r.status = 204;
+    return r;
+}
+
+// /kiln-bmc/...: the emulator's own control endpoint (docs/kiln-bmc.md).
+BmcResponse BmcState::control(const BmcRequest& request, const std::string& uri) {
+    const std::string& m = request.method;
+    if (uri == "/kiln-bmc/faults") {
+        if (m == "GET") return json_response(200, to_json(faults_.current()));
+        if (m == "DELETE") {
+            faults_.clear();
+            return json_response(200, to_json(faults_.current()));
+        }
+        if (m == "PATCH" || m == "PUT" || m == "POST") {
+            BmcResponse refusal;
+            auto body = parse_body(request, &refusal);
+            if (!body) return refusal;
+            if (auto set = faults_.update(*body); !set) {
+                return error_response(400, messages::malformed_json(set.error().message));
+            }
+            return json_response(200, to_json(faults_.current()));
+        }
+        return method_not_allowed(m, uri, "GET, PATCH, PUT, POST, DELETE");
+    }
+    if (uri == "/kiln-bmc/state") {
+        if (m != "GET") return method_not_allowed(m, uri, "GET");
+        if (advance(now())) {
+            if (auto failed = commit()) return *failed;
+        }
+        undo_.clear();
+        json out = emulator_state();
+        out.erase("tasks");
+        out.erase("next_task");
+        out["faults"] = to_json(faults_.current());
+        out["sessions"] = sessions_.list().size();
+        return json_response(200, out);
+    }
+    return error_response(404, messages::resource_missing_at_uri(uri));
 }
 
 void BmcState::change(const std::string& uri, json body) {
@@ -503,7 +689,7 @@ void BmcState::change(const std::string& uri, json body) {
 
 std::optional<BmcResponse> BmcState::commit() {
     if (config_.state_file.empty()) return std::nullopt;
-    auto written = write_state_file(config_.state_file, StateSnapshot{mockup_, store_.changed()});
+    auto written = write_state_file(config_.state_file, StateSnapshot{mockup_, store_.changed(), emulator_state()});
     if (written) return std::nullopt;
     for (auto& [uri, body] : undo_) store_.replace(uri, std::move(body));
     undo_.clear();

@@ -1,8 +1,11 @@
 // One emulated BMC: a mockup tree made live. It answers Redfish requests
 // (GET, PATCH with If-Match, sessions, ComputerSystem.Reset, BIOS settings
-// applied at reset) and keeps what changed in a state file, so the BMC
-// survives its own restart. Transport-free: bmc_server.cc feeds it HTTP;
-// tests call handle() directly. Thread-safe (one lock; BMCs are slow anyway).
+// applied at reset, VirtualMedia, firmware updates as tasks) and keeps what
+// changed in a state file, so the BMC survives its own restart. It also
+// serves its control endpoint /kiln-bmc/ (faults, what was flashed).
+// Transport-free: bmc_server.cc feeds it HTTP; tests call handle() directly.
+// Thread-safe (one lock; BMCs are slow anyway). SimpleUpdate downloads run
+// on worker threads that the destructor cancels and joins.
 //
 // Authentication, as DSP0266 asks: without credentials only /redfish,
 // the service root, $metadata, the OData service document and the login
@@ -10,15 +13,23 @@
 // HTTP Basic, and is refused with 401 otherwise.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "firmware/bmc/fault_injector.h"
 #include "firmware/bmc/http_exchange.h"
+#include "firmware/bmc/image_download.h"
+#include "firmware/bmc/power_backend.h"
+#include "firmware/bmc/update_task.h"
 #include "firmware/bmc/mockup_tree.h"
 #include "firmware/bmc/redfish_error.h"
 #include "firmware/bmc/resource_store.h"
@@ -36,6 +47,14 @@ struct BmcConfig {
     std::optional<std::chrono::seconds> session_timeout;
     SteadyClock clock;  // unset: steady_clock
     size_t max_body_bytes = 1u << 20;
+
+    // Firmware updates (docs/kiln-bmc.md "Firmware updates").
+    double task_seconds = 5;     // how long a task runs once its image is in
+    double restart_seconds = 1;  // 503 after an emulated BMC restart
+    DownloadOptions download;    // SimpleUpdate: timeout, size cap, spool dir, TLS
+    std::function<double()> wall_clock;  // seconds since the epoch; unset: the system clock
+    FaultSettings faults;                // at start
+    std::shared_ptr<PowerBackend> power;  // unset: PowerState lives in the tree
 };
 
 class BmcState {
@@ -43,8 +62,24 @@ public:
     // Loads the state file over the tree when it exists. Errors: a broken
     // state file, or one written over another mockup, is refused.
     static Result<std::unique_ptr<BmcState>> open(const MockupTree& tree, BmcConfig config);
+    ~BmcState();
 
+    // Applies the faults (latency, drop, 503) and answers. A response with
+    // drop_connection set is to be answered by closing the connection.
     BmcResponse handle(const BmcRequest& request);
+
+    // Before a multipart body is read: nullopt when `uri` is the push URI and
+    // the credentials are good, so the transport may spool the file; else
+    // the answer to give once the body has been discarded.
+    std::optional<BmcResponse> admit_upload(const std::string& method, const std::string& uri,
+                                            const HeaderMap& headers);
+    const std::string& push_uri() const { return push_uri_; }
+    size_t max_image_bytes() const { return config_.download.max_bytes; }
+    const std::string& spool_dir() const { return config_.download.spool_dir; }
+
+    FaultInjector& faults() { return faults_; }
+    // Waits for the SimpleUpdate downloads started so far (tests).
+    void wait_downloads();
 
     // For tests and logs.
     std::optional<nlohmann::json> resource(const std::string& uri);
@@ -64,6 +99,30 @@ private:
     BmcResponse login(const BmcRequest& request);
     BmcResponse reset_system(const BmcRequest& request, const std::string& system_uri);
 
+    // Firmware updates (bmc_state_updates.cc).
+    BmcResponse simple_update(const BmcRequest& request, const std::string& action_uri,
+                              const std::string& resource_uri);
+    BmcResponse push_update(const BmcRequest& request);
+    BmcResponse accept_task(UpdateTask task);
+    void start_task(UpdateTask& task, const ReceivedImage& image, double now);
+    void fail_task(UpdateTask& task, const RedfishMessage& why, double now);
+    void download(std::string task_id, std::string uri, DownloadOptions options);
+    bool advance(double now);  // true when something changed
+    void finish_task(UpdateTask& task, double at);
+    void apply_update(const UpdateTask& task, double at);
+    void apply_pending_updates(double now);
+    void restart_bmc(double at);
+    std::optional<BmcResponse> task_get(const std::string& uri, double now);
+    nlohmann::json tasks_collection_view();
+    UpdateTask* find_task(const std::string& id);
+    BmcResponse media_action(const BmcRequest& request, const std::string& media_uri, bool insert);
+    BmcResponse control(const BmcRequest& request, const std::string& uri);
+    nlohmann::json emulator_state() const;
+    nlohmann::json boot_record(const nlohmann::json& system, const std::string& reset_type, const std::string& time);
+    void seed_update_service();
+    Status load_emulator_state(const nlohmann::json& j);
+    double now() const;
+
     nlohmann::json session_view(const Session& s) const;
     nlohmann::json sessions_collection_view();
     std::optional<std::string> session_id_of(const std::string& uri) const;
@@ -82,7 +141,22 @@ private:
     std::map<std::string, std::pair<std::string, std::string>> actions_;  // lower target -> (resource, "#X.Y")
     std::map<std::string, std::string> settings_objects_;                 // settings URI -> owner URI
     std::map<std::string, nlohmann::json> undo_;
+
+    FaultInjector faults_;
+    std::string tasks_uri_;    // the TaskService's Tasks collection
+    std::string monitors_uri_;  // /redfish/v1/TaskService/TaskMonitors
+    std::string push_uri_;      // MultipartHttpPushUri
+    std::string power_system_uri_;  // the ComputerSystem a power backend drives
+    std::vector<UpdateTask> tasks_;
+    unsigned long next_task_ = 1;
+    std::vector<nlohmann::json> pending_updates_;  // staged OnReset: {task, component, version, sha256, targets}
+    std::vector<nlohmann::json> applied_updates_;  // what was flashed, for /kiln-bmc/state
+    nlohmann::json last_boot_ = nullptr;
+    double unavailable_until_ = 0;  // an emulated BMC restart answers 503 until then
+
     std::mutex mu_;
+    std::atomic<bool> stopping_{false};
+    std::vector<std::thread> workers_;  // SimpleUpdate downloads
 };
 
 }  // namespace kiln::bmc

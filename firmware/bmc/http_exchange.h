@@ -3,7 +3,9 @@
 // in-process tests build them by hand.
 #pragma once
 
+#include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,11 +28,24 @@ struct HeaderNameLess {
 
 using HeaderMap = std::map<std::string, std::string, HeaderNameLess>;
 
+// A multipart/form-data body the transport already took apart, the file
+// spooled to disk (MultipartHttpPushUri). The receiver deletes file_path.
+struct MultipartBody {
+    bool has_parameters = false;
+    std::string parameters;  // the UpdateParameters part
+    std::string file_path;   // the UpdateFile part; "" when there was none
+    std::string file_name;
+    std::string file_sha256;
+    size_t file_size = 0;
+    std::string file_head;  // its first bytes (the image header)
+};
+
 struct BmcRequest {
     std::string method;  // "GET", "PATCH", ...
     std::string path;    // URL path, query removed, already percent-decoded
     HeaderMap headers;
     std::string body;
+    std::optional<MultipartBody> multipart;
 
     std::string header(const std::string& name) const {
         auto it = headers.find(name);
@@ -43,6 +58,7 @@ struct BmcResponse {
     std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type and OData-Version
     std::string content_type = "application/json; charset=utf-8";
     std::string body;
+    bool drop_connection = false;  // fault: close the connection, answer nothing
 
     std::string header(const std::string& name) const {
         HeaderNameLess less;

@@ -3,6 +3,7 @@
 // BMC once its port is listening, so scripts and tests can wait on it.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -13,7 +14,9 @@
 
 #include "firmware/bmc/bmc_server.h"
 #include "firmware/bmc/bmc_state.h"
+#include "firmware/bmc/libvirt_power.h"
 #include "firmware/bmc/mockup_tree.h"
+#include "firmware/bmc/tls_certificate.h"
 #include "provisioner/core/secret.h"
 
 namespace {
@@ -32,12 +35,47 @@ int main(int argc, char** argv) {
     int port = -1;
     int count = 1;
     size_t session_limit = 8;
+    std::string listen, state_file, spool_dir, image_ca;
+    double task_seconds = 5, restart_seconds = 1, image_timeout = 300;
+    size_t image_max_bytes = size_t(1) << 30;
+    bool image_insecure = false;
+    kiln::bmc::FaultSettings faults;
+    std::string libvirt_domain, libvirt_uri = "qemu:///system";
     app.add_option("--mockup", mockup, "mockup tree to serve (DIR/index.json is /redfish/v1)")->required();
-    app.add_option("--port", port, "port of the first BMC; BMC i listens on port+i (0: free ports)")->required();
+    app.add_option("--port", port, "port of the first BMC; BMC i listens on port+i (0: free ports)");
+    app.add_option("--listen", listen, "HOST:PORT: --bind HOST --port PORT in one");
+    app.add_option("--state", state_file, "state file of a single BMC (--bmc-count 1)");
+    app.add_option("--task-seconds", task_seconds, "how long an update task runs once its image is in")
+        ->check(CLI::Range(0.0, 86400.0));
+    app.add_option("--restart-seconds", restart_seconds, "how long an emulated BMC restart answers 503")
+        ->check(CLI::Range(0.0, 3600.0));
+    app.add_option("--image-max-bytes", image_max_bytes, "largest firmware image accepted");
+    app.add_option("--image-timeout", image_timeout, "seconds a SimpleUpdate download may take")
+        ->check(CLI::Range(0.1, 86400.0));
+    app.add_option("--image-ca", image_ca, "CA bundle for https ImageURIs")->check(CLI::ExistingFile);
+    app.add_flag("--image-insecure", image_insecure, "do not verify https ImageURIs");
+    app.add_option("--spool-dir", spool_dir, "where images are written while checked (default: state dir, else temp)");
+    app.add_option("--fault-latency-ms", faults.latency_ms, "every Redfish request waits this long first")
+        ->check(CLI::Range(0u, 3600000u));
+    app.add_option("--fault-unavailable", faults.unavailable_requests, "the next N Redfish requests get 503");
+    app.add_option("--fault-retry-after", faults.retry_after_s, "Retry-After of those 503s, seconds")
+        ->check(CLI::Range(0u, 3600000u));
+    app.add_option("--fault-drop", faults.drop_connections, "the next N Redfish requests get their connection closed");
+    app.add_option("--fault-fail-tasks", faults.fail_tasks, "the next N update tasks end in Exception");
+    app.add_option("--fault-restart-mid-update", faults.restart_mid_update,
+                   "the next N update tasks restart the BMC half way");
+    std::vector<int> fault_bmcs;
+    app.add_option("--fault-bmcs", fault_bmcs, "the --fault-* flags apply to these BMC indexes only (default: all)")
+        ->delimiter(',');
+    app.add_option("--libvirt-domain", libvirt_domain, "power and Reset act on this libvirt domain");
+    app.add_option("--libvirt-uri", libvirt_uri, "libvirt connection URI for --libvirt-domain");
     app.add_option("--bmc-count", count, "how many BMCs to serve")->check(CLI::Range(1, 1024));
     app.add_option("--state-dir", state_dir, "keep each BMC's state in DIR/bmc-<i>.json (default: memory only)");
     app.add_option("--tls-cert", tls_cert, "certificate PEM: serve HTTPS")->check(CLI::ExistingFile);
     app.add_option("--tls-key", tls_key, "private key PEM for --tls-cert")->check(CLI::ExistingFile);
+    std::string tls_generate;
+    app.add_option("--tls-generate", tls_generate,
+                   "serve HTTPS with a self-signed certificate kept in DIR (made at the first start)");
     app.add_option("--bind", bind, "IPv4 address to listen on");
     app.add_option("--user", user, "the BMC's user name");
     app.add_option("--password-env", password_env, "environment variable holding the BMC's password");
@@ -45,11 +83,35 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 10000));
     CLI11_PARSE(app, argc, argv);
 
+    if (!listen.empty()) {
+        const auto colon = listen.rfind(':');
+        if (colon == std::string::npos) return fail("--listen wants HOST:PORT, not " + listen);
+        bind = listen.substr(0, colon);
+        try {
+            port = std::stoi(listen.substr(colon + 1));
+        } catch (const std::exception&) {
+            return fail("--listen wants HOST:PORT, not " + listen);
+        }
+    }
+    if (port < 0 && listen.empty()) return fail("give --port or --listen");
+    if (!state_file.empty() && (count != 1 || !state_dir.empty())) {
+        return fail("--state is for one BMC; use --state-dir with --bmc-count");
+    }
+    if (!libvirt_domain.empty() && count != 1) return fail("--libvirt-domain backs one BMC: use --bmc-count 1");
     if (port < 0 || port > 65535 || (port > 0 && port + count - 1 > 65535)) {
         return fail("--port " + std::to_string(port) + " with --bmc-count " + std::to_string(count) +
                     " leaves the port range");
     }
     if (tls_cert.empty() != tls_key.empty()) return fail("--tls-cert and --tls-key go together");
+    std::string fingerprint;
+    if (!tls_generate.empty()) {
+        if (!tls_cert.empty()) return fail("--tls-generate and --tls-cert exclude each other");
+        auto files = kiln::bmc::ensure_self_signed(tls_generate, bind);
+        if (!files) return fail(files.error().message);
+        tls_cert = files->cert_file;
+        tls_key = files->key_file;
+        fingerprint = files->fingerprint;
+    }
     // The password never appears on the command line (ps shows it to all).
     auto secret = kiln::Secret::parse("env:" + password_env, ".");
     if (!secret) return fail(secret.error().message);
@@ -64,6 +126,17 @@ int main(int argc, char** argv) {
         std::error_code ec;
         std::filesystem::create_directories(state_dir, ec);
         if (ec) return fail("cannot create " + state_dir + ": " + ec.message());
+    }
+    if (spool_dir.empty()) {
+        if (!state_dir.empty()) spool_dir = state_dir;
+        else if (!state_file.empty()) spool_dir = std::filesystem::path(state_file).parent_path().string();
+        if (spool_dir.empty()) spool_dir = std::filesystem::temp_directory_path().string();
+    }
+    std::shared_ptr<kiln::bmc::PowerBackend> power;
+    if (!libvirt_domain.empty()) {
+        auto backend = kiln::bmc::LibvirtPower::connect(libvirt_uri, libvirt_domain);
+        if (!backend) return fail(backend.error().message);
+        power = std::move(*backend);
     }
 
     // Block the stop signals before any server thread starts, so they
@@ -83,6 +156,18 @@ int main(int argc, char** argv) {
         config.password = *password;
         config.session_limit = session_limit;
         if (!state_dir.empty()) config.state_file = state_dir + "/bmc-" + std::to_string(i) + ".json";
+        if (!state_file.empty()) config.state_file = state_file;
+        config.task_seconds = task_seconds;
+        config.restart_seconds = restart_seconds;
+        config.download.timeout = std::chrono::milliseconds(static_cast<long long>(image_timeout * 1000));
+        config.download.max_bytes = image_max_bytes;
+        config.download.spool_dir = spool_dir;
+        config.download.ca_bundle = image_ca;
+        config.download.verify_tls = !image_insecure;
+        if (fault_bmcs.empty() || std::find(fault_bmcs.begin(), fault_bmcs.end(), i) != fault_bmcs.end()) {
+            config.faults = faults;
+        }
+        config.power = power;
         auto state = kiln::bmc::BmcState::open(*tree, config);
         if (!state) return fail("bmc " + std::to_string(i) + ": " + state.error().message);
 
@@ -95,7 +180,9 @@ int main(int argc, char** argv) {
         if (!server) return fail("bmc " + std::to_string(i) + ": " + server.error().message);
 
         std::cout << "bmc " << i << ": " << (*server)->url() << " (mockup " << mockup << ", state "
-                  << (config.state_file.empty() ? std::string("memory") : config.state_file) << ")" << std::endl;
+                  << (config.state_file.empty() ? std::string("memory") : config.state_file)
+                  << (power ? ", power " + power->describe() : std::string())
+                  << (fingerprint.empty() ? std::string() : ", sha256 " + fingerprint) << ")" << std::endl;
         states.push_back(std::move(*state));
         servers.push_back(std::move(*server));
     }

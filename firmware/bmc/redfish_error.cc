@@ -15,8 +15,8 @@ RedfishMessage base(const std::string& name, std::string text, std::string resol
 }
 }  // namespace
 
-BmcResponse error_response(int status, const RedfishMessage& m) {
-    nlohmann::json info = {
+nlohmann::json message_json(const RedfishMessage& m) {
+    return {
         {"@odata.type", "#Message.v1_1_1.Message"},
         {"MessageId", m.id},
         {"Message", m.message},
@@ -24,6 +24,10 @@ BmcResponse error_response(int status, const RedfishMessage& m) {
         {"Severity", m.severity},
         {"Resolution", m.resolution},
     };
+}
+
+BmcResponse error_response(int status, const RedfishMessage& m) {
+    nlohmann::json info = message_json(m);
     nlohmann::json body = {{"error", {{"code", m.id}, {"message", m.message}, {"@Message.ExtendedInfo", {info}}}}};
     BmcResponse r;
     r.status = status;
@@ -134,6 +138,80 @@ RedfishMessage action_parameter_value_not_in_list(const std::string& value, cons
 RedfishMessage internal_error(const std::string& detail) {
     return base("InternalError", "The request failed due to an internal service error: " + detail,
                 "Resubmit the request. If the problem persists, consider resetting the service.");
+}
+
+RedfishMessage service_temporarily_unavailable(unsigned retry_after_s) {
+    const std::string s = std::to_string(retry_after_s);
+    return base("ServiceTemporarilyUnavailable",
+                "The service is temporarily unavailable.  Retry in " + s + " seconds.",
+                "Wait for the indicated retry duration and retry the operation.", {s});
+}
+
+RedfishMessage unsupported_media_type() {
+    return base("UnsupportedMediaType", "The request specifies a Content-Type for the body that is not supported.",
+                "Resubmit the request with a supported Content-Type (multipart/form-data).");
+}
+
+RedfishMessage action_parameter_value_format_error(const std::string& value, const std::string& parameter,
+                                                   const std::string& action) {
+    return base("ActionParameterValueFormatError",
+                "The value " + value + " for the parameter " + parameter + " in the action " + action +
+                    " is of a different format than the parameter can accept.",
+                "Correct the value for the parameter in the request body and resubmit the request if the "
+                "operation failed.",
+                {value, parameter, action});
+}
+
+RedfishMessage action_parameter_not_supported(const std::string& parameter, const std::string& action) {
+    return base("ActionParameterNotSupported",
+                "The parameter " + parameter + " for the action " + action + " is not supported on the target resource.",
+                "Remove the parameter supplied and resubmit the request if the operation failed.", {parameter, action});
+}
+
+namespace {
+RedfishMessage update(const std::string& name, std::string text, std::string resolution,
+                      std::vector<std::string> args, std::string severity) {
+    RedfishMessage m{"Update.1.0." + name, std::move(text), std::move(resolution), std::move(args)};
+    m.severity = std::move(severity);
+    return m;
+}
+}  // namespace
+
+RedfishMessage update_successful(const std::string& image, const std::string& target) {
+    return update("UpdateSuccessful", "Device '" + target + "' successfully updated with '" + image + "'.", "None.",
+                  {target, image}, "OK");
+}
+
+RedfishMessage await_to_activate(const std::string& image, const std::string& target) {
+    return update("AwaitToActivate",
+                  "Awaiting for an action to proceed with activating image '" + image + "' on '" + target + "'.",
+                  "Perform the requested action to advance the update operation (reset the system).",
+                  {image, target}, "OK");
+}
+
+RedfishMessage transfer_failed(const std::string& image, const std::string& detail) {
+    return update("TransferFailed", "Transfer of image '" + image + "' failed: " + detail + ".",
+                  "Check that the image URI is reachable from the BMC and retry.", {image, detail}, "Critical");
+}
+
+RedfishMessage verification_failed(const std::string& image, const std::string& detail) {
+    return update("VerificationFailed", "Verification of image '" + image + "' failed: " + detail + ".",
+                  "Check the image and retry.", {image, detail}, "Critical");
+}
+
+RedfishMessage apply_failed(const std::string& image, const std::string& target) {
+    return update("ApplyFailed", "Installation of image '" + image + "' to '" + target + "' failed.",
+                  "Check the image and the target and retry the update.", {image, target}, "Critical");
+}
+
+RedfishMessage no_targets_determined(const std::string& image) {
+    return update("NoTargetsDetermined", "No target device will be updated with image '" + image + "'.",
+                  "Check the image and the Targets of the request.", {image}, "Warning");
+}
+
+RedfishMessage target_determined(const std::string& image, const std::string& target) {
+    return update("TargetDetermined", "The target device '" + target + "' will be updated with image '" + image + "'.",
+                  "None.", {target, image}, "OK");
 }
 
 }  // namespace messages

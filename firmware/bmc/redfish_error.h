@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "firmware/bmc/http_exchange.h"
 
 namespace kiln::bmc {
@@ -21,6 +23,8 @@ struct RedfishMessage {
 };
 
 BmcResponse error_response(int status, const RedfishMessage& message);
+// The Message object (as in @Message.ExtendedInfo and Task.Messages).
+nlohmann::json message_json(const RedfishMessage& message);
 
 namespace messages {
 RedfishMessage resource_missing_at_uri(const std::string& uri);
@@ -41,6 +45,20 @@ RedfishMessage action_parameter_missing(const std::string& action, const std::st
 RedfishMessage action_parameter_value_not_in_list(const std::string& value, const std::string& parameter,
                                                   const std::string& action);
 RedfishMessage internal_error(const std::string& detail);
+RedfishMessage service_temporarily_unavailable(unsigned retry_after_s);
+RedfishMessage unsupported_media_type();
+RedfishMessage action_parameter_value_format_error(const std::string& value, const std::string& parameter,
+                                                   const std::string& action);
+RedfishMessage action_parameter_not_supported(const std::string& parameter, const std::string& action);
+
+// DMTF's Update registry (Update.1.0), for Task.Messages.
+RedfishMessage update_successful(const std::string& image, const std::string& target);
+RedfishMessage await_to_activate(const std::string& image, const std::string& target);
+RedfishMessage transfer_failed(const std::string& image, const std::string& detail);
+RedfishMessage verification_failed(const std::string& image, const std::string& detail);
+RedfishMessage apply_failed(const std::string& image, const std::string& target);
+RedfishMessage no_targets_determined(const std::string& image);
+RedfishMessage target_determined(const std::string& image, const std::string& target);
 }  // namespace messages
 
 }  // namespace kiln::bmc

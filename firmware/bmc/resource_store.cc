@@ -75,6 +75,12 @@ void ResourceStore::replace(const std::string& uri, nlohmann::json body) {
     changed_.insert(uri);
 }
 
+void ResourceStore::seed(const std::string& uri, nlohmann::json body) {
+    const bool was_changed = changed_.count(uri) > 0;
+    replace(uri, std::move(body));
+    if (!was_changed) changed_.erase(uri);
+}
+
 void ResourceStore::erase(const std::string& uri) {
     resources_.erase(uri);
     changed_.erase(uri);

@@ -35,6 +35,9 @@ public:
 
     // Replaces a resource's body (a PATCH, a reset); the ETag follows.
     void replace(const std::string& uri, nlohmann::json body);
+    // Replaces a body as if the mockup had it (what the emulator adds to a
+    // tree at start: not a change the state file keeps).
+    void seed(const std::string& uri, nlohmann::json body);
     // Drops a resource from the tree (the mockup's captured sessions).
     void erase(const std::string& uri);
 

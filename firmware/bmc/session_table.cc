@@ -80,6 +80,11 @@ bool SessionTable::remove_id(const std::string& id) {
     return true;
 }
 
+void SessionTable::clear() {
+    by_id_.clear();
+    id_by_token_.clear();
+}
+
 std::vector<Session> SessionTable::list() {
     expire();
     std::vector<Session> out;

@@ -38,6 +38,8 @@ public:
     std::vector<Session> list();  // by id
 
     size_t limit() const { return limit_; }
+    void set_limit(size_t limit) { limit_ = limit; }
+    void clear();  // a BMC restart: every token stops working
     std::chrono::seconds idle_timeout() const { return idle_timeout_; }
 
 private:

@@ -57,12 +57,19 @@ Result<std::optional<StateSnapshot>> load_state_file(const std::string& path) {
         }
         snap.resources[uri] = body;
     }
+    if (doc->contains("emulator")) {
+        if (!(*doc)["emulator"].is_object()) {
+            return make_error("bmc", "state_malformed", path + ": \"emulator\" is not an object");
+        }
+        snap.emulator = (*doc)["emulator"];
+    }
     return std::optional<StateSnapshot>(std::move(snap));
 }
 
 Status write_state_file(const std::string& path, const StateSnapshot& snapshot) {
     nlohmann::json doc = {{"format", kFormat}, {"mockup", snapshot.mockup}, {"resources", nlohmann::json::object()}};
     for (const auto& [uri, body] : snapshot.resources) doc["resources"][uri] = body;
+    doc["emulator"] = snapshot.emulator;
     const std::string text = dump_json(doc) + "\n";
 
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());

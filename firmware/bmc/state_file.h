@@ -18,6 +18,9 @@ namespace kiln::bmc {
 struct StateSnapshot {
     std::string mockup;                               // the tree it was made over
     std::map<std::string, nlohmann::json> resources;  // URI -> whole body
+    // What the emulator keeps besides resources: update tasks, staged
+    // updates, the last boot (an object; empty in files from before).
+    nlohmann::json emulator = nlohmann::json::object();
 };
 
 // nullopt when `path` does not exist. Errors: "state_unreadable",

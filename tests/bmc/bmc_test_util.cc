@@ -1,6 +1,9 @@
 #include "tests/bmc/bmc_test_util.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
@@ -215,6 +218,73 @@ ScriptResult run_python(const std::string& script, const std::vector<std::string
     spec.env = {{"KILN_BMC_PASSWORD", kPassword}, {"PYTHONDONTWRITEBYTECODE", "1"}};
     spec.stdin_data = stdin_data;
     return run_spec(std::move(spec));
+}
+
+ImageServer::ImageServer(std::map<std::string, std::string> files) : files_(std::move(files)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        listen(listen_fd_, 16) != 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        throw std::runtime_error("ImageServer cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+}
+
+ImageServer::~ImageServer() {
+    stop_ = true;
+    shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+    if (thread_.joinable()) thread_.join();
+    close(listen_fd_);
+}
+
+std::string ImageServer::url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+}
+
+void ImageServer::serve() {
+    while (!stop_) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        std::string req;
+        char buf[4096];
+        while (req.find("\r\n\r\n") == std::string::npos) {
+            ssize_t n = read(fd, buf, sizeof buf);
+            if (n <= 0) break;
+            req.append(buf, static_cast<size_t>(n));
+        }
+        const auto sp1 = req.find(' '), sp2 = req.find(' ', sp1 + 1);
+        const std::string path = sp1 == std::string::npos ? "" : req.substr(sp1 + 1, sp2 - sp1 - 1);
+        auto it = files_.find(path);
+        std::string head, body;
+        if (it == files_.end()) {
+            body = "not found";
+            head = "HTTP/1.1 404 Not Found\r\n";
+        } else {
+            body = it->second;
+            head = "HTTP/1.1 200 OK\r\n";
+        }
+        head += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+        const std::string out = head + body;
+        ++requests_;  // before the answer: a client done reading may look at once
+        size_t done = 0;
+        while (done < out.size()) {
+            ssize_t n = send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
+            if (n <= 0) break;
+            done += static_cast<size_t>(n);
+        }
+        close(fd);
+    }
+}
+
+std::string kiln_image(const std::string& component, const std::string& version, size_t padding) {
+    return "KILN-FW " + component + " " + version + "\n" + std::string(padding, 'x');
 }
 
 nlohmann::json probe(const std::string& base_url, const nlohmann::json& requests) {

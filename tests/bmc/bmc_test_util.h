@@ -5,8 +5,10 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +84,31 @@ ScriptResult run_python(const std::string& script, const std::vector<std::string
                         const std::string& stdin_data = "");
 // Runs any program; output parsed as JSON when it is.
 ScriptResult run_program(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
+
+// A loopback HTTP server for SimpleUpdate images: serves `files` (path ->
+// content) with 200, anything else 404, one connection at a time on its own
+// thread, until destroyed. Counts the requests it answered.
+class ImageServer {
+public:
+    explicit ImageServer(std::map<std::string, std::string> files);
+    ~ImageServer();
+    ImageServer(const ImageServer&) = delete;
+    ImageServer& operator=(const ImageServer&) = delete;
+    std::string url(const std::string& path) const;  // "http://127.0.0.1:N/path"
+    int requests() const { return requests_.load(); }
+
+private:
+    void serve();
+    std::map<std::string, std::string> files_;
+    int listen_fd_ = -1;
+    int port_ = 0;
+    std::atomic<int> requests_{0};
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+// A firmware image in kiln's format with `padding` bytes of payload.
+std::string kiln_image(const std::string& component, const std::string& version, size_t padding = 64);
 
 // http_probe.py over `base_url`: one entry per request, see the script.
 nlohmann::json probe(const std::string& base_url, const nlohmann::json& requests);

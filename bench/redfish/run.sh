@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# bench/redfish, parts (a) and (b); part (c) (multipart push vs curl -F) is
+# the emulator's and merges its own keys into the same results file.
+#  (a) the firmware stage's full inventory walk of the HPE DL325 tree, kiln
+#      vs python3-sushy, same kiln-bmc, same run: ratio sushy/kiln seconds.
+#  (b) KILN_BENCH_BMCS (500) emulated BMCs, each with a firmware update and
+#      a BIOS change, by `kiln apply --stage firmware`, task durations scaled
+#      down (--task-seconds 1): wall time and peak RSS.
+#  plus a bounded libFuzzer run of the BMC-JSON -> model target when clang
+#  with -fsanitize=fuzzer is there.
+# Writes bench/results/redfish.json (keys "inventory_walk", "fleet_apply",
+# "fuzz"; other keys already in the file are kept).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD=${KILN_BUILD:-build}
+MOCKUPS=${KILN_REDFISH_MOCKUPS:-$ROOT/../shared/redfish/mockups}
+BMCS=${KILN_BENCH_BMCS:-500}
+WALKS=${KILN_BENCH_WALKS:-20}
+FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-60}
+WORK=$(mktemp -d)
+export KILN_BMC_PASSWORD="bench-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+mkdir -p bench/results
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_lines() {  # FILE COUNT: until kiln-bmc printed COUNT "bmc i:" lines
+  for _ in $(seq 1 3000); do
+    [ "$(grep -c '^bmc [0-9]*:' "$1" 2>/dev/null || true)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  echo "kiln-bmc did not come up" >&2; cat "$1" >&2; return 1
+}
+
+# ---- (a) inventory walk ----------------------------------------------------
+port=$(free_port)
+"$BUILD/kiln-bmc" --mockup "$MOCKUPS/hpe-dl325" --port "$port" > "$WORK/a.out" 2>&1 &
+pids+=($!)
+wait_lines "$WORK/a.out" 1
+url="http://127.0.0.1:$port"
+kiln_walk=$("$BUILD/bench/redfish/kiln-bench-redfish-walk" --url "$url" --iterations "$WALKS")
+sushy_walk=$(/usr/bin/python3 bench/redfish/sushy_walk.py "$url" admin "$WALKS")
+echo "(a) kiln: $kiln_walk"
+echo "(a) sushy: $(echo "$sushy_walk" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("last"); print(json.dumps(d))')"
+
+# ---- (b) 500 BMCs, firmware update + BIOS change --------------------------
+# The DMTF tree: 500 copies of the 11 MB HPE tree would need ~8 GB here.
+"$BUILD/kiln-bmc" --mockup "$MOCKUPS/dmtf-public-rackmount1" --port 0 --bmc-count "$BMCS" --task-seconds 1 \
+  --restart-seconds 1 > "$WORK/b.out" 2>&1 &
+pids+=($!)
+wait_lines "$WORK/b.out" "$BMCS"
+mkdir -p "$WORK/fleet/pipelines" "$WORK/fleet/artifacts"
+printf 'KILN-FW BIOS P79 v1.50 (11/01/2026)\n' > "$WORK/fleet/artifacts/bios.bin"
+head -c 4194304 /dev/urandom >> "$WORK/fleet/artifacts/bios.bin"
+sha=$(sha256sum "$WORK/fleet/artifacts/bios.bin" | cut -d' ' -f1)
+printf 'schema = 1\nname = "fw"\ndescription = "firmware only"\nstages = ["firmware"]\n' > "$WORK/fleet/pipelines/fw.toml"
+{
+  printf 'schema = 1\n[fleet]\nname = "bench"\n[limits]\nparallel = 64\nper_bmc = 1\nretries = 2\n'
+  printf 'backoff_initial = "1s"\nbackoff_max = "5s"\n[[racks]]\nname = "r1"\n'
+  printf '[firmware.p]\n[[firmware.p.components]]\nname = "BIOS"\nversion = "P79 v1.50"\n'
+  printf 'artifact = "artifacts/bios.bin"\nsha256 = "%s"\n' "$sha"
+  printf '[bios.b]\nattributes = { ProcHyperthreading = "Disabled" }\n'
+  printf '[defaults]\nrole = "fw"\nfirmware = "p"\nbios = "b"\n'
+  printf 'bmc = { username = "admin", password = "env:KILN_BMC_PASSWORD" }\n'
+  # "bmc <i>: <url> (...)" lines: one port each, chosen by the kernel.
+  sed -n 's/^bmc \([0-9]*\): \([^ ]*\) .*/\1 \2/p' "$WORK/b.out" | while read -r i u; do
+    printf '[[nodes]]\nname = "n%04d"\nrack = "r1"\nbmc = { url = "%s" }\n' "$i" "$u"
+  done
+} > "$WORK/fleet/fleet.toml"
+start=$(date +%s.%N)
+set +e
+/usr/bin/python3 - "$BUILD/kiln" "$WORK/fleet/fleet.toml" > "$WORK/b.json" <<'PY'
+import json, resource, subprocess, sys, time
+t = time.monotonic()
+p = subprocess.run([sys.argv[1], "apply", sys.argv[2], "--stage", "firmware"], stdout=subprocess.DEVNULL,
+                   stderr=open(sys.argv[2] + ".err", "w"))
+wall = time.monotonic() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB
+print(json.dumps({"exit_code": p.returncode, "wall_seconds": wall, "peak_rss_mib": rss / 1024}))
+PY
+set -e
+# What the run did, read back from every emulated BMC: one flash each, BIOS applied.
+/usr/bin/python3 - "$WORK/b.out" "$WORK/b.json" <<'PY'
+import base64, json, os, re, sys, urllib.request
+urls = re.findall(r"^bmc \d+: (\S+)", open(sys.argv[1]).read(), re.M)
+auth = "Basic " + base64.b64encode(("admin:" + os.environ["KILN_BMC_PASSWORD"]).encode()).decode()
+flashed_once = bios_applied = 0
+for u in urls:
+    state = json.load(urllib.request.urlopen(u + "/kiln-bmc/state", timeout=10))
+    flashed_once += len(state["updates"]) == 1
+    req = urllib.request.Request(u + "/redfish/v1/Systems/437XR1138R2/Bios", headers={"Authorization": auth})
+    bios_applied += json.load(urllib.request.urlopen(req, timeout=10))["Attributes"]["ProcHyperthreading"] == "Disabled"
+out = json.load(open(sys.argv[2]))
+out.update(bmcs_flashed_exactly_once=flashed_once, bmcs_bios_applied=bios_applied)
+json.dump(out, open(sys.argv[2], "w"))
+PY
+echo "(b) $(cat "$WORK/b.json")"
+tail -3 "$WORK/fleet/fleet.toml.err" >&2 || true
+
+# ---- fuzz ------------------------------------------------------------------
+fuzz='{"ran": false, "reason": "clang++ with -fsanitize=fuzzer not available"}'
+if command -v clang++ >/dev/null && echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long){return 0;}' \
+     | clang++ -x c++ -fsanitize=fuzzer - -o "$WORK/probe" 2>/dev/null; then
+  mkdir -p "$BUILD/fuzz"
+  fuzz_src="firmware/redfish/fuzz/redfish_model_fuzz.cc firmware/redfish/*.cc firmware/redfish/*.h firmware/stage/bmc_inventory.* tests/firmware/fake_bmc.*"
+  # shellcheck disable=SC2086
+  if [ -z "$(find $fuzz_src -newer "$BUILD/fuzz/kiln-fuzz-redfish-model" 2>/dev/null)" ] && [ -x "$BUILD/fuzz/kiln-fuzz-redfish-model" ]; then
+    : # up to date
+  else
+  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. firmware/redfish/fuzz/redfish_model_fuzz.cc \
+    firmware/redfish/redfish_json.cc firmware/redfish/bmc_session.cc firmware/redfish/redfish_client.cc \
+    firmware/redfish/task_monitor.cc firmware/redfish/vendor_profile.cc firmware/stage/bmc_inventory.cc \
+    tests/firmware/fake_bmc.cc provisioner/net/url.cc provisioner/engine/backoff.cc -lfmt \
+    -o "$BUILD/fuzz/kiln-fuzz-redfish-model"
+  fi
+  mkdir -p "$WORK/corpus"
+  i=0
+  for f in "$MOCKUPS"/hpe-dl325/index.json "$MOCKUPS"/hpe-dl325/Systems/1/index.json \
+           "$MOCKUPS"/dmtf-public-rackmount1/UpdateService/index.json; do
+    { printf '%b' "\\x0$i"; cat "$f"; } > "$WORK/corpus/seed$i"; i=$((i + 1))
+  done
+  set +e
+  "$BUILD/fuzz/kiln-fuzz-redfish-model" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
+    "$WORK/corpus" > "$WORK/fuzz.log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$WORK/fuzz.log" | grep -o '[0-9]*$' || true)
+  [ -z "$runs" ] && runs=$(grep -oE '#[0-9]+' "$WORK/fuzz.log" | tail -1 | tr -d '#')
+  fuzz=$(printf '{"ran": true, "seconds": %s, "exit_code": %d, "executions": %s}' "$FUZZ_SECONDS" "$rc" "${runs:-0}")
+  echo "fuzz: $fuzz"
+fi
+
+/usr/bin/python3 - "$kiln_walk" "$sushy_walk" "$(cat "$WORK/b.json")" "$fuzz" "$BMCS" "$WALKS" <<'PY'
+import json, os, sys
+kiln, sushy, fleet, fuzz = (json.loads(a) for a in sys.argv[1:5])
+bmcs, walks = int(sys.argv[5]), int(sys.argv[6])
+path = "bench/results/redfish.json"
+out = json.load(open(path)) if os.path.exists(path) else {}
+out["inventory_walk"] = {
+    "tree": "hpe-dl325", "walks": walks,
+    "kiln_seconds": kiln["seconds"], "kiln_requests": kiln["requests"],
+    "sushy_seconds": sushy["seconds"],
+    "ratio_sushy_over_kiln": sushy["seconds"] / kiln["seconds"] if kiln["seconds"] else None,
+}
+out["fleet_apply"] = dict(fleet, bmcs=bmcs, task_seconds=1, changes="BIOS firmware update + BIOS attribute per BMC")
+out["fuzz"] = fuzz
+json.dump(out, open(path, "w"), indent=2, sort_keys=True)
+print(json.dumps(out, indent=2, sort_keys=True))
+PY

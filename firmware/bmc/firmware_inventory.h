@@ -1,0 +1,42 @@
+// Which FirmwareInventory member an image is for, and what changes when it
+// is applied: the member's Version, and for a BIOS the ComputerSystem's
+// BiosVersion, for a BMC the Manager's FirmwareVersion (DSP0266 lists all
+// three as places clients read versions from).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "firmware/bmc/resource_store.h"
+#include "provisioner/core/result.h"
+
+namespace kiln::bmc {
+
+// "bios", "bmc", "nic" or "" for a SoftwareInventory member (see
+// docs/kiln-bmc.md for the rules).
+std::string component_class(const nlohmann::json& member);
+
+// The canonical URIs of the FirmwareInventory members.
+std::vector<std::string> inventory_members(const ResourceStore& store);
+
+// The members an image for `component` goes to. With `targets` (request
+// URIs: members, or a ComputerSystem / Manager standing for its BIOS / BMC
+// member) every one must exist and match, else error "target_mismatch" or
+// "target_unknown"; without, every member whose Id or class matches, else
+// "no_targets".
+Result<std::vector<std::string>> update_targets(const ResourceStore& store, const std::string& component,
+                                                const std::vector<std::string>& targets);
+
+struct VersionChange {
+    std::vector<std::pair<std::string, nlohmann::json>> bodies;  // canonical URI -> new body
+    bool bmc = false;                                            // a BMC target: the BMC restarts
+};
+
+// The new bodies once `version` is on `member` (a canonical inventory URI).
+VersionChange apply_version(const ResourceStore& store, const std::string& member, const std::string& version);
+
+}  // namespace kiln::bmc

@@ -1,0 +1,188 @@
+#include "firmware/redfish/redfish_json.h"
+
+#include <fmt/format.h>
+
+namespace kiln::redfish {
+
+using nlohmann::json;
+
+namespace {
+
+// Deepest nesting of [ and { outside strings. Checked before parsing, since
+// nlohmann's recursive parser would otherwise be the first to notice.
+int nesting_depth(std::string_view text, int limit) {
+    int depth = 0, deepest = 0;
+    bool in_string = false, escaped = false;
+    for (char c : text) {
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        else if (c == '{' || c == '[') {
+            deepest = std::max(deepest, ++depth);
+            if (deepest > limit) return deepest;
+        } else if (c == '}' || c == ']') --depth;
+    }
+    return deepest;
+}
+
+// JSON pointer escaping (RFC 6901) for keys like "#Bios.ResetBios".
+std::string escape_key(std::string_view key) {
+    std::string out;
+    for (char c : key) {
+        if (c == '~') out += "~0";
+        else if (c == '/') out += "~1";
+        else out += c;
+    }
+    return out;
+}
+
+}  // namespace
+
+const char* json_type_name(const json& value) {
+    switch (value.type()) {
+        case json::value_t::null: return "null";
+        case json::value_t::object: return "an object";
+        case json::value_t::array: return "an array";
+        case json::value_t::string: return "a string";
+        case json::value_t::boolean: return "a boolean";
+        case json::value_t::number_integer:
+        case json::value_t::number_unsigned: return "an integer";
+        case json::value_t::number_float: return "a number";
+        default: return "an unknown value";
+    }
+}
+
+Result<json> parse_json(std::string_view text, const std::string& what, const JsonLimits& limits) {
+    if (text.size() > limits.max_bytes)
+        return make_error("redfish", "redfish.json",
+                          fmt::format("{}: body of {} bytes is over the {} byte limit", what, text.size(),
+                                      limits.max_bytes));
+    if (nesting_depth(text, limits.max_depth) > limits.max_depth)
+        return make_error("redfish", "redfish.json",
+                          fmt::format("{}: JSON nested deeper than {} levels", what, limits.max_depth));
+    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+        // Name the byte where it broke, without quoting the body (it may be
+        // anything, secrets included, in a hostile reply).
+        std::string where;
+        try {
+            json again = json::parse(text);
+            (void)again;
+        } catch (const json::parse_error& e) {
+            where = fmt::format(" (at byte {})", e.byte);
+        }
+        return make_error("redfish", "redfish.json", fmt::format("{}: body is not valid JSON{}", what, where));
+    }
+    return doc;
+}
+
+std::string JsonView::child_pointer(std::string_view key) const { return pointer_ + "/" + escape_key(key); }
+
+Error JsonView::missing(std::string_view key) const {
+    return make_error("redfish", "redfish.missing",
+                      fmt::format("{}: {}: missing", resource_, child_pointer(key)));
+}
+
+Error JsonView::wrong_type(const std::string& expected) const {
+    return make_error("redfish", "redfish.type",
+                      fmt::format("{}: {}: expected {}, got {}", resource_, where(), expected, json_type_name(*v_)));
+}
+
+Result<JsonView> JsonView::at(std::string_view key) const {
+    if (!v_->is_object()) return wrong_type("an object");
+    auto it = v_->find(key);
+    if (it == v_->end() || it->is_null()) return missing(key);
+    return JsonView(*it, resource_, child_pointer(key));
+}
+
+std::optional<JsonView> JsonView::find(std::string_view key) const {
+    if (!v_->is_object()) return std::nullopt;
+    auto it = v_->find(key);
+    if (it == v_->end() || it->is_null()) return std::nullopt;
+    return JsonView(*it, resource_, child_pointer(key));
+}
+
+Result<std::string> JsonView::str() const {
+    if (!v_->is_string()) return wrong_type("a string");
+    return v_->get<std::string>();
+}
+
+Result<bool> JsonView::boolean() const {
+    if (!v_->is_boolean()) return wrong_type("a boolean");
+    return v_->get<bool>();
+}
+
+Result<long long> JsonView::integer() const {
+    if (!v_->is_number_integer() && !v_->is_number_unsigned()) return wrong_type("an integer");
+    return v_->get<long long>();
+}
+
+Result<std::vector<JsonView>> JsonView::array() const {
+    if (!v_->is_array()) return wrong_type("an array");
+    std::vector<JsonView> out;
+    out.reserve(v_->size());
+    for (size_t i = 0; i < v_->size(); ++i)
+        out.emplace_back((*v_)[i], resource_, pointer_ + "/" + std::to_string(i));
+    return out;
+}
+
+Result<std::vector<std::pair<std::string, JsonView>>> JsonView::object() const {
+    if (!v_->is_object()) return wrong_type("an object");
+    std::vector<std::pair<std::string, JsonView>> out;
+    for (auto it = v_->begin(); it != v_->end(); ++it)
+        out.emplace_back(it.key(), JsonView(it.value(), resource_, child_pointer(it.key())));
+    return out;
+}
+
+Result<std::string> JsonView::str(std::string_view key) const {
+    auto v = at(key);
+    if (!v) return v.error();
+    return v->str();
+}
+
+Result<std::string> JsonView::opt_str(std::string_view key) const {
+    if (!v_->is_object()) return wrong_type("an object");
+    auto v = find(key);
+    if (!v) return std::string();
+    return v->str();
+}
+
+Result<std::string> JsonView::link(std::string_view key) const {
+    auto v = at(key);
+    if (!v) return v.error();
+    auto id = v->str("@odata.id");
+    if (!id) return id.error();
+    if (id->empty() || (*id)[0] != '/')
+        return make_error("redfish", "redfish.type",
+                          fmt::format("{}: {}/@odata.id: not a service-relative path", resource_, v->where()));
+    return id;
+}
+
+Result<std::string> JsonView::opt_link(std::string_view key) const {
+    if (!v_->is_object()) return wrong_type("an object");
+    if (!has(key)) return std::string();
+    return link(key);
+}
+
+Result<std::vector<std::string>> JsonView::members() const {
+    auto m = at("Members");
+    if (!m) return m.error();
+    auto items = m->array();
+    if (!items) return items.error();
+    std::vector<std::string> out;
+    for (const auto& item : *items) {
+        auto id = item.str("@odata.id");
+        if (!id) return id.error();
+        if (id->empty() || (*id)[0] != '/')
+            return make_error("redfish", "redfish.type",
+                              fmt::format("{}: {}/@odata.id: not a service-relative path", resource_, item.where()));
+        out.push_back(*id);
+    }
+    return out;
+}
+
+}  // namespace kiln::redfish

@@ -1,0 +1,166 @@
+#include "firmware/redfish/task_monitor.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "provisioner/net/url.h"
+
+namespace kiln::redfish {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+TaskPhase task_phase(const std::string& state, const std::string& status) {
+    static const char* running[] = {"New",        "Starting", "Running",   "Pending",    "Stopping",
+                                    "Cancelling", "Service",  "Suspended", "Interrupted"};
+    for (const char* s : running)
+        if (state == s) return TaskPhase::Running;
+    if (state == "Completed") return (status.empty() || status == "OK" || status == "Warning") ? TaskPhase::Succeeded
+                                                                                              : TaskPhase::Failed;
+    return TaskPhase::Failed;  // Exception, Killed, Cancelled, or a state DSP0266 does not define
+}
+
+namespace {
+
+std::string str_of(const json& body, const char* key) {
+    if (body.is_object() && body.contains(key) && body[key].is_string()) return body[key].get<std::string>();
+    return "";
+}
+
+std::vector<std::string> messages_of(const json& body) {
+    std::vector<std::string> out;
+    if (!body.is_object() || !body.contains("Messages") || !body["Messages"].is_array()) return out;
+    for (const auto& m : body["Messages"]) {
+        if (!m.is_object()) continue;
+        std::string id = str_of(m, "MessageId");
+        std::string text = str_of(m, "Message");
+        if (text.size() > 200) text = text.substr(0, 200) + "...";
+        out.push_back(text.empty() ? id : id + ": " + text);
+    }
+    return out;
+}
+
+int percent_of(const json& body) {
+    if (body.is_object() && body.contains("PercentComplete") && body["PercentComplete"].is_number_integer())
+        return body["PercentComplete"].get<int>();
+    return -1;
+}
+
+milliseconds retry_after(const Response& r, milliseconds fallback, milliseconds cap) {
+    std::string ra = r.header("Retry-After");
+    if (!ra.empty() && ra.size() < 9 && std::all_of(ra.begin(), ra.end(), [](char c) { return std::isdigit(c); }))
+        return std::min(cap, milliseconds(std::stoll(ra) * 1000));
+    return fallback;
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : "; ") + s;
+    return out;
+}
+
+Result<TaskResult> poll(Client& client, std::string uri, milliseconds first_wait, const TaskOptions& options) {
+    TaskResult result;
+    result.monitor = uri;
+    auto deadline = Clock::now() + options.timeout;
+    milliseconds next = first_wait;
+    std::string last_error;
+    for (;;) {
+        if (next.count() > 0 && !client.wait(next))
+            return make_error("redfish", "redfish.stopped", fmt::format("task {}: stopped while waiting", uri));
+        if (Clock::now() >= deadline)
+            return make_error("redfish", "redfish.task_timeout",
+                              fmt::format("task {}: still {} after {} s{}", uri, result.state,
+                                          options.timeout.count() / 1000,
+                                          last_error.empty() ? "" : " (last error: " + last_error + ")"),
+                              true);
+        next = options.poll_interval;
+        ++result.polls;
+        auto r = client.get_any(uri);
+        if (!r) {
+            // A BMC restarting after its own update drops connections for a
+            // while: keep polling until the task timeout.
+            if (!r.error().transient) return r.error();
+            last_error = r.error().message;
+            continue;
+        }
+        if (r->status == 202) {
+            result.state = str_of(r->body, "TaskState").empty() ? "Running" : str_of(r->body, "TaskState");
+            if (options.progress) options.progress(result.state, percent_of(r->body));
+            next = retry_after(*r, options.poll_interval, options.max_poll_interval);
+            continue;
+        }
+        if (r->status >= 500 || r->status == 429 || r->status == 401) {
+            last_error = fmt::format("HTTP {}", r->status);
+            next = retry_after(*r, options.poll_interval, options.max_poll_interval);
+            continue;
+        }
+        if (r->status == 404 && result.polls > 1 && !result.final_body.is_null()) {
+            // Some BMCs drop a finished task monitor: the last state stands.
+            if (task_phase(result.state, result.status) == TaskPhase::Succeeded) return result;
+        }
+        if (!r->ok()) return status_error(*r);
+        result.final_body = r->body;
+        std::string state = str_of(r->body, "TaskState");
+        if (state.empty()) {
+            // The monitor answered with the operation's own result: done.
+            result.state = "Completed";
+            return result;
+        }
+        result.state = state;
+        if (r->body.is_object() && r->body.contains("TaskStatus") && r->body["TaskStatus"].is_string())
+            result.status = r->body["TaskStatus"].get<std::string>();
+        if (options.progress) options.progress(state, percent_of(r->body));
+        TaskPhase phase = task_phase(state, result.status);
+        if (phase == TaskPhase::Running) {
+            next = retry_after(*r, options.poll_interval, options.max_poll_interval);
+            continue;
+        }
+        result.messages = messages_of(r->body);
+        if (phase == TaskPhase::Succeeded) return result;
+        return make_error("redfish", "redfish.task_failed",
+                          fmt::format("task {}: {}{}{}", uri, state,
+                                      result.status.empty() ? "" : " with status " + result.status,
+                                      result.messages.empty() ? "" : ": " + join(result.messages)));
+    }
+}
+
+}  // namespace
+
+Result<TaskResult> follow_task_uri(Client& client, const std::string& uri, const TaskOptions& options) {
+    return poll(client, uri, milliseconds(0), options);
+}
+
+Result<TaskResult> follow_task(Client& client, const Response& accepted, const TaskOptions& options) {
+    if (!accepted.ok()) return status_error(accepted);
+    std::string monitor = accepted.header("Location");
+    if (monitor.empty()) monitor = str_of(accepted.body, "@odata.id");
+    bool is_task = !str_of(accepted.body, "TaskState").empty();
+    if (accepted.status != 202 && !is_task) {
+        TaskResult done;
+        done.final_body = accepted.body;
+        return done;
+    }
+    if (monitor.empty())
+        return make_error("redfish", "redfish.missing",
+                          fmt::format("{} {}: HTTP {} without a Location task monitor", accepted.method, accepted.uri,
+                                      accepted.status));
+    // Location may be absolute; the session refuses other hosts.
+    if (monitor.rfind("http", 0) == 0) {
+        auto parts = net::split_url(monitor);
+        if (!parts) return parts.error();
+        std::string origin = client.session().origin();
+        auto own = net::split_url(origin);
+        if (!own || own->host != parts->host)
+            return make_error("redfish", "redfish.redirect",
+                              fmt::format("{} {}: task monitor on another host ({}) refused", accepted.method,
+                                          accepted.uri, parts->host));
+        monitor = parts->target;
+    }
+    return poll(client, monitor, retry_after(accepted, milliseconds(0), options.max_poll_interval), options);
+}
+
+}  // namespace kiln::redfish

@@ -1,0 +1,62 @@
+// Following a Redfish long operation to its end (DSP0266 "Asynchronous
+// operations"): a 202 Accepted with a Location task monitor (or a Task
+// resource), polled while it answers 202 or a running TaskState, honouring
+// Retry-After, until the task ends. Every DSP0266 TaskState is handled:
+//   running, keep polling: New Starting Running Pending Stopping Cancelling
+//                          Service Suspended Interrupted
+//   done:    Completed, success only with TaskStatus OK or Warning (a
+//            Completed task with Critical status is a failure: seen on
+//            stuck Dell BIOS jobs)
+//   failed:  Exception Killed Cancelled (and any unknown state)
+// Connection errors and 401s while polling are expected when the BMC
+// restarts after its own update: they are waited out (the session logs in
+// again) until `timeout`.
+//
+// Errors, domain "redfish":
+//   redfish.task_failed    the task ended badly; the message has its
+//                          TaskState, TaskStatus and MessageIds
+//   redfish.task_timeout   still running at `timeout` (transient)
+//   redfish.stopped        the wait was cut short
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "firmware/redfish/redfish_client.h"
+
+namespace kiln::redfish {
+
+enum class TaskPhase { Running, Succeeded, Failed };
+
+// Classifies a TaskState/TaskStatus pair.
+TaskPhase task_phase(const std::string& state, const std::string& status);
+
+struct TaskOptions {
+    std::chrono::milliseconds poll_interval{2000};  // when the BMC gives no Retry-After
+    std::chrono::milliseconds max_poll_interval{30000};
+    std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+    // Called on each poll with the task's state and percent (-1 unknown).
+    std::function<void(const std::string& state, int percent)> progress;
+};
+
+struct TaskResult {
+    std::string monitor;           // the URI polled
+    std::string state = "Completed";
+    std::string status;            // TaskStatus, "" when the BMC gave none
+    std::vector<std::string> messages;  // MessageIds (and Message texts) seen at the end
+    int polls = 0;
+    nlohmann::json final_body;     // the last body (the operation's result when the monitor returned it)
+};
+
+// `accepted` is the 202 (or 2xx with a Task body) that started the
+// operation. A 200/204 with no task is done already.
+Result<TaskResult> follow_task(Client& client, const Response& accepted, const TaskOptions& options = {});
+
+// Polls a known task or task monitor URI (e.g. one found running at start).
+Result<TaskResult> follow_task_uri(Client& client, const std::string& uri, const TaskOptions& options = {});
+
+}  // namespace kiln::redfish

@@ -1,0 +1,181 @@
+#include "firmware/stage/artifact_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "provisioner/core/sha256.h"
+
+namespace kiln::firmware {
+
+namespace {
+
+MHD_Result reply(MHD_Connection* conn, unsigned status, const char* text) {
+    MHD_Response* r = MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text),
+                                                      MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "text/plain");
+    MHD_Result ret = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*,
+                      const char*, size_t* upload_size, void** con_cls) {
+    auto* server = static_cast<ArtifactServer*>(cls);
+    if (*con_cls == nullptr) {  // first call: headers only
+        *con_cls = server;
+        return MHD_YES;
+    }
+    if (*upload_size != 0) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    std::string m = method;
+    if (m != "GET" && m != "HEAD") return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or HEAD only\n");
+    const ArtifactServer::Entry* e = server->find(url);
+    if (!e) return reply(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    server->count_request();
+    // MHD closes the fd it is given: hand it a duplicate of the verified one.
+    int fd = dup(e->fd);
+    if (fd < 0) return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot read artifact\n");
+    MHD_Response* r = MHD_create_response_from_fd_at_offset64(e->size, fd, 0);
+    if (!r) {
+        close(fd);
+        return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot read artifact\n");
+    }
+    MHD_add_response_header(r, "Content-Type", "application/octet-stream");
+    MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+std::string random_token() {
+    std::random_device rd;  // the kernel's CSPRNG on Linux
+    std::string out;
+    for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", rd());
+    return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ArtifactServer>> ArtifactServer::start(const ArtifactServerConfig& config) {
+    auto colon = config.listen.rfind(':');
+    if (colon == std::string::npos)
+        return make_error("firmware", "firmware.artifact_server",
+                          fmt::format("artifact server listen address '{}' is not HOST:PORT", config.listen));
+    std::string host = config.listen.substr(0, colon);
+    int port = 0;
+    try {
+        port = std::stoi(config.listen.substr(colon + 1));
+    } catch (...) {
+        port = -1;
+    }
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    if (port < 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+        return make_error("firmware", "firmware.artifact_server",
+                          fmt::format("artifact server listen address '{}' is not IPv4 HOST:PORT", config.listen));
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+
+    std::unique_ptr<ArtifactServer> s(new ArtifactServer());
+    s->daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(port),
+                                  nullptr, nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR,
+                                  reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+                                  MHD_OPTION_END);
+    if (!s->daemon_)
+        return make_error("firmware", "firmware.artifact_server",
+                          fmt::format("artifact server cannot listen on {} (address in use?)", config.listen));
+    const MHD_DaemonInfo* info = MHD_get_daemon_info(s->daemon_, MHD_DAEMON_INFO_LISTEN_FD);
+    sockaddr_in bound{};
+    socklen_t len = sizeof bound;
+    if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
+        return make_error("firmware", "firmware.artifact_server", "artifact server: cannot read its bound port");
+    s->port_ = ntohs(bound.sin_port);
+    s->base_url_ = config.advertise.empty() ? fmt::format("http://{}:{}", host, s->port_) : config.advertise;
+    while (!s->base_url_.empty() && s->base_url_.back() == '/') s->base_url_.pop_back();
+    return s;
+}
+
+ArtifactServer::~ArtifactServer() {
+    if (daemon_) MHD_stop_daemon(daemon_);
+    for (auto& [path, e] : by_path_) close(e.fd);
+}
+
+Result<std::string> ArtifactServer::publish(const std::string& path, const std::string& sha256) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = published_.find(path + "\n" + sha256);
+        if (it != published_.end()) return base_url_ + it->second;
+    }
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return make_error("firmware", "firmware.artifact_io",
+                          fmt::format("artifact {}: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return make_error("firmware", "firmware.artifact_io", fmt::format("artifact {}: not a regular file", path));
+    }
+    Sha256 h;
+    std::array<char, 1 << 16> buf{};
+    off_t off = 0;
+    for (;;) {
+        ssize_t n = pread(fd, buf.data(), buf.size(), off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            close(fd);
+            return make_error("firmware", "firmware.artifact_io",
+                              fmt::format("artifact {}: {}", path, std::strerror(errno)));
+        }
+        if (n == 0) break;
+        h.update(std::string_view(buf.data(), static_cast<size_t>(n)));
+        off += n;
+    }
+    std::string digest = h.hex();
+    if (digest != sha256) {
+        close(fd);
+        return make_error("firmware", "firmware.artifact_digest",
+                          fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not served", path, digest,
+                                      sha256));
+    }
+    // The name only helps people reading BMC logs: keep it to URL-safe characters.
+    std::string name = std::filesystem::path(path).filename().string();
+    for (auto& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    std::string url_path = "/artifacts/" + random_token() + "/" + name;
+    std::lock_guard<std::mutex> lock(mu_);
+    by_path_[url_path] = Entry{fd, static_cast<uint64_t>(off), name};
+    published_[path + "\n" + sha256] = url_path;
+    return base_url_ + url_path;
+}
+
+const ArtifactServer::Entry* ArtifactServer::find(const std::string& url_path) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_path_.find(url_path);
+    return it == by_path_.end() ? nullptr : &it->second;
+}
+
+void ArtifactServer::count_request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++served_;
+}
+
+uint64_t ArtifactServer::requests_served() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return served_;
+}
+
+}  // namespace kiln::firmware

@@ -1,0 +1,312 @@
+#include "firmware/stage/bmc_inventory.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace kiln::firmware {
+
+using nlohmann::json;
+using redfish::JsonView;
+
+namespace {
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// Unwraps a Result or returns its error.
+#define KILN_TRY(var, expr)                 \
+    auto var##_r = (expr);                  \
+    if (!var##_r) return var##_r.error();   \
+    auto var = std::move(*var##_r)
+
+std::vector<std::string> string_list(const JsonView& v, const char* key) {
+    std::vector<std::string> out;
+    auto a = v.find(key);
+    if (!a || !a->raw().is_array()) return out;
+    for (const auto& s : a->raw())
+        if (s.is_string()) out.push_back(s.get<std::string>());
+    return out;
+}
+
+Status read_bios(redfish::Client& client, const std::string& bios_uri, const redfish::VendorProfile& profile,
+                 BmcInventory& inv) {
+    KILN_TRY(bios, client.get(bios_uri));
+    JsonView v = bios.view();
+    BiosState state;
+    state.uri = bios_uri;
+    KILN_TRY(registry, v.opt_str("AttributeRegistry"));
+    state.registry = registry;
+    KILN_TRY(attrs, v.at("Attributes"));
+    if (!attrs.raw().is_object()) return attrs.wrong_type("an object");
+    state.attributes = attrs.raw();
+    if (auto settings = v.find("@Redfish.Settings")) {
+        KILN_TRY(so, settings->opt_link("SettingsObject"));
+        state.settings_uri = so;
+        state.apply_times = string_list(*settings, "SupportedApplyTimes");
+    }
+    if (state.settings_uri.empty() && !profile.settings_fallback_suffix.empty()) {
+        std::string base = bios_uri;
+        while (!base.empty() && base.back() == '/') base.pop_back();
+        state.settings_uri = base + profile.settings_fallback_suffix;
+    }
+    if (!state.settings_uri.empty()) {
+        auto s = client.get_any(state.settings_uri);
+        if (!s) return s.error();
+        if (s->ok() && s->body.is_object()) {
+            JsonView sv = s->view();
+            if (auto pa = sv.find("Attributes")) {
+                if (!pa->raw().is_object()) return pa->wrong_type("an object");
+                for (auto it = pa->raw().begin(); it != pa->raw().end(); ++it) {
+                    auto cur = state.attributes.find(it.key());
+                    if (cur == state.attributes.end() || *cur != it.value()) state.pending[it.key()] = it.value();
+                }
+            }
+        } else if (s->status != 404) {
+            return redfish::status_error(*s);
+        } else if (!profile.settings_fallback_suffix.empty()) {
+            state.settings_uri.clear();  // the fallback guess was wrong
+        }
+    }
+    inv.bios = std::move(state);
+    return ok_status();
+}
+
+Status read_network_adapters(redfish::Client& client, const std::vector<std::string>& chassis, BmcInventory& inv) {
+    for (const auto& c : chassis) {
+        KILN_TRY(ch, client.get(c));
+        KILN_TRY(na, ch.view().opt_link("NetworkAdapters"));
+        if (na.empty()) continue;
+        KILN_TRY(coll, client.get(na));
+        KILN_TRY(members, coll.view().members());
+        for (const auto& m : members) {
+            KILN_TRY(adapter, client.get(m));
+            JsonView a = adapter.view();
+            KILN_TRY(id, a.opt_str("Id"));
+            KILN_TRY(name, a.opt_str("Name"));
+            std::string version;
+            if (auto ctrls = a.find("Controllers")) {
+                KILN_TRY(list, ctrls->array());
+                for (const auto& ctl : list) {
+                    KILN_TRY(fw, ctl.opt_str("FirmwarePackageVersion"));
+                    if (!fw.empty()) {
+                        version = fw;
+                        break;
+                    }
+                }
+            }
+            if (version.empty()) continue;
+            // Some BMCs list the NIC in FirmwareInventory too: keep one entry.
+            bool known = std::any_of(inv.components.begin(), inv.components.end(),
+                                     [&](const FirmwareItem& f) { return f.version == version && f.name == name; });
+            if (!known) inv.components.push_back({id, name, version, m, "network_adapter"});
+        }
+    }
+    return ok_status();
+}
+
+}  // namespace
+
+bool version_matches(const std::string& reported, const std::string& desired) {
+    if (reported == desired) return true;
+    if (desired.empty() || reported.size() <= desired.size() || reported.compare(0, desired.size(), desired) != 0)
+        return false;
+    char next = reported[desired.size()];
+    return next == ' ' || next == '(' || next == '-' || next == '_';
+}
+
+Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options) {
+    BmcInventory inv;
+    KILN_TRY(root, client.service_root());
+    JsonView r = root.view();
+    KILN_TRY(systems_uri, r.link("Systems"));
+    KILN_TRY(managers_uri, r.opt_link("Managers"));
+    KILN_TRY(chassis_uri, r.opt_link("Chassis"));
+    KILN_TRY(update_uri, r.opt_link("UpdateService"));
+    KILN_TRY(tasks_uri, r.opt_link("Tasks"));
+    KILN_TRY(registries_uri, r.opt_link("Registries"));
+    inv.registries_uri = registries_uri;
+
+    json manager_body;
+    if (!managers_uri.empty()) {
+        KILN_TRY(mc, client.get(managers_uri));
+        KILN_TRY(mm, mc.view().members());
+        if (!mm.empty()) {
+            inv.manager_uri = mm.front();
+            KILN_TRY(mgr, client.get(inv.manager_uri));
+            KILN_TRY(fw, mgr.view().opt_str("FirmwareVersion"));
+            inv.bmc_version = fw;
+            manager_body = mgr.body;
+        }
+    }
+    const redfish::VendorProfile& profile = redfish::detect_vendor(root.body, manager_body);
+    inv.vendor = profile.name;
+
+    KILN_TRY(sc, client.get(systems_uri));
+    KILN_TRY(sm, sc.view().members());
+    if (sm.empty())
+        return make_error("redfish", "redfish.missing", fmt::format("GET {}: no ComputerSystem members", systems_uri));
+    inv.system_uri = sm.front();
+    KILN_TRY(sys, client.get(inv.system_uri));
+    JsonView s = sys.view();
+    KILN_TRY(bv, s.opt_str("BiosVersion"));
+    inv.bios_version = bv;
+    KILN_TRY(ps, s.opt_str("PowerState"));
+    inv.power_state = ps;
+    if (auto boot = s.find("Boot")) {
+        KILN_TRY(t, boot->opt_str("BootSourceOverrideTarget"));
+        KILN_TRY(e, boot->opt_str("BootSourceOverrideEnabled"));
+        inv.boot_target = t;
+        inv.boot_enabled = e;
+    }
+    if (auto actions = s.find("Actions")) {
+        if (auto reset = actions->find("#ComputerSystem.Reset")) {
+            KILN_TRY(target, reset->str("target"));
+            inv.reset_target = target;
+            inv.reset_types = string_list(*reset, "ResetType@Redfish.AllowableValues");
+        }
+    }
+
+    if (!update_uri.empty()) {
+        KILN_TRY(us, client.get(update_uri));
+        JsonView u = us.view();
+        KILN_TRY(fi, u.opt_link("FirmwareInventory"));
+        KILN_TRY(mp, u.opt_str("MultipartHttpPushUri"));
+        inv.multipart_uri = mp;
+        if (auto opts = u.find("MultipartHttpPushUriOptions"))
+            if (auto at = opts->find("UpdateApplyTime")) inv.update_apply_times = string_list(*at, "ApplyTime@Redfish.AllowableValues");
+        if (auto actions = u.find("Actions")) {
+            if (auto su = actions->find("#UpdateService.SimpleUpdate")) {
+                KILN_TRY(target, su->str("target"));
+                inv.simple_update_target = target;
+                inv.transfer_protocols = string_list(*su, "TransferProtocol@Redfish.AllowableValues");
+            }
+        }
+        if (!fi.empty()) {
+            KILN_TRY(coll, client.get(fi));
+            KILN_TRY(members, coll.view().members());
+            for (const auto& m : members) {
+                KILN_TRY(item, client.get(m));
+                JsonView iv = item.view();
+                KILN_TRY(id, iv.opt_str("Id"));
+                KILN_TRY(name, iv.opt_str("Name"));
+                KILN_TRY(version, iv.opt_str("Version"));
+                inv.components.push_back({id, name, version, m, "inventory"});
+            }
+        }
+    }
+    if (!tasks_uri.empty()) {
+        auto ts = client.get_any(tasks_uri);
+        if (ts && ts->ok() && ts->body.is_object()) {
+            auto t = ts->view().opt_link("Tasks");
+            if (t) inv.tasks_uri = *t;
+        }
+    }
+    if (options.network_adapters && !chassis_uri.empty()) {
+        KILN_TRY(cc, client.get(chassis_uri));
+        KILN_TRY(cm, cc.view().members());
+        if (auto st = read_network_adapters(client, cm, inv); !st) return st.error();
+    }
+    if (options.bios) {
+        KILN_TRY(bios_uri, s.opt_link("Bios"));
+        if (!bios_uri.empty())
+            if (auto st = read_bios(client, bios_uri, profile, inv); !st) return st.error();
+    }
+    return inv;
+}
+
+std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::string& name) {
+    std::string want = lower(name);
+    for (const auto& c : inv.components)
+        if (lower(c.id) == want || lower(c.name) == want) return c;
+    auto same_version = [&](const std::string& v) -> std::optional<FirmwareItem> {
+        for (const auto& c : inv.components)
+            if (!v.empty() && c.version == v) return c;
+        return std::nullopt;
+    };
+    if (want == "bios" && !inv.bios_version.empty()) {
+        FirmwareItem item = same_version(inv.bios_version).value_or(FirmwareItem{});
+        item.id = item.id.empty() ? "BIOS" : item.id;
+        item.name = item.name.empty() ? "BIOS" : item.name;
+        item.version = inv.bios_version;
+        if (item.source.empty()) item.source = "system";
+        return item;
+    }
+    if (want == "bmc" && !inv.bmc_version.empty()) {
+        FirmwareItem item = same_version(inv.bmc_version).value_or(FirmwareItem{});
+        item.id = item.id.empty() ? "BMC" : item.id;
+        item.name = item.name.empty() ? "BMC" : item.name;
+        item.version = inv.bmc_version;
+        if (item.source.empty()) item.source = "manager";
+        return item;
+    }
+    if (want == "nic") {
+        for (const auto& c : inv.components)
+            if (c.source == "network_adapter") return c;
+    }
+    return std::nullopt;
+}
+
+std::map<std::string, std::vector<std::string>> read_bios_registry(redfish::Client& client, const BmcInventory& inv) {
+    std::map<std::string, std::vector<std::string>> out;
+    if (!inv.bios || inv.bios->registry.empty() || inv.registries_uri.empty()) return out;
+    auto coll = client.get(inv.registries_uri);
+    if (!coll) return out;
+    auto members = coll->view().members();
+    if (!members) return out;
+    for (const auto& m : *members) {
+        // Member ids carry the registry name ("BiosAttributeRegistryA43.v1_2_52").
+        if (lower(m).find(lower(inv.bios->registry)) == std::string::npos) continue;
+        auto file = client.get(m);
+        if (!file) return out;
+        auto locations = file->view().find("Location");
+        if (!locations || !locations->raw().is_array()) return out;
+        for (const auto& loc : locations->raw()) {
+            if (!loc.is_object() || !loc.contains("Uri") || !loc["Uri"].is_string()) continue;
+            if (loc.contains("Language") && loc["Language"] != "en") continue;
+            auto reg = client.get(loc["Uri"].get<std::string>());
+            if (!reg) continue;
+            const json& body = reg->body;
+            if (!body.contains("RegistryEntries") || !body["RegistryEntries"].is_object()) continue;
+            const json& attrs = body["RegistryEntries"].value("Attributes", json::array());
+            if (!attrs.is_array()) continue;
+            for (const auto& a : attrs) {
+                if (!a.is_object() || !a.contains("AttributeName") || !a["AttributeName"].is_string()) continue;
+                auto& values = out[a["AttributeName"].get<std::string>()];
+                if (a.contains("Value") && a["Value"].is_array())
+                    for (const auto& v : a["Value"])
+                        if (v.is_object() && v.contains("ValueName") && v["ValueName"].is_string())
+                            values.push_back(v["ValueName"].get<std::string>());
+            }
+            return out;
+        }
+    }
+    return out;
+}
+
+json BmcInventory::to_json() const {
+    json comps = json::array();
+    for (const auto& c : components)
+        comps.push_back({{"id", c.id}, {"name", c.name}, {"version", c.version}, {"uri", c.uri}, {"source", c.source}});
+    json j = {{"vendor", vendor},
+              {"system", system_uri},
+              {"manager", manager_uri},
+              {"bios_version", bios_version},
+              {"bmc_version", bmc_version},
+              {"components", comps},
+              {"power_state", power_state},
+              {"boot", {{"target", boot_target}, {"enabled", boot_enabled}}},
+              {"update", {{"simple_update", simple_update_target}, {"multipart", multipart_uri}}}};
+    if (bios)
+        j["bios"] = {{"uri", bios->uri},
+                     {"settings", bios->settings_uri},
+                     {"registry", bios->registry},
+                     {"attributes", bios->attributes},
+                     {"pending", bios->pending}};
+    return j;
+}
+
+}  // namespace kiln::firmware

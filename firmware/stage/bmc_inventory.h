@@ -1,0 +1,86 @@
+// What one BMC reports, read by walking @odata.id links from the service
+// root (never a hard-coded /Systems/1): firmware components with versions
+// (UpdateService.FirmwareInventory, ComputerSystem.BiosVersion,
+// Manager.FirmwareVersion, chassis NetworkAdapters), BIOS attributes and
+// what is pending in the settings object, power state, boot override, and
+// the update and reset entry points. The firmware stage observes with it;
+// `kiln firmware inventory` prints it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "firmware/redfish/redfish_client.h"
+#include "firmware/redfish/vendor_profile.h"
+
+namespace kiln::firmware {
+
+struct FirmwareItem {
+    std::string id;
+    std::string name;
+    std::string version;
+    std::string uri;     // the resource (a SimpleUpdate/multipart Target); "" for derived items
+    std::string source;  // inventory | system | manager | network_adapter
+};
+
+struct BiosState {
+    std::string uri;
+    std::string settings_uri;  // "" when the BMC offers no settings object
+    std::string registry;      // AttributeRegistry name
+    nlohmann::json attributes = nlohmann::json::object();
+    // Settings-object attributes whose value differs from the current one:
+    // what the next reset will apply.
+    nlohmann::json pending = nlohmann::json::object();
+    std::vector<std::string> apply_times;  // @Redfish.Settings.SupportedApplyTimes
+};
+
+struct BmcInventory {
+    std::string vendor = "generic";
+    std::string system_uri;
+    std::string manager_uri;
+    std::string bios_version;
+    std::string bmc_version;
+    std::vector<FirmwareItem> components;
+    std::optional<BiosState> bios;
+    std::string power_state;
+    std::string boot_target;
+    std::string boot_enabled;
+    std::string reset_target;
+    std::vector<std::string> reset_types;
+    std::string simple_update_target;
+    std::vector<std::string> transfer_protocols;
+    std::string multipart_uri;
+    std::vector<std::string> update_apply_times;  // MultipartHttpPushUri apply times offered
+    std::string tasks_uri;                        // TaskService Tasks collection
+    std::string registries_uri;
+
+    nlohmann::json to_json() const;
+};
+
+struct InventoryOptions {
+    bool bios = true;           // read Bios and its settings object
+    bool network_adapters = true;
+};
+
+Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options = {});
+
+// The reported version satisfies the desired one: equal, or the desired
+// followed by a build date or note ("2.46" vs "2.46 May 11 2021",
+// "A43 v2.52" vs "A43 v2.52 (10/29/2021)").
+bool version_matches(const std::string& reported, const std::string& desired);
+
+// The component a fleet names ("BIOS", "BMC", an inventory Id or Name, a
+// NIC's adapter Id): its current version and update target. BIOS and BMC
+// also match the system's BiosVersion and the manager's FirmwareVersion.
+std::optional<FirmwareItem> find_component(const BmcInventory& inventory, const std::string& name);
+
+// The BIOS attribute registry's allowed values per attribute, when the BMC
+// serves one (Registries -> member with that Id -> Location Uri ->
+// RegistryEntries.Attributes). Empty when it has none.
+std::map<std::string, std::vector<std::string>> read_bios_registry(redfish::Client& client,
+                                                                   const BmcInventory& inventory);
+
+}  // namespace kiln::firmware

@@ -1,0 +1,477 @@
+#include "firmware/stage/firmware_stage.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "provisioner/core/sha256.h"
+#include "provisioner/net/url.h"
+
+namespace kiln::firmware {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Error stage_error(const std::string& code, const std::string& message, bool transient = false) {
+    return make_error("firmware", code, message, transient);
+}
+
+const config::FirmwareProfile* firmware_profile(const config::Fleet& fleet, const config::Node& node) {
+    auto it = fleet.firmware.find(node.firmware);
+    return it == fleet.firmware.end() ? nullptr : &it->second;
+}
+
+const config::BiosProfile* bios_profile(const config::Fleet& fleet, const config::Node& node) {
+    auto it = fleet.bios.find(node.bios);
+    return it == fleet.bios.end() ? nullptr : &it->second;
+}
+
+const config::FirmwareComponent* component_named(const config::FirmwareProfile& p, const std::string& name) {
+    for (const auto& c : p.components)
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+std::string list_components(const BmcInventory& inv) {
+    std::string out;
+    for (const auto& c : inv.components) out += (out.empty() ? "" : ", ") + (c.name.empty() ? c.id : c.name);
+    return out.empty() ? "nothing" : out;
+}
+
+// A raw attribute value from the fleet ("Enabled", "true", "64") typed like
+// the BMC's current value.
+Result<json> typed_value(const std::string& name, const std::string& value, const json& current) {
+    if (current.is_boolean()) {
+        if (value == "true" || value == "false") return json(value == "true");
+        return stage_error("firmware.bios_attribute",
+                           fmt::format("bios attribute {}: the BMC holds a boolean, '{}' is not true or false", name,
+                                       value));
+    }
+    if (current.is_number_integer() || current.is_number_unsigned()) {
+        try {
+            size_t used = 0;
+            long long v = std::stoll(value, &used);
+            if (used == value.size()) return json(v);
+        } catch (...) {
+        }
+        return stage_error("firmware.bios_attribute",
+                           fmt::format("bios attribute {}: the BMC holds an integer, '{}' is not one", name, value));
+    }
+    return json(value);
+}
+
+json diff_attributes(const json& desired, const json& current) {
+    json out = json::object();
+    for (auto it = desired.begin(); it != desired.end(); ++it) {
+        auto cur = current.find(it.key());
+        if (cur == current.end() || *cur != it.value()) out[it.key()] = it.value();
+    }
+    return out;
+}
+
+std::string pick_reset(const BmcInventory& inv, bool powered_on) {
+    std::vector<std::string> prefs = powered_on ? std::vector<std::string>{"ForceRestart", "GracefulRestart", "PowerCycle"}
+                                                : std::vector<std::string>{"On", "ForceOn"};
+    if (inv.reset_types.empty()) return prefs.front();
+    for (const auto& p : prefs)
+        if (std::find(inv.reset_types.begin(), inv.reset_types.end(), p) != inv.reset_types.end()) return p;
+    return prefs.front();
+}
+
+}  // namespace
+
+Result<redfish::Endpoint> bmc_endpoint(const config::Node& node) {
+    redfish::Endpoint e;
+    e.url = node.bmc.url;
+    e.user = node.bmc.username;
+    if (e.url.empty())
+        return stage_error("firmware.config", fmt::format("node {}: no bmc.url", node.name));
+    if (node.bmc.password) {
+        auto pw = node.bmc.password->resolve();
+        if (!pw)
+            return stage_error("firmware.secret", fmt::format("node {}: bmc.password ({}): {}", node.name,
+                                                              node.bmc.password->reference(), pw.error().message));
+        e.password = std::move(*pw);
+    }
+    e.tls.verify = node.bmc.verify_tls;
+    e.tls.ca_bundle = node.bmc.ca_bundle;
+    e.tls.pinned_sha256 = node.bmc.fingerprint;
+    return e;
+}
+
+Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::string& vendor,
+                                 const json& current, const std::map<std::string, std::vector<std::string>>& allowed) {
+    std::vector<std::pair<std::string, bool>> intents;
+    if (profile.sriov) intents.emplace_back("sriov", *profile.sriov);
+    if (profile.iommu) intents.emplace_back("iommu", *profile.iommu);
+    if (profile.acs) intents.emplace_back("acs", *profile.acs);
+    if (profile.above_4g_decoding) intents.emplace_back("above_4g_decoding", *profile.above_4g_decoding);
+    auto v = redfish::vendor_from_name(vendor).value_or(redfish::Vendor::Generic);
+    auto mapped = redfish::map_bios_intents(redfish::profile_for(v), intents, current, allowed);
+    if (!mapped) return mapped.error();
+    DesiredBios out;
+    out.attributes = mapped->attributes;
+    out.not_applicable = mapped->not_applicable;
+    for (const auto& [name, value] : profile.extra) {
+        if (!current.is_object() || !current.contains(name))
+            return stage_error("firmware.bios_attribute",
+                               fmt::format("{}: bios.{}.attributes.{}: '{}' is not a BIOS attribute of this BMC", profile.pos.str(),
+                                           profile.name, name, name));
+        auto typed = typed_value(name, value, current[name]);
+        if (!typed) return typed.error();
+        auto a = allowed.find(name);
+        if (typed->is_string() && a != allowed.end() && !a->second.empty() &&
+            std::find(a->second.begin(), a->second.end(), value) == a->second.end())
+            return stage_error("firmware.bios_attribute",
+                               fmt::format("{}: bios.{}.attributes.{}: '{}' is not an allowed value per the BMC's attribute "
+                                           "registry",
+                                           profile.pos.str(), profile.name, name, value));
+        out.attributes[name] = *typed;
+    }
+    return out;
+}
+
+FirmwareStage::FirmwareStage(std::shared_ptr<net::HttpClient> http, FirmwareStageOptions options)
+    : http_(http ? std::move(http) : std::make_shared<net::CurlHttpClient>()), options_(std::move(options)),
+      pool_(std::make_unique<redfish::SessionPool>(*http_, options_.session)) {}
+
+FirmwareStage::~FirmwareStage() {
+    pool_.reset();  // log out of every BMC before the transport goes
+}
+
+std::vector<std::string> FirmwareStage::resources(const config::Fleet&, const config::Node& node) const {
+    auto parts = net::split_url(node.bmc.url);
+    if (!parts) return {"bmc:" + node.bmc.url};
+    bool v6 = parts->host.find(':') != std::string::npos;
+    return {fmt::format("bmc:{}{}{}:{}", v6 ? "[" : "", parts->host, v6 ? "]" : "", parts->port)};
+}
+
+ArtifactServer* FirmwareStage::artifact_server() {
+    std::lock_guard<std::mutex> lock(artifacts_mu_);
+    return artifacts_.get();
+}
+
+Result<ArtifactServer*> FirmwareStage::artifacts(const config::Fleet& fleet) {
+    std::lock_guard<std::mutex> lock(artifacts_mu_);
+    if (!artifacts_) {
+        ArtifactServerConfig cfg = options_.artifacts;
+        if (fleet.artifact_server.pos.line > 0) cfg = {fleet.artifact_server.listen, fleet.artifact_server.advertise};
+        auto s = ArtifactServer::start(cfg);
+        if (!s) return s.error();
+        artifacts_ = std::move(*s);
+    }
+    return artifacts_.get();
+}
+
+Result<redfish::Client> FirmwareStage::client(engine::StageContext& ctx) {
+    auto ep = bmc_endpoint(ctx.node());
+    if (!ep) return ep.error();
+    auto session = pool_->acquire(*ep);
+    return redfish::Client(session, [&ctx](milliseconds d) { return ctx.wait_for(d); });
+}
+
+Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
+    auto c = client(ctx);
+    if (!c) return c.error();
+    ctx.progress("reading the BMC inventory");
+    auto inv = read_inventory(*c);
+    if (!inv) return inv.error();
+    const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
+    c->session().add_busy_message_ids(prof.busy_message_ids, prof.retry_conflict);
+    engine::Observation o;
+    o.state = inv->to_json();
+    json allowed = json::object();
+    if (bios_profile(ctx.fleet(), ctx.node()))
+        for (const auto& [name, values] : read_bios_registry(*c, *inv)) allowed[name] = values;
+    o.state["registry_values"] = allowed;
+    return o;
+}
+
+Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    std::vector<engine::Action> actions;
+    const json& st = observed.state;
+    BmcInventory inv;
+    inv.vendor = st.value("vendor", "generic");
+    inv.bios_version = st.value("bios_version", "");
+    inv.bmc_version = st.value("bmc_version", "");
+    for (const auto& c : st.value("components", json::array()))
+        inv.components.push_back({c.value("id", ""), c.value("name", ""), c.value("version", ""), c.value("uri", ""),
+                                  c.value("source", "")});
+
+    if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
+        for (const auto& comp : fw->components) {
+            auto item = find_component(inv, comp.name);
+            if (!item)
+                return stage_error("firmware.component",
+                                   fmt::format("{}: component '{}' of firmware profile '{}' is not in the BMC's "
+                                               "inventory (it lists {})",
+                                               comp.pos.str(), comp.name, fw->name, list_components(inv)));
+            if (version_matches(item->version, comp.version)) continue;
+            engine::Action a;
+            a.id = fmt::format("flash:{}:{}", comp.name, comp.version);
+            a.description = fmt::format("update {} from {} to {}", comp.name, item->version, comp.version);
+            a.detail = {{"component", comp.name}, {"from", item->version}, {"to", comp.version},
+                        {"target", item->uri}};
+            actions.push_back(std::move(a));
+        }
+    }
+    if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
+        if (!st.contains("bios"))
+            return stage_error("firmware.bios", fmt::format("node {}: the BMC has no Bios resource, but bios profile "
+                                                            "'{}' is set",
+                                                            ctx.node().name, bp->name));
+        std::map<std::string, std::vector<std::string>> allowed;
+        for (auto it = st["registry_values"].begin(); it != st["registry_values"].end(); ++it)
+            allowed[it.key()] = it.value().get<std::vector<std::string>>();
+        auto want = desired_bios(*bp, inv.vendor, st["bios"]["attributes"], allowed);
+        if (!want) return want.error();
+        for (const auto& na : want->not_applicable) ctx.event("note", "bios intent not applicable: " + na);
+        json diff = diff_attributes(want->attributes, st["bios"]["attributes"]);
+        if (!diff.empty()) {
+            engine::Action a;
+            a.id = "bios:" + sha256_hex(want->attributes.dump()).substr(0, 12);
+            std::string names;
+            for (auto it = diff.begin(); it != diff.end(); ++it) names += (names.empty() ? "" : ", ") + it.key();
+            a.description = fmt::format("set BIOS {} (applied at reset)", names);
+            a.detail = {{"attributes", diff}};
+            actions.push_back(std::move(a));
+        }
+    }
+    return actions;
+}
+
+Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    auto c = client(ctx);
+    if (!c) return c.error();
+    if (action.id.rfind("flash:", 0) == 0) return flash(ctx, *c, action);
+    if (action.id.rfind("bios:", 0) == 0) return apply_bios(ctx, *c, action);
+    return stage_error("firmware.action", "unknown action " + action.id);
+}
+
+Status FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
+    if (inv.tasks_uri.empty()) return ok_status();
+    auto coll = client.get(inv.tasks_uri);
+    if (!coll) return ok_status();  // no task list to read: nothing known to wait for
+    auto members = coll->view().members();
+    if (!members) return ok_status();
+    size_t n = std::min<size_t>(members->size(), 32);  // the newest are last on most BMCs
+    for (size_t i = members->size() - n; i < members->size(); ++i) {
+        auto t = client.get((*members)[i]);
+        if (!t || !t->body.is_object()) continue;
+        std::string state = t->body.value("TaskState", "");
+        if (state.empty() || redfish::task_phase(state, "") != redfish::TaskPhase::Running) continue;
+        ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", (*members)[i], state));
+        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        auto r = redfish::follow_task_uri(client, (*members)[i], opts);
+        if (!r && r.error().code == "redfish.stopped") return r.error();
+        // A failed earlier task is the earlier run's business: we re-check versions.
+    }
+    return ok_status();
+}
+
+Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
+    if (inv.reset_target.empty())
+        return stage_error("firmware.reset", fmt::format("{}: no ComputerSystem.Reset action", inv.system_uri));
+    std::string type = pick_reset(inv, inv.power_state != "Off");
+    ctx.progress("resetting the host (" + type + ")");
+    auto r = client.post(inv.reset_target, json{{"ResetType", type}});
+    if (!r) return r.error();
+    if (!r->ok()) return redfish::status_error(*r);
+    if (r->status == 202) {
+        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        auto t = redfish::follow_task(client, *r, opts);
+        if (!t) return t.error();
+    }
+    return ok_status();
+}
+
+Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
+    const auto* fw = firmware_profile(ctx.fleet(), ctx.node());
+    std::string name = action.detail.value("component", "");
+    const config::FirmwareComponent* comp = fw ? component_named(*fw, name) : nullptr;
+    if (!comp) return stage_error("firmware.action", "action " + action.id + " names no component of the profile");
+
+    // Crash safety: what is on the BMC now decides, not what the plan saw.
+    // An update still running from a killed run is waited for, never repeated.
+    InventoryOptions light{.bios = false, .network_adapters = true};
+    auto inv = read_inventory(client, light);
+    if (!inv) return inv.error();
+    if (auto st = wait_running_tasks(ctx, client, *inv); !st) return st;
+    inv = read_inventory(client, light);
+    if (!inv) return inv.error();
+    auto item = find_component(*inv, comp->name);
+    if (!item)
+        return stage_error("firmware.component",
+                           fmt::format("component '{}' is not in the BMC's inventory", comp->name));
+    if (version_matches(item->version, comp->version)) {
+        ctx.event("note", fmt::format("{} already at {}: nothing to flash", comp->name, item->version));
+        return ok_status();
+    }
+    const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
+    json targets = item->uri.empty() ? json::array() : json::array({item->uri});
+
+    bool http_ok = inv->transfer_protocols.empty() ||
+                   std::find(inv->transfer_protocols.begin(), inv->transfer_protocols.end(), "HTTP") !=
+                       inv->transfer_protocols.end();
+    Result<redfish::Response> started = stage_error("firmware.no_update_path", "");
+    if (!inv->simple_update_target.empty() && !prof.multipart_only && http_ok) {
+        auto server = artifacts(ctx.fleet());
+        if (!server) return server.error();
+        auto url = (*server)->publish(comp->artifact, comp->sha256);
+        if (!url) return url.error();
+        ctx.progress(fmt::format("{}: SimpleUpdate to {}", comp->name, comp->version));
+        json body = {{"ImageURI", *url}, {"TransferProtocol", "HTTP"}};
+        if (!targets.empty()) body["Targets"] = targets;
+        started = client.post(inv->simple_update_target, body);
+    } else if (!inv->multipart_uri.empty()) {
+        auto digest = sha256_file(comp->artifact);
+        if (!digest)
+            return stage_error("firmware.artifact_io", fmt::format("artifact {}: {}", comp->artifact,
+                                                                   digest.error().message));
+        if (*digest != comp->sha256)
+            return stage_error("firmware.artifact_digest",
+                               fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not pushed",
+                                           comp->artifact, *digest, comp->sha256));
+        json params = {{"Targets", targets}, {"@Redfish.OperationApplyTime", "Immediate"}};
+        std::vector<net::MultipartPart> parts;
+        parts.push_back({"UpdateParameters", "application/json", params.dump(), "", ""});
+        parts.push_back({"UpdateFile", "application/octet-stream", "", comp->artifact, ""});
+        ctx.progress(fmt::format("{}: multipart push of {}", comp->name, comp->version));
+        started = client.post_multipart(inv->multipart_uri, std::move(parts), options_.push_timeout);
+    } else {
+        return stage_error("firmware.no_update_path",
+                           fmt::format("{}: the BMC offers neither SimpleUpdate over HTTP nor MultipartHttpPushUri",
+                                       ctx.node().bmc.url));
+    }
+    if (!started) return started.error();
+    if (!started->ok()) return redfish::status_error(*started);
+
+    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    opts.progress = [&](const std::string& state, int pct) {
+        ctx.progress(fmt::format("{}: update task {}", comp->name, state), pct);
+    };
+    auto task = redfish::follow_task(client, *started, opts);
+    if (!task) return task.error();
+
+    // Read the version back; the BMC may be restarting (its own update) or
+    // the update may wait for a host reset (apply time OnReset).
+    bool reset_done = false;
+    auto until = Clock::now() + options_.settle_timeout;
+    std::string seen = item->version, last_error;
+    for (;;) {
+        auto now = read_inventory(client, light);
+        if (now) {
+            auto it = find_component(*now, comp->name);
+            if (it) seen = it->version;
+            if (it && version_matches(it->version, comp->version)) return ok_status();
+            if (!reset_done) {
+                if (auto st = reset_host(ctx, client, *now); !st) return st;
+                reset_done = true;
+                continue;
+            }
+        } else if (!now.error().transient && now.error().code != "redfish.status") {
+            return now.error();
+        } else {
+            last_error = now.error().message;
+        }
+        if (Clock::now() >= until)
+            return stage_error("firmware.verify",
+                               fmt::format("{} still reports {} after the update to {} (task {} {})", comp->name, seen,
+                                           comp->version, task->monitor, task->state),
+                               true);
+        if (!ctx.wait_for(options_.settle_poll))
+            return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
+                                                                comp->version));
+    }
+}
+
+Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
+    const auto* bp = bios_profile(ctx.fleet(), ctx.node());
+    if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
+    auto inv = read_inventory(client, {.bios = true, .network_adapters = false});
+    if (!inv) return inv.error();
+    if (!inv->bios) return stage_error("firmware.bios", inv->system_uri + ": no Bios resource");
+    auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(client, *inv));
+    if (!want) return want.error();
+    json diff = diff_attributes(want->attributes, inv->bios->attributes);
+    if (diff.empty()) {
+        ctx.event("note", "BIOS attributes already hold the profile's values");
+        return ok_status();
+    }
+    const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
+    // Already pending from a run that stopped before its reset: just reset.
+    bool pending_already = diff_attributes(diff, inv->bios->pending).empty() && !inv->bios->settings_uri.empty();
+    if (!pending_already) {
+        if (prof.clear_job_queue && !inv->manager_uri.empty()) {
+            auto r = client.post(inv->manager_uri + "/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue",
+                                 json{{"JobID", "JID_CLEARALL"}});
+            if (!r) return r.error();
+        }
+        std::string target = inv->bios->settings_uri.empty() ? inv->bios->uri : inv->bios->settings_uri;
+        json body = {{"Attributes", diff}};
+        const auto& times = inv->bios->apply_times;
+        if (std::find(times.begin(), times.end(), "OnReset") != times.end())
+            body["@Redfish.SettingsApplyTime"] = {{"ApplyTime", "OnReset"}};
+        ctx.progress("writing BIOS settings to " + target);
+        auto r = client.patch(target, body);
+        if (!r) return r.error();
+        if (!r->ok()) return redfish::status_error(*r);
+        if (r->status == 202) {
+            redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+            auto t = redfish::follow_task(client, *r, opts);
+            if (!t) return t.error();
+        }
+    }
+    if (auto st = reset_host(ctx, client, *inv); !st) return st;
+
+    ctx.progress("waiting for POST to apply the BIOS settings");
+    auto until = Clock::now() + options_.settle_timeout;
+    std::string last;
+    for (;;) {
+        auto now = read_inventory(client, {.bios = true, .network_adapters = false});
+        if (now && now->bios) {
+            json left = diff_attributes(diff, now->bios->attributes);
+            bool pending = false;
+            for (auto it = diff.begin(); it != diff.end(); ++it)
+                if (now->bios->pending.contains(it.key())) pending = true;
+            if (left.empty() && !pending) return ok_status();
+            last = fmt::format("{} attribute(s) not yet applied", left.size());
+        } else if (!now && !now.error().transient) {
+            return now.error();
+        }
+        if (Clock::now() >= until)
+            return stage_error("firmware.verify", "BIOS settings not applied after the reset: " + last, true);
+        if (!ctx.wait_for(options_.settle_poll))
+            return stage_error("firmware.stopped", "stopped while waiting for the BIOS settings to apply");
+    }
+}
+
+Status FirmwareStage::verify(engine::StageContext& ctx) {
+    auto c = client(ctx);
+    if (!c) return c.error();
+    auto inv = read_inventory(*c);
+    if (!inv) return inv.error();
+    if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
+        for (const auto& comp : fw->components) {
+            auto item = find_component(*inv, comp.name);
+            if (!item || !version_matches(item->version, comp.version))
+                return stage_error("firmware.verify",
+                                   fmt::format("{} reports {}, the profile wants {}", comp.name,
+                                               item ? item->version : std::string("nothing"), comp.version));
+        }
+    }
+    if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
+        if (!inv->bios) return stage_error("firmware.verify", "the BMC has no Bios resource");
+        auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(*c, *inv));
+        if (!want) return want.error();
+        json diff = diff_attributes(want->attributes, inv->bios->attributes);
+        if (!diff.empty())
+            return stage_error("firmware.verify", fmt::format("BIOS attributes differ: {}", diff.dump()));
+    }
+    return ok_status();
+}
+
+}  // namespace kiln::firmware

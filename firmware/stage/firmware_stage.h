@@ -1,0 +1,94 @@
+// The firmware stage (DESIGN §3 "firmware"): brings a node's BMC-managed
+// firmware and BIOS settings to the fleet's profiles over Redfish.
+//   observe  the BMC's inventory (bmc_inventory.h), BIOS attributes and
+//            pending settings, power and boot state, the attribute registry
+//   plan     one action per component whose version differs
+//            ("flash:<component>:<version>") and one for the BIOS
+//            attributes that differ ("bios:<digest of the desired set>")
+//   apply    flash: observe again (already there -> nothing; a running
+//            update task -> wait for it), sha256-check the artifact, serve it
+//            from kiln's artifact server for SimpleUpdate (or push it by
+//            multipart), follow the task through the BMC's own restart,
+//            reset the host when the update waits for one, read the version
+//            back. bios: PATCH the settings object (If-Match, apply time
+//            OnReset), reset the host, wait until Attributes hold the values
+//            and nothing is pending.
+//   verify   versions and attributes read back equal the desired ones.
+// Resources: "bmc:<host:port>", so the scheduler's per_bmc limit applies.
+// Threads: the engine's worker pool runs node-stages (`limits.parallel` at
+// most); every wait here goes through StageContext::wait_for, so a stop or
+// the stage deadline cuts it short.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "firmware/redfish/session_pool.h"
+#include "firmware/redfish/task_monitor.h"
+#include "firmware/stage/artifact_server.h"
+#include "firmware/stage/bmc_inventory.h"
+#include "provisioner/engine/stage.h"
+#include "provisioner/net/http_client.h"
+
+namespace kiln::firmware {
+
+struct FirmwareStageOptions {
+    // Used when the fleet has no [artifact_server] table.
+    ArtifactServerConfig artifacts;
+    redfish::SessionOptions session;
+    std::chrono::milliseconds task_poll{2000};      // when the BMC sends no Retry-After
+    std::chrono::milliseconds task_timeout{std::chrono::minutes(40)};
+    std::chrono::milliseconds settle_poll{5000};    // reading back after a reset or an update
+    std::chrono::milliseconds settle_timeout{std::chrono::minutes(20)};
+    std::chrono::milliseconds push_timeout{std::chrono::minutes(30)};  // a multipart upload
+};
+
+// The node's BMC endpoint with its password resolved (errors name the
+// node and the secret reference, never the value).
+Result<redfish::Endpoint> bmc_endpoint(const config::Node& node);
+
+class FirmwareStage : public engine::Stage {
+public:
+    explicit FirmwareStage(std::shared_ptr<net::HttpClient> http = nullptr, FirmwareStageOptions options = {});
+    ~FirmwareStage() override;
+
+    std::string name() const override { return "firmware"; }
+    std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
+    Result<engine::Observation> observe(engine::StageContext& ctx) override;
+    Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
+    Status apply(engine::StageContext& ctx, const engine::Action& action) override;
+    Status verify(engine::StageContext& ctx) override;
+
+    redfish::SessionPool& sessions() { return *pool_; }
+    // Null until the first SimpleUpdate publishes an artifact.
+    ArtifactServer* artifact_server();
+
+private:
+    Result<redfish::Client> client(engine::StageContext& ctx);
+    Result<ArtifactServer*> artifacts(const config::Fleet& fleet);
+    Status flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
+    Status apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
+    Status reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
+    Status wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
+
+    std::shared_ptr<net::HttpClient> http_;
+    FirmwareStageOptions options_;
+    std::unique_ptr<redfish::SessionPool> pool_;
+    std::mutex artifacts_mu_;
+    std::unique_ptr<ArtifactServer> artifacts_;
+};
+
+// The BIOS attributes a node's profile asks for on this BMC (intents mapped
+// through the vendor profile, plus the profile's raw attributes), checked
+// against the BMC's Attributes and registry. Exposed for tests.
+struct DesiredBios {
+    nlohmann::json attributes = nlohmann::json::object();
+    std::vector<std::string> not_applicable;
+};
+Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::string& vendor,
+                                 const nlohmann::json& current_attributes,
+                                 const std::map<std::string, std::vector<std::string>>& allowed);
+
+}  // namespace kiln::firmware

@@ -1,0 +1,43 @@
+// Shared pieces of the firmware tests: a fleet file for one or more BMCs
+// written to a scratch folder and loaded the way `kiln` loads it, and a
+// node-stage driven through observe/plan/apply/verify as the engine does.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/engine/cancel.h"
+#include "provisioner/engine/stage.h"
+#include "tests/support/temp_dir.h"
+
+namespace kiln::firmware::test {
+
+constexpr const char* kBmcPassword = "fw-test-pass-7Q2";  // test data; reaches kiln through the environment
+
+struct FleetSpec {
+    std::vector<std::string> bmc_urls;  // one node per URL: node-0, node-1, ...
+    std::string firmware_toml;          // [firmware.p] section(s), or ""
+    std::string bios_toml;              // [bios.b] section, or ""
+    std::string extra_toml;             // more sections
+};
+
+// Writes fleet.toml (+ pipelines/fw.toml with only the firmware stage) and
+// returns the fleet file's path. The password is env:KILN_FW_TEST_PASSWORD,
+// which this sets.
+std::string write_fleet(const kiln::test::TempDir& dir, const FleetSpec& spec);
+config::Fleet load_fleet_or_fail(const std::string& path);
+
+// Runs one node-stage like the engine: observe, plan, apply each action,
+// verify. Returns the actions applied, or the first error.
+struct StageRunResult {
+    std::vector<std::string> actions;
+    std::vector<std::string> events;
+    std::vector<std::string> progress;
+    std::optional<Error> error;
+};
+StageRunResult run_stage(engine::Stage& stage, const config::Fleet& fleet, const config::Node& node);
+
+}  // namespace kiln::firmware::test
