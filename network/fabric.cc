@@ -68,6 +68,31 @@ Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<Switch
     return fabric;
 }
 
+Result<Fabric> build_fabric(const config::Fleet& fleet) {
+    std::vector<SwitchPorts> all;
+    for (const auto& sw : fleet.switches) {
+        if (sw.ports.empty()) continue;
+        SwitchPorts sp{sw.name, {}};
+        for (const auto& p : sw.ports) {
+            Port port;
+            port.name = p.name;
+            port.speed_mbps = p.speed_mbps;
+            port.lanes = p.lanes;
+            port.alias = p.alias;
+            sp.ports.push_back(std::move(port));
+        }
+        all.push_back(std::move(sp));
+    }
+    for (const auto& c : fleet.cabling) {
+        for (auto& sp : all) {
+            if (sp.switch_name != c.switch_name) continue;
+            for (auto& port : sp.ports)
+                if (port.name == c.port) port.peer = Cable{c.node, c.nic};
+        }
+    }
+    return build_fabric(fleet, all);
+}
+
 std::vector<Port> make_ports(int count, int speed_mbps, int lanes_per_port) {
     std::vector<Port> out;
     out.reserve(static_cast<size_t>(count > 0 ? count : 0));

@@ -1,6 +1,7 @@
 // The fabric as the network stage renders it: each switch of the fleet with
-// its ports, and which node NIC each port is cabled to. The fleet config has
-// no cabling yet, so ports come in beside it as SwitchPorts.
+// its ports, and which node NIC each port is cabled to. The fleet config
+// declares ports and [[cabling]]; tests and benchmarks may also give ports
+// beside it as SwitchPorts.
 #pragma once
 
 #include <optional>
@@ -51,6 +52,11 @@ struct Fabric {
 // ports for a switch the fleet lacks, duplicate port names, a cable to an
 // unknown node, a non-positive speed.
 Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<SwitchPorts>& ports);
+
+// The fabric the fleet config declares: each switch's `ports`, with the
+// `[[cabling]]` entries as their peers. The loader has checked every
+// reference, so errors here come only from build_fabric's own rules.
+Result<Fabric> build_fabric(const config::Fleet& fleet);
 
 // N ports "Ethernet0, Ethernet4, ..." of `lanes_per_port` lanes each, not
 // cabled: the usual breakout-free numbering, for tests and benchmarks.

@@ -1,0 +1,50 @@
+// kiln-switch's HTTP(S) front: libmicrohttpd serving one EmulatedSwitch per
+// port, as kiln-bmc serves one BMC per port (each switch is its own
+// management endpoint and failure domain). A thread per connection, so a
+// delayed answer (the timeout fault) holds up only its own client.
+// The libmicrohttpd glue follows firmware/bmc/bmc_server.cc; it is repeated
+// here rather than shared because that one is bound to BmcState.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "network/emulator/emulated_switch.h"
+#include "provisioner/core/result.h"
+
+struct MHD_Daemon;
+
+namespace kiln::network::emulator {
+
+struct SwitchServerConfig {
+    std::string bind_address = "127.0.0.1";  // IPv4
+    uint16_t port = 0;                       // 0: any free port
+    std::string tls_cert_file;               // PEM; both set: HTTPS
+    std::string tls_key_file;
+};
+
+class SwitchServer {
+public:
+    // Listening when it returns. `sw` must outlive the server.
+    // Errors: "tls_unreadable", "listen_failed".
+    static Result<std::unique_ptr<SwitchServer>> start(const SwitchServerConfig& config, EmulatedSwitch& sw);
+    ~SwitchServer();
+    SwitchServer(const SwitchServer&) = delete;
+    SwitchServer& operator=(const SwitchServer&) = delete;
+
+    uint16_t port() const { return port_; }
+    std::string url() const;  // "http://127.0.0.1:8765"
+
+private:
+    explicit SwitchServer(EmulatedSwitch& sw) : sw_(sw) {}
+
+    EmulatedSwitch& sw_;
+    std::string cert_pem_, key_pem_;  // libmicrohttpd keeps pointers to these
+    bool tls_ = false;
+    std::string bind_;
+    uint16_t port_ = 0;
+    MHD_Daemon* daemon_ = nullptr;
+};
+
+}  // namespace kiln::network::emulator

@@ -1,0 +1,255 @@
+#include "network/eos/eos_driver.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "network/config_tree.h"
+
+namespace kiln::network::eos {
+
+namespace {
+
+using nlohmann::json;
+
+TreeDiffOptions tree_options() {
+    TreeDiffOptions o;
+    o.ports_key = "interfaces";
+    return o;
+}
+
+std::string seconds(int ms) {
+    // EOS takes decimal seconds: 200 ms -> "0.2".
+    std::string s = fmt::format("{:.3f}", ms / 1000.0);
+    while (s.back() == '0') s.pop_back();
+    if (s.back() == '.') s.pop_back();
+    return s;
+}
+
+std::string watchdog_action(const std::string& action) {
+    return action == "drop" ? "drop" : "notify-only";
+}
+
+// The child commands of a mode line in `show running-config` JSON.
+const json* children(const json& node) {
+    if (node.is_object() && node.contains("cmds") && node["cmds"].is_object()) return &node["cmds"];
+    return nullptr;
+}
+
+// j[key] when j is an object holding it; an empty object otherwise.
+const json& member(const json& j, const std::string& key) {
+    static const json empty = json::object();
+    if (!j.is_object()) return empty;
+    auto it = j.find(key);
+    return it == j.end() ? empty : *it;
+}
+
+std::string ecn_line(const json& e) {
+    return fmt::format(
+        "random-detect ecn minimum-threshold {} kbytes maximum-threshold {} kbytes max-mark-probability {}",
+        e.value("min-kbytes", 0), e.value("max-kbytes", 0), e.value("probability", 0));
+}
+
+}  // namespace
+
+Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Port>& ports) {
+    json out;
+    out["qos"]["dscp-map"] = {{std::to_string(profile.roce_dscp), profile.lossless_priority},
+                              {std::to_string(profile.cnp_dscp), profile.cnp_priority}};
+    out["pfc-watchdog"] = {{"timeout", seconds(profile.pfc_watchdog_detection_ms)},
+                           {"recovery-time", seconds(profile.pfc_watchdog_restoration_ms)},
+                           {"action", watchdog_action(profile.pfc_watchdog_action)}};
+    json ifs = json::object();
+    for (const auto& p : ports) {
+        json i;
+        i["mtu"] = std::min(profile.switch_mtu, kMaxMtu);
+        i["qos-trust"] = "dscp";
+        i["pfc"] = "on";
+        i["pfc-no-drop"] = profile.pfc_priorities;
+        i["tx-queue"][std::to_string(profile.lossless_priority)]["ecn"] = {
+            {"min-kbytes", profile.ecn_min_kb},
+            {"max-kbytes", profile.ecn_max_kb},
+            {"probability", profile.ecn_probability_pct}};
+        ifs[p.name] = i;
+    }
+    out["interfaces"] = ifs;
+    return out;
+}
+
+json parse_running_config(const json& show, const std::vector<Port>& ports) {
+    static const std::regex dscp_re(R"(^qos map dscp (\d+) to traffic-class (\d+)$)");
+    static const std::regex wd_re(R"(^priority-flow-control pause watchdog default (timeout|recovery-time) (\S+)$)");
+    static const std::regex wd_action_re(R"(^priority-flow-control pause watchdog action (\S+)$)");
+    static const std::regex mtu_re(R"(^mtu (\d+)$)");
+    static const std::regex trust_re(R"(^qos trust (\S+)$)");
+    static const std::regex pfc_re(R"(^priority-flow-control (on|off)$)");
+    static const std::regex nodrop_re(R"(^priority-flow-control priority (\d) no-drop$)");
+    static const std::regex txq_re(R"(^tx-queue (\d+)$)");
+    static const std::regex ecn_re(
+        R"(^random-detect ecn minimum-threshold (\d+) kbytes maximum-threshold (\d+) kbytes max-mark-probability (\d+)$)");
+
+    json out;
+    out["qos"]["dscp-map"] = json::object();
+    out["pfc-watchdog"] = json::object();
+    out["interfaces"] = json::object();
+    for (const auto& p : ports) out["interfaces"][p.name] = json::object();
+    const json* top = children(show);
+    if (!top) return out;
+    std::smatch m;
+    for (const auto& [line, node] : top->items()) {
+        if (std::regex_match(line, m, dscp_re)) {
+            out["qos"]["dscp-map"][m[1].str()] = std::stoi(m[2].str());
+        } else if (std::regex_match(line, m, wd_re)) {
+            out["pfc-watchdog"][m[1].str()] = m[2].str();
+        } else if (std::regex_match(line, m, wd_action_re)) {
+            out["pfc-watchdog"]["action"] = m[1].str();
+        } else if (line.rfind("interface ", 0) == 0) {
+            const std::string name = line.substr(10);
+            if (!out["interfaces"].contains(name)) continue;
+            json& i = out["interfaces"][name];
+            const json* sub = children(node);
+            if (!sub) continue;
+            for (const auto& [l, n] : sub->items()) {
+                if (std::regex_match(l, m, mtu_re)) {
+                    i["mtu"] = std::stoi(m[1].str());
+                } else if (std::regex_match(l, m, trust_re)) {
+                    i["qos-trust"] = m[1].str();
+                } else if (std::regex_match(l, m, pfc_re)) {
+                    i["pfc"] = m[1].str();
+                } else if (std::regex_match(l, m, nodrop_re)) {
+                    if (!i.contains("pfc-no-drop")) i["pfc-no-drop"] = json::array();
+                    i["pfc-no-drop"].push_back(std::stoi(m[1].str()));
+                } else if (std::regex_match(l, m, txq_re)) {
+                    const std::string q = m[1].str();
+                    if (const json* qs = children(n))
+                        for (const auto& [ql, qn] : qs->items())
+                            if (std::regex_match(ql, m, ecn_re))
+                                i["tx-queue"][q]["ecn"] = {{"min-kbytes", std::stoi(m[1].str())},
+                                                           {"max-kbytes", std::stoi(m[2].str())},
+                                                           {"probability", std::stoi(m[3].str())}};
+                }
+            }
+            if (i.contains("pfc-no-drop")) {
+                auto v = i["pfc-no-drop"].get<std::vector<int>>();
+                std::sort(v.begin(), v.end());
+                i["pfc-no-drop"] = v;
+            }
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> eos_config_lines(const json& desired, const json& running) {
+    std::vector<std::string> lines;
+    const json& dscp_map = member(member(desired, "qos"), "dscp-map");
+    for (auto it = dscp_map.begin(); it != dscp_map.end(); ++it)
+        lines.push_back(fmt::format("qos map dscp {} to traffic-class {}", it.key(), it.value().get<int>()));
+    const json& wd = member(desired, "pfc-watchdog");
+    if (wd.contains("timeout"))
+        lines.push_back("priority-flow-control pause watchdog default timeout " + wd.at("timeout").get<std::string>());
+    if (wd.contains("recovery-time"))
+        lines.push_back("priority-flow-control pause watchdog default recovery-time " +
+                        wd.at("recovery-time").get<std::string>());
+    if (wd.contains("action"))
+        lines.push_back("priority-flow-control pause watchdog action " + wd.at("action").get<std::string>());
+    const json& want_ifs = member(desired, "interfaces");
+    const json& have_ifs = member(running, "interfaces");
+    for (auto it = want_ifs.begin(); it != want_ifs.end(); ++it) {
+        const std::string& port = it.key();
+        const json& want = it.value();
+        const json& have = member(have_ifs, port);
+        lines.push_back("interface " + port);
+        if (want.contains("mtu")) lines.push_back(fmt::format("mtu {}", want.at("mtu").get<int>()));
+        if (want.contains("qos-trust")) lines.push_back("qos trust " + want.at("qos-trust").get<std::string>());
+        if (want.contains("pfc")) lines.push_back("priority-flow-control " + want.at("pfc").get<std::string>());
+        if (want.contains("pfc-no-drop")) {
+            const auto keep = want.at("pfc-no-drop").get<std::vector<int>>();
+            // No-drop on a priority the profile does not name: take it off.
+            if (have.contains("pfc-no-drop"))
+                for (int p : have.at("pfc-no-drop").get<std::vector<int>>())
+                    if (std::find(keep.begin(), keep.end(), p) == keep.end())
+                        lines.push_back(fmt::format("no priority-flow-control priority {} no-drop", p));
+            for (int p : keep) lines.push_back(fmt::format("priority-flow-control priority {} no-drop", p));
+        }
+        const json& queues = member(want, "tx-queue");
+        for (auto q = queues.begin(); q != queues.end(); ++q) {
+            lines.push_back("tx-queue " + q.key());
+            if (q.value().contains("ecn")) lines.push_back(ecn_line(q.value().at("ecn")));
+            lines.push_back("exit");
+        }
+        lines.push_back("exit");
+    }
+    return lines;
+}
+
+EosDriver::EosDriver(std::shared_ptr<net::HttpClient> http, SwitchEndpoint endpoint)
+    : http_(std::move(http)), ep_(std::move(endpoint)) {}
+
+Result<json> EosDriver::render(const config::RoceProfile& profile, const std::vector<Port>& ports) const {
+    return render_eos(profile, ports);
+}
+
+Result<json> EosDriver::run_cmds(const std::vector<std::string>& cmds) {
+    auto req = ep_.request("POST", "/command-api");
+    req.headers.push_back({"Content-Type", "application/json"});
+    req.body = json{
+        {"jsonrpc", "2.0"},
+        {"method", "runCmds"},
+        {"params", {{"version", 1}, {"cmds", cmds}, {"format", "json"}}},
+        {"id",
+         "kiln"}}.dump();
+    auto doc = json_body(ep_, req, http_->send(req));
+    if (!doc) return doc.error();
+    if (doc->contains("error")) {
+        const json& e = (*doc)["error"];
+        std::string detail = e.value("message", "unknown error");
+        // eAPI puts each command's own errors in data[i].errors.
+        if (e.contains("data") && e["data"].is_array())
+            for (const auto& d : e["data"])
+                if (d.is_object() && d.contains("errors"))
+                    for (const auto& x : d["errors"])
+                        if (x.is_string()) detail += "; " + x.get<std::string>();
+        return make_error("network", "eapi-error", fmt::format("switch {}: runCmds: {}", ep_.name, detail));
+    }
+    if (!doc->contains("result") || !(*doc)["result"].is_array())
+        return make_error("network", "eapi-error", fmt::format("switch {}: runCmds answer has no result", ep_.name));
+    return (*doc)["result"];
+}
+
+Result<json> EosDriver::read_running(const std::vector<Port>& ports) {
+    auto r = run_cmds({"enable", "show running-config"});
+    if (!r) return r.error();
+    if (r->size() < 2)
+        return make_error("network", "eapi-error",
+                          fmt::format("switch {}: show running-config answered nothing", ep_.name));
+    return parse_running_config((*r)[1], ports);
+}
+
+std::vector<ConfigChange> EosDriver::diff(const json& desired, const json& running) const {
+    return diff_trees(desired, running, tree_options());
+}
+
+Status EosDriver::apply(const json& desired, const json& running) {
+    // Session names must be unique on the switch while pending.
+    const std::string session = fmt::format(
+        "kiln-{}-{}-{}", getpid(),
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count(),
+        ++sessions_);
+    std::vector<std::string> cmds{"enable", "configure session " + session};
+    for (auto& l : eos_config_lines(desired, running)) cmds.push_back(std::move(l));
+    cmds.push_back("commit");
+    auto r = run_cmds(cmds);
+    if (r) return ok_status();
+    // The session never committed; drop it so nothing is left pending.
+    (void)run_cmds({"enable", "configure session " + session, "abort"});
+    Error e = r.error();
+    e.message += " (session aborted; the running config is unchanged)";
+    return e;
+}
+
+}  // namespace kiln::network::eos

@@ -1,0 +1,207 @@
+#include "network/sonic/sonic_driver.h"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "network/sonic/config_db.h"
+#include "network/sonic/json_patch.h"
+#include "network/sonic/managed_scope.h"
+
+namespace kiln::network::sonic {
+
+namespace {
+
+using nlohmann::json;
+
+// A CONFIG_DB dump is a few MB at most; anything larger is not one.
+constexpr size_t kMaxDump = 64u << 20;
+
+Error driver_error(const std::string& sw, std::string code, const std::string& message, bool transient = false) {
+    return make_error("network", std::move(code), fmt::format("switch {}: {}", sw, message), transient);
+}
+
+// The field as people read it: "mtu", "queue 3 scheduler", "DSCP_TO_TC_MAP|ROCE 26".
+std::string field_label(const std::string& table, const std::string& key, const std::string& field) {
+    const auto parts = split_key(key);
+    if (table == "QUEUE" && parts.size() == 2) return fmt::format("queue {} {}", parts[1], field);
+    if (table == "BUFFER_PG" && parts.size() == 2) return fmt::format("pg {} {}", parts[1], field);
+    if (is_port_table(table)) return table == "PORT" ? field : fmt::format("{} {}", table, field);
+    return fmt::format("{}|{} {}", table, key, field);
+}
+
+void add_change(std::vector<ConfigChange>& out, const std::string& table, const std::string& key,
+                const std::string& field, const json& desired, const json& running) {
+    ConfigChange c;
+    if (is_port_table(table)) c.port = split_key(key).at(0);
+    c.path = fmt::format("{}|{}/{}", table, key, field);
+    c.field = field_label(table, key, field);
+    c.desired = desired;
+    c.running = running;
+    out.push_back(std::move(c));
+}
+
+const json& member_or_empty(const json& obj, const std::string& k) {
+    static const json empty = json::object();
+    if (!obj.is_object()) return empty;
+    auto it = obj.find(k);
+    return it == obj.end() ? empty : *it;
+}
+
+}  // namespace
+
+SonicDriver::SonicDriver(std::string name, std::shared_ptr<CommandRunner> switch_runner, SonicDriverOptions options)
+    : name_(std::move(name)), runner_(std::move(switch_runner)), options_(std::move(options)) {}
+
+Result<std::unique_ptr<SonicDriver>> SonicDriver::from_switch(const config::Switch& sw,
+                                                              std::shared_ptr<CommandRunner> local,
+                                                              SonicDriverOptions options) {
+    if (sw.os != "sonic") return driver_error(sw.name, "wrong-os", fmt::format("runs {}, not sonic", sw.os));
+    auto target = SshTarget::from_address(sw.address);
+    if (!target) return driver_error(sw.name, target.error().code, target.error().message);
+    if (sw.known_hosts.empty())
+        return driver_error(sw.name, "ssh-no-known-hosts",
+                            "set known_hosts (a known_hosts file with the switch's host key): kiln checks SSH "
+                            "host keys strictly");
+    if (sw.password && sw.ssh_key.empty())
+        return driver_error(sw.name, "ssh-password-unsupported",
+                            "password login over SSH is not supported: set ssh_key (kiln's SSH is key-only)");
+    target->username = sw.username.empty() ? "admin" : sw.username;
+    target->identity_file = sw.ssh_key;
+    target->known_hosts = sw.known_hosts;
+    target->connect_timeout = options.connect_timeout;
+    target->ssh_program = options.ssh_program;
+    if (!local) local = std::make_shared<ProcessRunner>();
+    auto runner = std::make_shared<SshRunner>(std::move(*target), std::move(local));
+    return std::make_unique<SonicDriver>(sw.name, std::move(runner), std::move(options));
+}
+
+Result<json> SonicDriver::render(const config::RoceProfile& profile, const std::vector<Port>& ports) const {
+    auto db = render_roce(profile, ports, options_.render);
+    if (!db) return driver_error(name_, db.error().code, db.error().message);
+    return db->json();
+}
+
+Result<CommandResult> SonicDriver::remote(std::vector<std::string> argv, std::chrono::seconds timeout,
+                                          std::string stdin_data) {
+    CommandSpec spec;
+    spec.argv = std::move(argv);
+    spec.timeout = timeout;
+    spec.stdin_data = std::move(stdin_data);
+    spec.max_output = kMaxDump;
+    return runner_->run(spec);
+}
+
+std::vector<std::string> SonicDriver::config_cmd(std::initializer_list<std::string> args) const {
+    std::vector<std::string> argv;
+    if (options_.sudo) argv.push_back("sudo");
+    argv.push_back("config");
+    argv.insert(argv.end(), args);
+    return argv;
+}
+
+std::string SonicDriver::next_checkpoint_name() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+    return fmt::format("kiln-{}-{}", buf, ++checkpoints_);
+}
+
+Result<json> SonicDriver::read_config_db() {
+    auto r = remote({"sonic-cfggen", "-d", "--print-data"}, options_.read_timeout);
+    if (!r) return driver_error(name_, r.error().code, r.error().message);
+    if (!r->success())
+        return driver_error(name_, "read-failed", "sonic-cfggen -d --print-data failed: " + describe_remote_failure(*r),
+                            ssh_failed(*r) || r->timed_out);
+    if (r->truncated) return driver_error(name_, "read-failed", "sonic-cfggen output exceeds 64 MiB");
+    json doc = json::parse(r->out, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object())
+        return driver_error(name_, "read-failed", "sonic-cfggen -d --print-data did not print a JSON object");
+    return doc;
+}
+
+Result<json> SonicDriver::read_running(const std::vector<Port>& ports) {
+    auto doc = read_config_db();
+    if (!doc) return doc.error();
+    std::vector<std::string> names;
+    names.reserve(ports.size());
+    for (const auto& p : ports) names.push_back(p.name);
+    return select_managed(*doc, names, options_.render);
+}
+
+json SonicDriver::patch_for(const json& desired, const json& running) const {
+    return json_diff(scope_to_desired(running, desired), desired);
+}
+
+std::vector<ConfigChange> SonicDriver::diff(const json& desired, const json& running) const {
+    std::vector<ConfigChange> out;
+    const json scoped = scope_to_desired(running, desired);
+    // Entries kiln renders: field by field.
+    for (auto t = desired.begin(); t != desired.end(); ++t) {
+        const json& rt = member_or_empty(scoped, t.key());
+        for (auto e = t->begin(); e != t->end(); ++e) {
+            const json& re = member_or_empty(rt, e.key());
+            for (auto f = e->begin(); f != e->end(); ++f) {
+                auto rf = re.find(f.key());
+                if (rf == re.end())
+                    add_change(out, t.key(), e.key(), f.key(), *f, nullptr);
+                else if (*rf != *f)
+                    add_change(out, t.key(), e.key(), f.key(), *f, *rf);
+            }
+            for (auto f = re.begin(); f != re.end(); ++f)
+                if (!e->contains(f.key())) add_change(out, t.key(), e.key(), f.key(), nullptr, *f);
+        }
+    }
+    // Entries the switch has in kiln's scope that kiln does not render (overlapping ranges).
+    for (auto t = scoped.begin(); t != scoped.end(); ++t) {
+        const json& dt = member_or_empty(desired, t.key());
+        for (auto e = t->begin(); e != t->end(); ++e) {
+            if (dt.contains(e.key())) continue;
+            for (auto f = e->begin(); f != e->end(); ++f) add_change(out, t.key(), e.key(), f.key(), nullptr, *f);
+        }
+    }
+    return out;
+}
+
+Status SonicDriver::apply(const json& desired, const json& running) {
+    const json patch = patch_for(desired, running);
+    if (patch.empty()) return ok_status();
+    return apply_patch(patch);
+}
+
+Status SonicDriver::apply_patch(const json& patch) {
+    const std::string cp = next_checkpoint_name();
+    auto r = remote(config_cmd({"checkpoint", cp}), options_.read_timeout);
+    if (!r) return driver_error(name_, r.error().code, r.error().message);
+    if (!r->success())
+        return driver_error(
+            name_, "checkpoint-failed",
+            fmt::format("config checkpoint {} failed: {}; nothing was changed", cp, describe_remote_failure(*r)),
+            ssh_failed(*r) || r->timed_out);
+
+    auto drop_checkpoint = [&] { (void)remote(config_cmd({"delete-checkpoint", cp}), options_.read_timeout); };
+
+    auto a = remote(config_cmd({"apply-patch", "/dev/stdin"}), options_.apply_timeout, patch.dump(2) + "\n");
+    if (a && a->success()) {
+        drop_checkpoint();
+        return ok_status();
+    }
+    const std::string why = a ? describe_remote_failure(*a) : a.error().message;
+    auto rb = remote(config_cmd({"rollback", cp}), options_.apply_timeout);
+    if (!rb || !rb->success()) {
+        const std::string rb_why = rb ? describe_remote_failure(*rb) : rb.error().message;
+        Error e = driver_error(name_, "rollback-failed",
+                               fmt::format("config apply-patch failed ({}) and rollback to checkpoint {} failed ({}): "
+                                           "the switch may be partly changed; checkpoint {} is kept",
+                                           why, cp, rb_why, cp));
+        return e;
+    }
+    drop_checkpoint();
+    return driver_error(name_, "apply-failed",
+                        fmt::format("config apply-patch failed: {}; rolled back to checkpoint {}", why, cp),
+                        a && (ssh_failed(*a) || a->timed_out));
+}
+
+}  // namespace kiln::network::sonic

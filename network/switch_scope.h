@@ -1,0 +1,46 @@
+// What kiln manages on one switch: the ports cabled to nodes (all of them,
+// or one node's), the RoCE profile they carry, and the comparison of the
+// rendered config with what the switch runs. Shared by the network stage
+// (one node's ports) and `kiln network drift` (every cabled port).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "network/fabric.h"
+#include "network/switch_driver.h"
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/core/result.h"
+
+namespace kiln::network {
+
+struct SwitchScope {
+    const config::Switch* sw = nullptr;
+    const config::RoceProfile* profile = nullptr;
+    std::vector<Port> ports;  // cabled ports, in the switch's order
+};
+
+// Every switch `node` is cabled to, with the node's own ports there and the
+// node's network profile; empty when the node names no network profile.
+Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
+                                                 const config::Node& node);
+
+// One switch with every cabled port and the profile its nodes share
+// (profile_for_switch's rules). No cabled port: an empty scope.
+Result<SwitchScope> scope_for_switch(const config::Fleet& fleet, const Fabric& fabric, const config::Switch& sw);
+
+struct SwitchComparison {
+    nlohmann::json desired;
+    nlohmann::json running;
+    std::vector<ConfigChange> changes;  // empty: converged
+};
+
+// render, read_running, diff.
+Result<SwitchComparison> compare_switch(SwitchDriver& driver, const SwitchScope& scope);
+
+// A change as JSON for plans and `drift --json`.
+nlohmann::json change_json(const std::string& switch_name, const ConfigChange& c);
+
+}  // namespace kiln::network

@@ -1,0 +1,192 @@
+#include "provisioner/cli/network_command.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "network/eos/eos_driver.h"
+#include "network/fabric.h"
+#include "network/nvue/nvue_driver.h"
+#include "network/sonic/render.h"
+#include "network/sonic/yang_validator.h"
+#include "network/switch_drivers.h"
+#include "network/switch_scope.h"
+
+namespace kiln::cli {
+
+namespace {
+
+using nlohmann::json;
+
+void print_error(const std::string& message) {
+    std::fprintf(stderr, "kiln: %s\n", message.c_str());
+}
+
+Result<json> render_one(const config::Fleet& fleet, const network::FabricSwitch& fs, const std::string& format) {
+    if (format == "sonic") {
+        auto db = network::sonic::render_switch(fleet, fs);
+        if (!db) return db.error();
+        return db->json();
+    }
+    auto profile = network::profile_for_switch(fleet, fs);
+    if (!profile) return profile.error();
+    if (format == "nvue") return network::nvue::render_nvue(**profile, fs.ports);
+    return network::eos::render_eos(**profile, fs.ports);
+}
+
+int cmd_render(const NetworkArgs& args, const config::Fleet& fleet) {
+    auto fabric = network::build_fabric(fleet);
+    if (!fabric) {
+        print_error(fabric.error().str());
+        return 1;
+    }
+    std::vector<const network::FabricSwitch*> chosen;
+    std::string format = args.format;
+    if (!args.switch_name.empty()) {
+        const network::FabricSwitch* fs = fabric->find_switch(args.switch_name);
+        if (!fs) {
+            std::string names;
+            for (const auto& s : fabric->switches) names += (names.empty() ? "" : ", ") + s.name;
+            print_error(fmt::format("no switch '{}' in {}; defined: {}", args.switch_name, fleet.path,
+                                    names.empty() ? "(none)" : names));
+            return 1;
+        }
+        if (format.empty()) format = fs->os;
+        chosen.push_back(fs);
+    } else {
+        if (format.empty()) format = "sonic";
+        for (const auto& s : fabric->switches)
+            if (s.os == format) chosen.push_back(&s);
+    }
+    if (args.validate && format != "sonic") {
+        print_error("--validate checks SONiC tables against the YANG models: use it with --format sonic");
+        return 1;
+    }
+    std::optional<network::sonic::YangValidator> validator;
+    if (args.validate) {
+        auto v = args.yang_dir.empty() ? network::sonic::YangValidator::load()
+                                       : network::sonic::YangValidator::load(args.yang_dir);
+        if (!v) {
+            print_error(v.error().str());
+            return 1;
+        }
+        validator.emplace(std::move(*v));
+    }
+    json all = json::object();
+    int invalid = 0;
+    for (const auto* fs : chosen) {
+        auto cfg = render_one(fleet, *fs, format);
+        if (!cfg) {
+            print_error(fmt::format("switch {}: {}", fs->name, cfg.error().message));
+            return 1;
+        }
+        if (validator) {
+            for (const auto& issue : validator->check(*cfg)) {
+                std::fprintf(stderr, "switch %s: table %s, key %s, field %s: %s\n", fs->name.c_str(),
+                             issue.table.c_str(), issue.key.empty() ? "-" : issue.key.c_str(),
+                             issue.field.empty() ? "-" : issue.field.c_str(), issue.message.c_str());
+                ++invalid;
+            }
+        }
+        all[fs->name] = std::move(*cfg);
+    }
+    if (invalid) {
+        print_error(fmt::format("{} YANG issue{}; the rendered config is not valid", invalid, invalid == 1 ? "" : "s"));
+        return 1;
+    }
+    if (!args.switch_name.empty())
+        std::printf("%s\n", all[args.switch_name].dump(2).c_str());
+    else
+        std::printf("%s\n", all.dump(2).c_str());
+    return 0;
+}
+
+int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
+    auto fabric = network::build_fabric(fleet);
+    if (!fabric) {
+        print_error(fabric.error().str());
+        return 1;
+    }
+    if (!args.switch_name.empty() && !fleet.find_switch(args.switch_name)) {
+        print_error(fmt::format("no switch '{}' in {}", args.switch_name, fleet.path));
+        return 1;
+    }
+    network::SwitchDriverDeps deps;
+    deps.http = std::make_shared<net::CurlHttpClient>();
+    json changes = json::array();
+    json errors = json::array();
+    json checked = json::array();
+    for (const auto& sw : fleet.switches) {
+        if (!args.switch_name.empty() && sw.name != args.switch_name) continue;
+        auto scope = network::scope_for_switch(fleet, *fabric, sw);
+        if (!scope) {
+            errors.push_back({{"switch", sw.name}, {"error", scope.error().message}});
+            continue;
+        }
+        if (scope->ports.empty()) continue;  // nothing cabled: nothing kiln manages there
+        auto driver = network::make_switch_driver(fleet, sw, deps);
+        if (!driver) {
+            errors.push_back({{"switch", sw.name}, {"error", driver.error().message}});
+            continue;
+        }
+        auto cmp = network::compare_switch(**driver, *scope);
+        if (!cmp) {
+            errors.push_back({{"switch", sw.name}, {"error", cmp.error().message}});
+            continue;
+        }
+        checked.push_back(sw.name);
+        for (const auto& c : cmp->changes) changes.push_back(network::change_json(sw.name, c));
+    }
+    if (args.json) {
+        std::printf("%s\n",
+                    json{{"fleet", fleet.name}, {"switches_checked", checked}, {"drift", changes}, {"errors", errors}}
+                        .dump(2)
+                        .c_str());
+    } else {
+        for (const auto& c : changes) {
+            // A switch-wide leaf is named by its path: "switch-priority" alone is ambiguous.
+            const std::string port = c["port"].get<std::string>();
+            const std::string where =
+                port.empty() ? "(switch) " + c["path"].get<std::string>() : port + " " + c["field"].get<std::string>();
+            std::printf("%s %s: running %s, want %s\n", c["switch"].get<std::string>().c_str(), where.c_str(),
+                        c["running"].is_null() ? "(absent)" : c["running"].dump().c_str(),
+                        c["desired"].is_null() ? "(absent)" : c["desired"].dump().c_str());
+        }
+        for (const auto& e : errors)
+            std::fprintf(stderr, "kiln: switch %s: %s\n", e["switch"].get<std::string>().c_str(),
+                         e["error"].get<std::string>().c_str());
+        std::printf("Drift: %zu difference%s on %zu switch%s checked, %zu error%s.\n", changes.size(),
+                    changes.size() == 1 ? "" : "s", checked.size(), checked.size() == 1 ? "" : "es", errors.size(),
+                    errors.size() == 1 ? "" : "s");
+    }
+    if (!errors.empty()) return 1;
+    return changes.empty() ? 0 : 2;
+}
+
+}  // namespace
+
+void add_network_commands(CLI::App& app, NetworkArgs& args) {
+    auto* network = app.add_subcommand("network", "the RoCE fabric: render switch configs, find drift");
+    network->require_subcommand(1);
+    args.render = network->add_subcommand("render", "print the config kiln would put on switches (JSON)");
+    args.render->add_option("fleet", args.fleet, "fleet.toml")->required();
+    args.render->add_option("--switch", args.switch_name, "one switch (default: every switch of the format's OS)");
+    args.render->add_option("--format", args.format, "sonic | nvue | eos (default: the switch's OS, else sonic)")
+        ->check(CLI::IsMember({"sonic", "nvue", "eos"}));
+    args.render->add_flag("--validate", args.validate, "check SONiC tables against the YANG models");
+    args.render->add_option("--yang-dir", args.yang_dir, "SONiC YANG models to validate with");
+    args.drift = network->add_subcommand("drift", "compare switches' running config with the profile");
+    args.drift->add_option("fleet", args.fleet, "fleet.toml")->required();
+    args.drift->add_option("--switch", args.switch_name, "only this switch");
+    args.drift->add_flag("--json", args.json, "as JSON");
+}
+
+int cmd_network(const NetworkArgs& args, const FleetLoader& load) {
+    auto fleet = load(args.fleet);
+    if (!fleet) return 1;
+    if (args.render && *args.render) return cmd_render(args, *fleet);
+    return cmd_drift(args, *fleet);
+}
+
+}  // namespace kiln::cli

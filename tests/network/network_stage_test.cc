@@ -1,0 +1,196 @@
+// The network stage against emulated NVUE and EOS switches: observe, plan
+// (one action per switch), apply, verify, and drift as plan work; and the
+// CLI: `kiln plan --detailed-exitcode` exits 2 after a change behind kiln's
+// back, `kiln network drift` names switch, port and field, `kiln apply`
+// repairs it; `kiln network render` in each format, with --validate.
+#include <catch2/catch.hpp>
+
+#include "network/stage/network_stage.h"
+#include "network/switch_drivers.h"
+#include "provisioner/engine/cancel.h"
+#include "tests/network/fabric_test_util.h"
+#include "tests/support/child.h"
+
+using namespace kiln;
+using namespace kiln::test::fabric;
+using nlohmann::json;
+
+namespace {
+
+struct Lab {
+    Emulators emu;
+    std::unique_ptr<FleetFile> fleet;
+
+    explicit Lab(int nodes = 2) {
+        const auto n = emu.start("leaf-n", "nvue");
+        const auto e = emu.start("leaf-e", "eos");
+        fleet = write_fleet(fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3"}},
+                                        {"leaf-e", "eos", e, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1"}}},
+                                       nodes));
+        INFO(fleet->errors());
+        REQUIRE(fleet->loaded.fleet);
+    }
+    const config::Fleet& f() const { return *fleet->loaded.fleet; }
+};
+
+network::NetworkStage make_stage() {
+    return network::NetworkStage([](const config::Fleet& fleet, const config::Switch& sw) {
+        network::SwitchDriverDeps deps;
+        deps.nvue.poll_interval = std::chrono::milliseconds(10);
+        return network::make_switch_driver(fleet, sw, deps);
+    });
+}
+
+test::ChildResult kiln_cli(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{KILN_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return test::run_child(argv);
+}
+
+}  // namespace
+
+TEST_CASE("network stage: holds each switch the node is cabled to") {
+    Lab lab;
+    auto stage = make_stage();
+    CHECK(stage.resources(lab.f(), lab.f().nodes[0]) == std::vector<std::string>{"switch:leaf-e", "switch:leaf-n"});
+}
+
+TEST_CASE("network stage: observe, one action per switch, apply, verify: then nothing to do") {
+    Lab lab;
+    auto stage = make_stage();
+    engine::StopToken stop;
+    const auto& node = lab.f().nodes[1];
+    engine::StageContext ctx(lab.f(), node, "network", stop,
+                             engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs);
+    CHECK_THAT(obs->state["host_nics"].get<std::string>(), Catch::Contains("not observed"));
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan);
+    REQUIRE(plan->size() == 2);
+    // Switches in fleet order (the loader sorts [switches.*] by name).
+    CHECK((*plan)[0].id == "configure:leaf-e");
+    CHECK((*plan)[1].id == "configure:leaf-n");
+    // n2 is cabled to the second port of each switch: only those appear.
+    CHECK_THAT((*plan)[1].description, Catch::Contains("swp2"));
+    CHECK_FALSE(Catch::Contains("swp1").match((*plan)[1].description));
+    CHECK_THAT((*plan)[0].description,
+               Catch::StartsWith("configure leaf-e (eos): 12 changes: Ethernet2/1 mtu: (absent) -> 9214"));
+    CHECK_FALSE(stage.verify(ctx));
+    for (const auto& a : *plan) {
+        auto st = stage.apply(ctx, a);
+        INFO((st ? "" : st.error().str()));
+        REQUIRE(st);
+    }
+    CHECK(stage.verify(ctx));
+    // Applying again is harmless: the switch is re-read and found converged.
+    CHECK(stage.apply(ctx, (*plan)[0]));
+    auto again = stage.observe(ctx);
+    REQUIRE(again);
+    CHECK(stage.plan(ctx, *again)->empty());
+    CHECK(lab.emu.get("leaf-e").running()["cmds"].contains("interface Ethernet2/1"));
+    CHECK(lab.emu.get("leaf-n").running()["interface"]["swp2"]["link"]["mtu"] == 9216);
+    CHECK_FALSE(lab.emu.get("leaf-e").running()["cmds"].contains("interface Ethernet1/1"));  // n1's, not applied
+}
+
+TEST_CASE("network stage: an unreachable switch is a transient error naming it") {
+    Emulators emu;
+    const auto url = emu.start("leaf-n", "nvue");
+    auto fleet = write_fleet(
+        fleet_toml({{"leaf-n", "nvue", url, {"swp1"}}, {"leaf-x", "eos", "http://127.0.0.1:1", {"Ethernet1/1"}}}, 1));
+    REQUIRE(fleet->loaded.fleet);
+    auto stage = make_stage();
+    engine::StopToken stop;
+    engine::StageContext ctx(*fleet->loaded.fleet, fleet->loaded.fleet->nodes[0], "network", stop,
+                             engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
+    auto obs = stage.observe(ctx);
+    REQUIRE_FALSE(obs);
+    CHECK(obs.error().transient);
+    CHECK_THAT(obs.error().message, Catch::Contains("leaf-x"));
+}
+
+TEST_CASE("kiln CLI: drift behind kiln's back is plan work (exit 2), named by drift, repaired by apply") {
+    Lab lab;
+    const std::string& fleet = lab.fleet->path;
+    auto first = kiln_cli({"apply", fleet});
+    INFO(first.out + first.err);
+    REQUIRE(first.exit_code == 0);
+    auto converged = kiln_cli({"plan", fleet, "--detailed-exitcode"});
+    INFO(converged.out + converged.err);
+    CHECK(converged.exit_code == 0);
+    auto clean = kiln_cli({"network", "drift", fleet});
+    CHECK(clean.exit_code == 0);
+    CHECK_THAT(clean.out, Catch::Contains("Drift: 0 differences on 2 switches checked"));
+
+    REQUIRE(lab.emu.get("leaf-n").change_behind_back({{"interface", {{"swp2", {{"link", {{"mtu", 1500}}}}}}}}));
+    auto plan = kiln_cli({"plan", fleet, "--detailed-exitcode"});
+    INFO(plan.out + plan.err);
+    CHECK(plan.exit_code == 2);
+    CHECK_THAT(plan.out, Catch::Contains("configure leaf-n (nvue): 1 change: swp2 mtu: 1500 -> 9216"));
+
+    auto drift = kiln_cli({"network", "drift", fleet, "--json"});
+    INFO(drift.out + drift.err);
+    CHECK(drift.exit_code == 2);
+    auto doc = json::parse(drift.out);
+    REQUIRE(doc["drift"].size() == 1);
+    CHECK(doc["drift"][0]["switch"] == "leaf-n");
+    CHECK(doc["drift"][0]["port"] == "swp2");
+    CHECK(doc["drift"][0]["field"] == "mtu");
+    CHECK(doc["drift"][0]["running"] == 1500);
+
+    auto text = kiln_cli({"network", "drift", fleet});
+    CHECK(text.exit_code == 2);
+    CHECK_THAT(text.out, Catch::Contains("leaf-n swp2 mtu: running 1500, want 9216"));
+
+    auto repair = kiln_cli({"apply", fleet});
+    INFO(repair.out + repair.err);
+    CHECK(repair.exit_code == 0);
+    CHECK(lab.emu.get("leaf-n").running()["interface"]["swp2"]["link"]["mtu"] == 9216);
+    CHECK(kiln_cli({"network", "drift", fleet}).exit_code == 0);
+    CHECK(kiln_cli({"plan", fleet, "--detailed-exitcode"}).exit_code == 0);
+}
+
+TEST_CASE("kiln CLI: network render prints each format: --validate runs the SONiC YANG check") {
+    auto fleet = write_fleet(fleet_toml({{"leaf-s", "sonic", "127.0.0.1:2222", {"Ethernet0", "Ethernet4"}},
+                                         {"leaf-n", "nvue", "127.0.0.1:8765", {"swp1", "swp2"}}},
+                                        2));
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    auto sonic = kiln_cli({"network", "render", fleet->path, "--validate"});
+    INFO(sonic.out + sonic.err);
+    REQUIRE(sonic.exit_code == 0);
+    auto all = json::parse(sonic.out);
+    REQUIRE(all.contains("leaf-s"));
+    CHECK_FALSE(all.contains("leaf-n"));  // not a SONiC switch
+    CHECK(all["leaf-s"]["PORT"]["Ethernet4"]["mtu"] == "9216");
+    CHECK(all["leaf-s"]["DSCP_TO_TC_MAP"]["ROCE"]["26"] == "3");
+
+    auto one = kiln_cli({"network", "render", fleet->path, "--switch", "leaf-s"});
+    REQUIRE(one.exit_code == 0);
+    CHECK(json::parse(one.out).contains("PORT_QOS_MAP"));
+
+    auto nvue = kiln_cli({"network", "render", fleet->path, "--switch", "leaf-n"});
+    REQUIRE(nvue.exit_code == 0);
+    CHECK(json::parse(nvue.out)["interface"]["swp2"]["link"]["mtu"] == 9216);
+
+    auto eos = kiln_cli({"network", "render", fleet->path, "--format", "eos"});
+    REQUIRE(eos.exit_code == 0);
+    CHECK(json::parse(eos.out).empty());  // no EOS switch in this fleet
+
+    auto bad = kiln_cli({"network", "render", fleet->path, "--switch", "leaf-z"});
+    CHECK(bad.exit_code == 1);
+    CHECK_THAT(bad.err, Catch::Contains("no switch 'leaf-z'"));
+}
+
+TEST_CASE("kiln CLI: network render --validate names table, key and field of a config the models refuse") {
+    // A watchdog detection time past SONiC's YANG bound: the loader allows
+    // it (other switch OSes take it), the SONiC models do not.
+    auto fleet = write_fleet(fleet_toml({{"leaf-s", "sonic", "127.0.0.1:2222", {"Ethernet0"}}}, 1,
+                                        "pfc_watchdog = { detection_ms = 60000 }\n"));
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    auto r = kiln_cli({"network", "render", fleet->path, "--validate"});
+    INFO(r.out + r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("switch leaf-s: table PFC_WD, key Ethernet0, field detection_time"));
+}
