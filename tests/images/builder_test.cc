@@ -1,0 +1,223 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "images/build_log.h"
+#include "images/builder.h"
+#include "images/manifest.h"
+#include "provisioner/core/sha256.h"
+#include "tests/images/fakes.h"
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace kiln::images;
+using kiln::test::TempDir;
+using kiln::test::images::FakeDiskFactory;
+using kiln::test::images::FakeDiskWorld;
+using kiln::test::images::FakeTools;
+
+namespace {
+
+struct Rig {
+    TempDir dir;
+    FakeTools tools;
+    FakeDiskWorld world;
+    FakeDiskFactory disks{world};
+    LayerCache cache{dir.path() + "/cache"};
+    Builder builder{tools, disks, cache};
+    BuildOptions opts;
+    std::string smoke;
+
+    Rig() {
+        dir.write("apt/sources.list.d/debian.sources",
+                  "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm\nComponents: main\n");
+        opts.apt_dir = dir.path() + "/apt";
+        opts.mbr_path = dir.write("mbr.bin", std::string(512, '\x55'));
+        opts.output = dir.path() + "/out/demo.qcow2";
+        opts.source_date_epoch = 1764633600;
+        smoke = dir.write("kiln-smoke", "#!/bin/sh\necho v1\n");
+    }
+
+    Recipe recipe(const std::string& extra_layer = "") {
+        const std::string text = std::string("name = \"demo\"\n[inputs]\nkiln-smoke = \"\"\n[base]\nsuite = \"bookworm\"\n"
+                                             "packages = [\"linux-image-amd64\"]\n"
+                                             "[[layers]]\nname = \"rdma\"\npackages = [\"rdma-core\"]\n"
+                                             "kernel_args = [\"iommu=pt\"]\n") +
+                                 extra_layer +
+                                 "[[layers]]\nname = \"smoke\"\n[[layers.files]]\npath = \"/usr/local/bin/kiln-smoke\"\n"
+                                 "input = \"kiln-smoke\"\nmode = \"0755\"\n";
+        auto r = parse_recipe(text, dir.path() + "/demo.toml", {{"kiln-smoke", smoke}});
+        for (const auto& e : r.errors) FAIL(e.str());
+        return *r.recipe;
+    }
+
+    std::vector<std::string> statuses(const BuildResult& r) {
+        std::vector<std::string> out;
+        for (const auto& l : r.layers) out.push_back(l.name + ":" + l.status);
+        return out;
+    }
+    std::vector<std::string> last_log() {
+        std::vector<std::string> out;
+        for (const auto& r : BuildLog(cache.dir() + "/build.log").last_build()) out.push_back(r.layer + ":" + r.status);
+        return out;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("builder: cold build builds every layer, a rerun builds nothing") {
+    Rig rig;
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(r.ok());
+    CHECK(rig.statuses(*r) == std::vector<std::string>{"base:built", "rdma:built", "smoke:built"});
+    CHECK(rig.last_log() == std::vector<std::string>{"base:built", "rdma:built", "smoke:built", "output:built"});
+    CHECK(fs::exists(r->image));
+    CHECK(rig.world.files.at("/usr/local/bin/kiln-smoke") == "#!/bin/sh\necho v1\n");
+
+    const int launches = rig.world.launches;
+    auto again = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(again.ok());
+    CHECK(rig.statuses(*again) == std::vector<std::string>{"base:cached", "rdma:cached", "smoke:cached"});
+    CHECK(rig.last_log() == std::vector<std::string>{"base:cached", "rdma:cached", "smoke:cached", "output:cached"});
+    CHECK(rig.world.launches == launches);
+    CHECK(again->output_cached);
+}
+
+TEST_CASE("builder: a changed input file rebuilds only its layer") {
+    Rig rig;
+    REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
+    auto first = read_manifest(Builder::manifest_path_for(rig.opts.output));
+    REQUIRE(first.has_value());
+    std::ofstream(rig.smoke) << "#!/bin/sh\necho v2\n";
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(r.ok());
+    CHECK(rig.last_log() == std::vector<std::string>{"base:cached", "rdma:cached", "smoke:built", "output:built"});
+    CHECK((*first)["layers"][1]["key"] == r->manifest["layers"][1]["key"]);
+    CHECK((*first)["layers"][2]["key"] != r->manifest["layers"][2]["key"]);
+    CHECK((*first)["image_sha256"] != r->manifest["image_sha256"]);
+}
+
+TEST_CASE("builder: base through mmdebstrap with SOURCE_DATE_EPOCH, overlays on their parent") {
+    Rig rig;
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(r.ok());
+    const auto& mm = rig.tools.argvs.at(0);
+    CHECK(mm[0] == "mmdebstrap");
+    CHECK(std::find(mm.begin(), mm.end(), "--variant=minbase") != mm.end());
+    CHECK(std::find(mm.begin(), mm.end(), "--include=linux-image-amd64") != mm.end());
+    CHECK(mm.back() == "deb http://mirror.invalid/debian bookworm main");
+    CHECK(rig.tools.envs.at(0).at("SOURCE_DATE_EPOCH") == "1764633600");
+    // qemu-img create -b ../<parent>/disk.qcow2 -F qcow2 for each layer.
+    int overlays = 0;
+    for (const auto& a : rig.tools.argvs)
+        if (a[0] == "qemu-img" && a[1] == "create" && std::find(a.begin(), a.end(), "-b") != a.end()) {
+            ++overlays;
+            auto b = std::find(a.begin(), a.end(), "-b");
+            CHECK((b + 1)->rfind("../", 0) == 0);
+            CHECK(*(b + 2) == "-F");
+        }
+    CHECK(overlays == 2);
+    // The rdma layer had network (apt), the smoke layer none.
+    CHECK(std::count(rig.world.calls.begin(), rig.world.calls.end(), "network:1") == 1);
+    CHECK(std::count(rig.world.calls.begin(), rig.world.calls.end(), "network:0") == 1);
+    // Boot entry: newest kernel, root by UUID, every kernel argument so far.
+    const std::string conf = rig.world.files.at("/boot/extlinux/extlinux.conf");
+    CHECK(conf.find("LINUX /boot/vmlinuz-6.1.0-99-amd64") != std::string::npos);
+    CHECK(conf.find("root=UUID=" + root_uuid_for(r->layers[0].key)) != std::string::npos);
+    CHECK(conf.find("console=ttyS0 iommu=pt") != std::string::npos);
+    // Reproducibility: an empty machine-id.
+    CHECK(rig.world.files.at("/etc/machine-id").empty());
+}
+
+TEST_CASE("builder: commands get the image's kernel version, not the appliance's") {
+    Rig rig;
+    const std::string layer = "[[layers]]\nname = \"dkms\"\ncommands = [\"dkms autoinstall -k $KILN_KERNEL_VERSION\"]\n";
+    REQUIRE(rig.builder.build(rig.recipe(layer), rig.opts).ok());
+    bool seen = false;
+    for (size_t i = 0; i < rig.world.calls.size(); ++i) {
+        (void)i;
+    }
+    for (const auto& env : rig.world.envs)
+        if (env.count("KILN_LAYER") && env.at("KILN_LAYER") == "dkms") {
+            CHECK(env.at("KILN_KERNEL_VERSION") == "6.1.0-99-amd64");
+            seen = true;
+        }
+    CHECK(seen);
+}
+
+TEST_CASE("builder: a failing command shows its output and leaves the cache untouched") {
+    Rig rig;
+    REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
+    const auto before = rig.cache.list();
+    rig.world.on_run = [](const std::string& script) {
+        if (script.find("make-it-fail") != std::string::npos)
+            return GuestCommandResult{3, "compiling...\nerror: widget not found\n"};
+        if (script.find("dpkg-query") != std::string::npos) return GuestCommandResult{0, "bash\t5\n"};
+        return GuestCommandResult{0, ""};
+    };
+    auto r = rig.builder.build(rig.recipe("[[layers]]\nname = \"bad\"\ncommands = [\"make-it-fail\"]\n"), rig.opts);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "layer-command");
+    CHECK(r.error().message.find("layer 'bad'") != std::string::npos);
+    CHECK(r.error().message.find("exit 3") != std::string::npos);
+    CHECK(r.error().message.find("error: widget not found") != std::string::npos);
+    const auto after = rig.cache.list();
+    REQUIRE(after.size() == before.size());
+    for (size_t i = 0; i < after.size(); ++i) CHECK(after[i].key == before[i].key);
+    for (const auto& e : fs::directory_iterator(rig.cache.dir() + "/layers"))
+        CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+    CHECK(rig.last_log().back() == "bad:failed");
+}
+
+TEST_CASE("builder: a missing input names the recipe position") {
+    Rig rig;
+    Recipe r = rig.recipe();
+    fs::remove(rig.smoke);
+    auto b = rig.builder.build(r, rig.opts);
+    REQUIRE_FALSE(b.ok());
+    CHECK(b.error().code == "missing-file");
+    CHECK(b.error().message.find(rig.dir.path() + "/demo.toml:") == 0);
+    CHECK(b.error().message.find("layers[1].files[0].input: file not found") != std::string::npos);
+    CHECK(rig.cache.list().empty());
+
+    r.inputs["kiln-smoke"].path = "";
+    auto c = rig.builder.build(r, rig.opts);
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().message.find("give --input kiln-smoke=PATH") != std::string::npos);
+}
+
+TEST_CASE("builder: a full disk inside a layer is reported as such") {
+    Rig rig;
+    rig.world.on_run = [](const std::string& script) {
+        if (script.find("fallocate") != std::string::npos)
+            return GuestCommandResult{1, "fallocate: fallocate failed: No space left on device\n"};
+        if (script.find("dpkg-query") != std::string::npos) return GuestCommandResult{0, "bash\t5\n"};
+        return GuestCommandResult{0, ""};
+    };
+    auto r = rig.builder.build(rig.recipe("[[layers]]\nname = \"fill\"\ncommands = [\"fallocate -l 64G /fill\"]\n"),
+                               rig.opts);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("No space left on device") != std::string::npos);
+}
+
+TEST_CASE("builder: the manifest lists packages sorted, layer keys and the output digest") {
+    Rig rig;
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(r.ok());
+    const auto& m = r->manifest;
+    CHECK(m["recipe"] == "demo");
+    CHECK(m["kernel"] == "6.1.0-99-amd64");
+    REQUIRE(m["packages"].is_object());
+    CHECK(m["packages"].begin().key() == "bash");
+    CHECK(m["packages"]["zlib1g"] == "1:1.2.13");
+    REQUIRE(m["layers"].size() == 3);
+    CHECK(m["layers"][2]["name"] == "smoke");
+    CHECK(m["final_key"] == r->layers.back().key);
+    CHECK(m["nvidia_driver"].is_null());
+    CHECK(m["image_sha256"] == kiln::sha256_file(r->image).value());
+    CHECK(m["source_date_epoch"] == 1764633600);
+    auto on_disk = read_manifest(r->manifest_path);
+    REQUIRE(on_disk.has_value());
+    CHECK(*on_disk == m);
+}

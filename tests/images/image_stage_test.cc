@@ -1,0 +1,81 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "images/image_stage.h"
+#include "tests/images/fakes.h"
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+using kiln::test::TempDir;
+using kiln::test::images::FakeDiskFactory;
+using kiln::test::images::FakeDiskWorld;
+using kiln::test::images::FakeTools;
+
+TEST_CASE("image stage: plans a build, then converges: a changed input replans: verify checks the bytes") {
+    TempDir dir;
+    dir.write("apt/sources.list.d/d.sources",
+              "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm\nComponents: main\n");
+    const std::string smoke = dir.write("smoke", "v1");
+    dir.write("recipes/r.toml",
+              "name = \"r\"\n[inputs]\nkiln-smoke = \"../smoke\"\n[base]\nsuite = \"bookworm\"\n"
+              "packages = [\"linux-image-amd64\"]\n[[layers]]\nname = \"smoke\"\n[[layers.files]]\n"
+              "path = \"/usr/local/bin/kiln-smoke\"\ninput = \"kiln-smoke\"\n");
+    config::Fleet fleet;
+    fleet.dir = dir.path();
+    config::ImageProfile profile;
+    profile.name = "guest";
+    profile.recipe = dir.path() + "/recipes/r.toml";
+    fleet.images["guest"] = profile;
+    config::Node node;
+    node.name = "n1";
+    node.image = "guest";
+    fleet.nodes.push_back(node);
+
+    FakeDiskWorld world;
+    images::ImageStageOptions o;
+    o.apt_dir = dir.path() + "/apt";
+    o.make_runner = [] { return std::make_unique<FakeTools>(); };
+    o.make_disks = [&world] { return std::make_unique<FakeDiskFactory>(world); };
+    images::ImageStage stage(o);
+    engine::StopToken stop;
+    engine::StageContext ctx(fleet, fleet.nodes[0], "image", stop,
+                             engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
+
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->size() == 1);
+    CHECK(plan->at(0).description == "build image r (2 layers to build, 0 cached)");
+    CHECK_FALSE(stage.verify(ctx).ok());
+    REQUIRE(stage.apply(ctx, plan->at(0)).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(fs::exists(dir.path() + "/.kiln/images/images/r.qcow2"));
+
+    auto obs2 = stage.observe(ctx);
+    REQUIRE(obs2.ok());
+    CHECK(stage.plan(ctx, *obs2)->empty());
+
+    auto in1 = stage.inputs(ctx);
+    std::ofstream(smoke) << "v2";
+    auto in2 = stage.inputs(ctx);
+    REQUIRE(in1.ok());
+    REQUIRE(in2.ok());
+    CHECK((*in1)["final_key"] != (*in2)["final_key"]);
+    auto obs3 = stage.observe(ctx);
+    auto plan3 = stage.plan(ctx, *obs3);
+    REQUIRE(plan3->size() == 1);
+    CHECK(plan3->at(0).description == "build image r (1 layers to build, 1 cached)");
+    CHECK_FALSE(stage.verify(ctx).ok());
+
+    // Bytes changed behind kiln's back: verify says so.
+    REQUIRE(stage.apply(ctx, plan3->at(0)).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    std::ofstream(dir.path() + "/.kiln/images/images/r.qcow2", std::ios::app) << "tampered";
+    auto v = stage.verify(ctx);
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.error().message.find("differs from its manifest") != std::string::npos);
+}
