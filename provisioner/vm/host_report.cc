@@ -102,6 +102,8 @@ json to_json(const PciDevice& d) {
         j["rdma"] = rdma;
     }
     if (d.acs_ctrl) j["acs_ctrl"] = hex(*d.acs_ctrl, 4);
+    if (!d.link_speed.empty()) j["link_speed"] = d.link_speed;
+    if (d.link_width) j["link_width"] = *d.link_width;
     return j;
 }
 

@@ -197,6 +197,17 @@ Result<PciDevice> read_device(const SysfsReader& sys, const fs::path& devices_ro
     auto acs = sys.optional_hex(rel + "/acs_ctrl", 0xffff);
     if (!acs) return acs.error();
     if (acs->has_value()) dev.acs_ctrl = static_cast<uint16_t>(**acs);
+    // Link speed and width feed the guest's NCCL topology file; VFs and
+    // some bridges have none.
+    auto speed = sys.optional_text(rel + "/current_link_speed");
+    if (!speed) return speed.error();
+    if (speed->has_value()) dev.link_speed = **speed;
+    auto width = sys.optional_integer(rel + "/current_link_width");
+    if (!width) return width.error();
+    if (width->has_value()) {
+        if (**width < 0 || **width > 32) return sys.malformed(rel + "/current_link_width", "not a link width (0-32)");
+        dev.link_width = static_cast<int>(**width);
+    }
     return dev;
 }
 

@@ -59,6 +59,10 @@ struct PciDevice {
     // ACS Control register of a bridge when recorded (see acs_ctrl in
     // tests/fixtures/sysfs/README.md); sysfs itself does not expose it.
     std::optional<uint16_t> acs_ctrl;
+    // current_link_speed ("16.0 GT/s PCIe") and current_link_width, when
+    // the kernel reports them (not for VFs).
+    std::string link_speed;
+    std::optional<int> link_width;
 
     bool is_vf() const { return !physfn.empty(); }
     bool is_infiniband() const { return (class_code >> 8) == 0x0207; }

@@ -1,0 +1,92 @@
+#include "provisioner/vm/nccl_topo.h"
+
+#include <cstdio>
+
+#include "provisioner/vm/guest_pci_layout.h"
+#include "provisioner/vm/xml_writer.h"
+
+namespace kiln::vm {
+
+namespace {
+
+std::string hex(unsigned v, int width) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%0*x", width, v);
+    return buf;
+}
+
+// The link a device reports, or its PF's for a VF (which has none).
+void add_link(const HostTopology& host, const PciDevice& d, XmlWriter::Attrs& attrs) {
+    const PciDevice* src = &d;
+    if (d.link_speed.empty() && d.is_vf()) {
+        if (const PciDevice* pf = host.device(d.physfn)) src = pf;
+    }
+    if (!src->link_speed.empty()) attrs.emplace_back("link_speed", src->link_speed);
+    if (src->link_width) attrs.emplace_back("link_width", std::to_string(*src->link_width));
+}
+
+XmlWriter::Attrs pci_attrs(const HostTopology& host, const std::string& guest, const PciDevice& d) {
+    XmlWriter::Attrs a = {{"busid", guest}, {"class", hex(d.class_code, 6)}, {"vendor", hex(d.vendor, 4)},
+                          {"device", hex(d.device, 4)}};
+    add_link(host, d, a);
+    return a;
+}
+
+}  // namespace
+
+std::string affinity_mask(int first, int count, int total) {
+    const int words = total <= 0 ? 1 : (total + 31) / 32;
+    std::string out;
+    for (int w = words - 1; w >= 0; --w) {
+        unsigned bits = 0;
+        for (int b = 0; b < 32; ++b) {
+            const int cpu = w * 32 + b;
+            if (cpu >= first && cpu < first + count) bits |= 1u << b;
+        }
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%08x", bits);
+        if (!out.empty()) out += ',';
+        out += buf;
+    }
+    return out;
+}
+
+Result<std::string> nccl_topology(const HostTopology& host, const VmPlacement& vm) {
+    for (const auto& d : vm.devices()) {
+        if (!host.device(d)) return make_error("vm", "nccl_topo", "vm " + vm.name + ": device " + d + " is not on this host");
+    }
+    const GuestPciLayout layout = plan_guest_pci(vm);
+    const int total = static_cast<int>(vm.vcpus());
+    XmlWriter w;
+    w.open("system", {{"version", "1"}});
+    int first = 0;
+    for (size_t c = 0; c < vm.cells.size(); ++c) {
+        const VmCell& cell = vm.cells[c];
+        const int n = static_cast<int>(cell.cpus.size());
+        w.comment("guest cell " + std::to_string(c) + " = host NUMA node " + std::to_string(cell.host_node));
+        w.open("cpu", {{"numaid", std::to_string(c)}, {"affinity", affinity_mask(first, n, total)}, {"arch", "x86_64"}});
+        first += n;
+        for (const auto& s : cell.slots) {
+            const GuestDevice* head = layout.device(s.gpus.empty() ? s.nics.front() : s.gpus.front());
+            const PciDevice* up = s.host_switch.empty() ? nullptr : host.device(s.host_switch);
+            XmlWriter::Attrs sw = {{"busid", head->upstream}, {"class", "0x060400"}};
+            if (up) add_link(host, *up, sw);
+            if (up) w.comment("host switch " + s.host_switch);
+            w.open("pci", sw);
+            for (const auto& list : {&s.gpus, &s.nics}) {
+                for (const auto& addr : *list) {
+                    w.empty("pci", pci_attrs(host, layout.device(addr)->guest, *host.device(addr)));
+                }
+            }
+            w.close();
+        }
+        for (const auto& nv : cell.nvswitches) {
+            w.empty("pci", pci_attrs(host, layout.device(nv)->guest, *host.device(nv)));
+        }
+        w.close();
+    }
+    w.close();
+    return w.str();
+}
+
+}  // namespace kiln::vm

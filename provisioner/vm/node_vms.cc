@@ -1,0 +1,161 @@
+#include "provisioner/vm/node_vms.h"
+
+#include "provisioner/core/sha256.h"
+#include "provisioner/vm/guest_contract.h"
+#include "provisioner/vm/nccl_topo.h"
+
+namespace kiln::vm {
+
+namespace {
+
+Error at(const config::SourcePos& pos, const std::string& key, const Error& e) {
+    Error out = e;
+    out.message = pos.str() + ": " + key + ": " + e.message;
+    return out;
+}
+
+}  // namespace
+
+Result<Accelerator> parse_accelerator(const std::string& s) {
+    if (s == "kvm") return Accelerator::kvm;
+    if (s == "tcg") return Accelerator::tcg;
+    return make_error("vm", "accelerator", "accelerator \"" + s + "\" is not kvm or tcg");
+}
+
+NetBackend parse_net_backend(const std::string& s) {
+    if (s == "passt") return NetBackend::passt;
+    if (s == "none") return NetBackend::none;
+    return NetBackend::slirp;
+}
+
+std::string node_vm_dir(const config::Fleet& fleet, const config::Node& node) {
+    std::string base;
+    if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end() && !it->second.images_dir.empty()) {
+        base = it->second.images_dir;
+    } else {
+        base = (fleet.dir.empty() ? std::string(".") : fleet.dir) + "/.kiln/vm";
+    }
+    return base + "/" + node.name;
+}
+
+Result<HostTopology> NodeVmPlanner::host(const std::string& sysfs_root) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = hosts_.find(sysfs_root); it != hosts_.end()) return it->second;
+    auto h = discover_host({.sysfs_root = sysfs_root});
+    if (!h) return h.error();
+    hosts_[sysfs_root] = *h;
+    return std::move(h).value();
+}
+
+Result<Placement> NodeVmPlanner::place_node(const config::Fleet& fleet, const config::Node& node,
+                                            const HostTopology& host) {
+    const config::VmShape& shape = fleet.vm.at(node.vm);
+    auto req = request_from_shape(shape);
+    if (!req) return at(shape.pos, "vm." + shape.name, req.error());
+    req->hugepage_kib = shape.hugepage_size == "2M" ? kHugePage2M : kHugePage1G;
+    auto p = place(host, *req);
+    if (!p) return at(shape.pos, "vm." + shape.name, p.error());
+    return p;
+}
+
+Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::Node& node) {
+    auto shape_it = fleet.vm.find(node.vm);
+    if (shape_it == fleet.vm.end()) {
+        return make_error("vm", "config", node.pos.str() + ": nodes." + node.name + ".vm: the node names no vm shape");
+    }
+    const config::VmShape& shape = shape_it->second;
+    // The fleet-wide ordinal: VMs of the nodes before this one, in order.
+    int ordinal = 0;
+    for (const auto& other : fleet.nodes) {
+        if (other.name == node.name) break;
+        auto os = fleet.vm.find(other.vm);
+        if (os == fleet.vm.end()) continue;
+        auto oh = host(os->second.sysfs);
+        if (!oh) return at(os->second.pos, "vm." + os->second.name + ".sysfs", oh.error());
+        auto op = place_node(fleet, other, *oh);
+        if (!op) return op.error();
+        ordinal += static_cast<int>(op->vms.size());
+    }
+    auto h = host(shape.sysfs);
+    if (!h) return at(shape.pos, "vm." + shape.name + ".sysfs", h.error());
+    auto p = place_node(fleet, node, *h);
+    if (!p) return p.error();
+
+    NodeVms out;
+    out.shape = &shape;
+    out.uri = node.libvirt_uri;
+    out.dir = node_vm_dir(fleet, node);
+    out.host = std::move(h).value();
+    out.placement = std::move(p).value();
+    nlohmann::json peers = nlohmann::json::array();
+    // Peers: every VM of the fleet, so each rank knows where the others listen.
+    {
+        int ord = 0;
+        for (const auto& other : fleet.nodes) {
+            auto os = fleet.vm.find(other.vm);
+            if (os == fleet.vm.end()) continue;
+            auto oh = host(os->second.sysfs);
+            if (!oh) return at(os->second.pos, "vm." + os->second.name + ".sysfs", oh.error());
+            auto op = place_node(fleet, other, *oh);
+            if (!op) return op.error();
+            for (size_t i = 0; i < op->vms.size(); ++i, ++ord) {
+                peers.push_back({{"vm", domain_name(other.name, static_cast<int>(i))},
+                                 {"node", other.name},
+                                 {"ordinal", ord},
+                                 {"address", "10.0.2.2"},
+                                 {"port", kSmokeHostPortBase + ord}});
+            }
+        }
+    }
+    for (size_t i = 0; i < out.placement.vms.size(); ++i) {
+        const VmPlacement& vm = out.placement.vms[i];
+        NodeVm v;
+        v.index = static_cast<int>(i);
+        v.name = domain_name(node.name, v.index);
+        v.ordinal = ordinal + v.index;
+        v.smoke_host_port = kSmokeHostPortBase + v.ordinal;
+        v.files = vm_files(out.dir, v.name);
+        auto topo = nccl_topology(out.host, vm);
+        if (!topo) return topo.error();
+        v.nccl_topology = std::move(topo).value();
+        v.seed.hostname = v.name;
+        v.seed.ssh_authorized_keys = shape.ssh_authorized_keys;
+        v.seed.nccl_topology = v.nccl_topology;
+        v.seed.smoke = {{"node", node.name},
+                        {"vm", v.name},
+                        {"ordinal", v.ordinal},
+                        {"guest_port", kGuestSmokePort},
+                        {"host_port", v.smoke_host_port},
+                        {"host_address", "10.0.2.2"},
+                        {"world_size", peers.size()},
+                        {"peers", peers},
+                        {"nccl_topo_file", kGuestNcclTopoPath}};
+        v.options = domain_options(out.placement, v.name);
+        v.options.disk = v.files.overlay;
+        v.options.seed_iso = v.files.seed_iso;
+        v.options.serial_log = v.files.serial_log;
+        v.options.net = parse_net_backend(shape.network);
+        v.options.smoke_host_port = v.options.net == NetBackend::none ? 0 : v.smoke_host_port;
+        auto xml = domain_xml(out.host, vm, v.options);
+        if (!xml) return xml.error();
+        Sha256 hash;
+        hash.update(*xml);
+        hash.update(seed_user_data(v.seed));
+        hash.update("accelerator=" + shape.accelerator);
+        hash.update("base_image=" + shape.base_image);
+        v.desired_hash = hash.hex();
+        // instance-id changes with the wanted config; reimage adds its own.
+        v.seed.instance_id = v.name + "-" + v.desired_hash.substr(0, 12);
+        out.vms.push_back(std::move(v));
+    }
+    return out;
+}
+
+Result<std::string> NodeVms::xml(size_t i, Accelerator accel) const {
+    DomainOptions o = vms[i].options;
+    o.accelerator = accel;
+    o.desired_hash = vms[i].desired_hash;
+    return domain_xml(host, placement.vms[i], o);
+}
+
+}  // namespace kiln::vm

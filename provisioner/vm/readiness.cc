@@ -1,0 +1,89 @@
+#include "provisioner/vm/readiness.h"
+
+#include <thread>
+
+#include "provisioner/vm/guest_contract.h"
+
+namespace kiln::vm {
+
+namespace {
+
+std::string last_line(const std::string& s) {
+    size_t end = s.find_last_not_of("\r\n");
+    if (end == std::string::npos) return "";
+    const size_t start = s.find_last_of('\n', end);
+    std::string line = s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+    if (line.size() > 200) line = line.substr(0, 200) + "...";
+    return line;
+}
+
+}  // namespace
+
+std::optional<ReadyMarker> find_ready_marker(const std::string& serial) {
+    const std::string marker = kReadyMarker;
+    std::optional<ReadyMarker> found;
+    size_t pos = 0;
+    while ((pos = serial.find(marker, pos)) != std::string::npos) {
+        // The marker starts a line (after a possible '\r' from the tty).
+        const bool at_start = pos == 0 || serial[pos - 1] == '\n' || serial[pos - 1] == '\r';
+        size_t end = serial.find('\n', pos);
+        if (end == std::string::npos) {
+            // A line still being written: wait for its newline.
+            break;
+        }
+        std::string line = serial.substr(pos, end - pos);
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        const bool whole_word = line.size() == marker.size() || line[marker.size()] == ' ';
+        if (at_start && whole_word) {
+            ReadyMarker m;
+            m.line = line;
+            const std::string rest = line.substr(marker.size());
+            auto j = nlohmann::json::parse(rest, nullptr, /*allow_exceptions=*/false);
+            if (!j.is_discarded() && j.is_object()) m.detail = std::move(j);
+            found = std::move(m);
+        }
+        pos = end;
+    }
+    return found;
+}
+
+Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const ReadyWait& wait) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + wait.timeout;
+    auto sleep = wait.sleep ? wait.sleep : [](std::chrono::milliseconds d) {
+        std::this_thread::sleep_for(d);
+        return true;
+    };
+    for (;;) {
+        auto out = hv.serial_output(name);
+        if (!out) return out.error();
+        if (auto m = find_ready_marker(*out)) return *m;
+        auto info = hv.lookup(name);
+        if (!info) return info.error();
+        if (!*info || (*info)->state != DomainState::running) {
+            const std::string state = *info ? state_name((*info)->state) : "gone";
+            // It may have printed the marker just before stopping.
+            auto again = hv.serial_output(name);
+            if (again && find_ready_marker(*again)) return *find_ready_marker(*again);
+            const std::string tail = again ? last_line(*again) : "";
+            return make_error("vm", "stopped",
+                              "domain " + name + " is " + state + " before it printed " + kReadyMarker +
+                                  (tail.empty() ? " (its serial log is empty)" : "; last serial line: " + tail));
+        }
+        const auto now = Clock::now();
+        if (now >= deadline) {
+            const std::string tail = last_line(*out);
+            return make_error("vm", "not_ready",
+                              "domain " + name + " printed no " + kReadyMarker + " within " +
+                                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait.timeout).count()) +
+                                  " s" + (tail.empty() ? " (its serial log is empty)" : "; last serial line: " + tail),
+                              /*transient=*/true);
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        if (!sleep(std::min(wait.poll, left))) {
+            return make_error("vm", "interrupted", "stopped waiting for " + name + " to be ready");
+        }
+    }
+}
+
+}  // namespace kiln::vm

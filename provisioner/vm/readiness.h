@@ -1,0 +1,41 @@
+// Readiness: the guest prints guest_contract.h's marker on its first serial
+// port ("KILN_READY {json}") once it is up. kiln reads the serial log
+// through the Hypervisor until the marker appears, the domain stops
+// running, the timeout passes, or the run is told to stop.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "provisioner/core/result.h"
+#include "provisioner/vm/hypervisor.h"
+
+namespace kiln::vm {
+
+struct ReadyMarker {
+    std::string line;                                   // the whole line, marker included
+    nlohmann::json detail = nlohmann::json::object();   // the JSON after the marker; {} when absent or unparsable
+};
+
+// The last marker line in serial output (a console may also carry kernel
+// messages and carriage returns); nullopt when there is none.
+std::optional<ReadyMarker> find_ready_marker(const std::string& serial);
+
+struct ReadyWait {
+    std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+    std::chrono::milliseconds poll{std::chrono::milliseconds(250)};
+    // Sleeps up to the given time; false when the wait must end early (a
+    // stage's StageContext::wait_for). Default: a plain sleep.
+    std::function<bool(std::chrono::milliseconds)> sleep;
+};
+
+// Errors: "vm"/"not_ready" at the timeout (transient), "vm"/"stopped" when
+// the domain is no longer running (with the serial output's last line),
+// "vm"/"interrupted" when sleep says stop.
+Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const ReadyWait& wait);
+
+}  // namespace kiln::vm

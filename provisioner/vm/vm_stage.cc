@@ -1,0 +1,247 @@
+#include "provisioner/vm/vm_stage.h"
+
+#include <filesystem>
+
+#include "provisioner/vm/domain_manager.h"
+#include "provisioner/vm/guest_contract.h"
+#include "provisioner/vm/libvirt_hypervisor.h"
+#include "provisioner/vm/overlay_disk.h"
+#include "provisioner/vm/probe_guest.h"
+#include "provisioner/vm/readiness.h"
+
+namespace kiln::vm {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string prefix_of(const std::string& node) { return "kiln-" + node + "-vm"; }
+
+int index_of(const NodeVms& vms, const std::string& name) {
+    for (size_t i = 0; i < vms.vms.size(); ++i) {
+        if (vms.vms[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+}
+
+std::string action_target(const engine::Action& a) {
+    const size_t c = a.id.find(':');
+    return c == std::string::npos ? "" : a.id.substr(c + 1);
+}
+
+std::string action_kind(const engine::Action& a) { return a.id.substr(0, a.id.find(':')); }
+
+}  // namespace
+
+VmStageDeps default_vm_stage_deps() {
+    VmStageDeps d;
+    d.connect = [](const std::string& uri) -> Result<std::unique_ptr<Hypervisor>> {
+        auto h = LibvirtHypervisor::open(uri);
+        if (!h) return h.error();
+        return std::unique_ptr<Hypervisor>(std::move(h).value());
+    };
+    d.runner = std::make_shared<ProcessRunner>();
+    d.probe = [](Hypervisor& hv, const std::string& dir) -> Result<ProbeResult> {
+        auto kernel = find_host_kernel();
+        if (!kernel) return ProbeResult{Accelerator::tcg, "no probe guest: " + kernel.error().message};
+        auto init = find_probe_init();
+        if (!init) return ProbeResult{Accelerator::tcg, "no probe guest: " + init.error().message};
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        const std::string initrd = dir + "/probe-initrd.img";
+        if (auto s = write_probe_initramfs(*init, initrd); !s) return s.error();
+        ProbeOptions o;
+        o.kernel = *kernel;
+        o.initrd = initrd;
+        o.work_dir = dir;
+        return probe_accelerator(hv, o);
+    };
+    return d;
+}
+
+Result<std::unique_ptr<Hypervisor>> VmStage::connect(const NodeVms& vms) { return deps_.connect(vms.uri); }
+
+Result<ProbeResult> VmStage::accelerator(Hypervisor& hv, const NodeVms& vms) {
+    const std::string& setting = vms.shape->accelerator;
+    if (setting != "auto") {
+        auto a = parse_accelerator(setting);
+        if (!a) return a.error();
+        return ProbeResult{*a, "vm." + vms.shape->name + ".accelerator = " + setting};
+    }
+    const std::string uri = hv.uri();
+    std::lock_guard<std::mutex> lock(probe_mu_);
+    if (auto it = probed_.find(uri); it != probed_.end()) return it->second;
+    ProbeResult r;
+    if (uri.find("://") != std::string::npos && uri.find(":///") == std::string::npos) {
+        r = {Accelerator::kvm, "remote hypervisor " + uri + ": kvm assumed (set accelerator = \"tcg\" to override)"};
+    } else {
+        auto p = deps_.probe(hv, fs::path(vms.dir).parent_path().string() + "/.probe");
+        if (!p) return p.error();
+        r = *p;
+    }
+    probed_[uri] = r;
+    return r;
+}
+
+Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
+    auto vms = planner_.plan(ctx.fleet(), ctx.node());
+    if (!vms) return vms.error();
+    auto hv = connect(*vms);
+    if (!hv) return hv.error();
+    json list = json::array();
+    for (const auto& v : vms->vms) {
+        auto info = (*hv)->lookup(v.name);
+        if (!info) return info.error();
+        json o = {{"name", v.name}, {"desired_hash", v.desired_hash}, {"defined", info->has_value()}};
+        if (*info) {
+            o["state"] = state_name((*info)->state);
+            auto xml = (*hv)->definition(v.name);
+            if (!xml) return xml.error();
+            o["hash"] = stamped_hash(*xml);
+        }
+        list.push_back(o);
+    }
+    auto names = (*hv)->list_names();
+    if (!names) return names.error();
+    json stale = json::array();
+    for (const auto& n : *names) {
+        if (n.rfind(prefix_of(ctx.node().name), 0) == 0 && index_of(*vms, n) < 0) stale.push_back(n);
+    }
+    engine::Observation obs;
+    obs.state = {{"uri", (*hv)->uri()}, {"vms", list}, {"stale", stale}};
+    return obs;
+}
+
+Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    std::vector<engine::Action> out;
+    for (const auto& n : observed.state.value("stale", json::array())) {
+        out.push_back({"undefine:" + n.get<std::string>(), "undefine leftover domain " + n.get<std::string>()});
+    }
+    for (const auto& v : observed.state.value("vms", json::array())) {
+        const std::string name = v["name"];
+        if (!v["defined"].get<bool>()) {
+            out.push_back({"define:" + name, "define " + name + " on a fresh overlay disk"});
+            out.push_back({"start:" + name, "start " + name + " and wait for " + kReadyMarker});
+            continue;
+        }
+        if (ctx.reimage()) {
+            out.push_back({"reimage:" + name, "reimage " + name + ": new overlay disk, same domain, wait for " + kReadyMarker});
+            continue;
+        }
+        if (v.value("hash", "") != v["desired_hash"].get<std::string>()) {
+            out.push_back({"redefine:" + name, "redefine " + name + " (its definition differs from the wanted one)",
+                           {{"had", v.value("hash", "")}, {"wants", v["desired_hash"]}}});
+            out.push_back({"start:" + name, "start " + name + " and wait for " + kReadyMarker});
+            continue;
+        }
+        if (v.value("state", "") != "running") {
+            out.push_back({"start:" + name, "start " + name + " (" + v.value("state", "") + ") and wait for " + kReadyMarker});
+        }
+    }
+    return out;
+}
+
+Status VmStage::prepare_files(engine::StageContext& ctx, const NodeVms& vms, size_t i, bool new_disk) {
+    const NodeVm& v = vms.vms[i];
+    std::error_code ec;
+    fs::create_directories(vms.dir, ec);
+    if (ec) return make_error("vm", "files", "cannot create " + vms.dir + ": " + ec.message());
+    if (new_disk || !fs::exists(v.files.overlay, ec)) {
+        if (vms.shape->base_image.empty()) {
+            return make_error("vm", "config", vms.shape->pos.str() + ": vm." + vms.shape->name +
+                                                  ".base_image: not set; the VMs need a guest image to boot");
+        }
+        ctx.progress(v.name + ": overlay on " + vms.shape->base_image);
+        if (auto s = create_overlay(*deps_.runner, vms.shape->base_image, v.files.overlay); !s) return s;
+    }
+    SeedConfig seed = v.seed;
+    if (new_disk) seed.instance_id += "-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+    return build_seed_iso(*deps_.runner, seed, v.files.seed_iso);
+}
+
+Status VmStage::define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i) {
+    auto accel = accelerator(hv, vms);
+    if (!accel) return accel.error();
+    ctx.event("accelerator", std::string(accelerator_name(accel->accelerator)) + " (" + accel->reason + ")");
+    auto xml = vms.xml(i, accel->accelerator);
+    if (!xml) return xml.error();
+    return hv.define(*xml);
+}
+
+Status VmStage::start_and_wait(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i) {
+    const NodeVm& v = vms.vms[i];
+    DomainManager dm(hv, *deps_.runner);
+    if (auto s = dm.start(v.name); !s) return s;
+    ctx.progress(v.name + ": waiting for " + kReadyMarker);
+    ReadyWait w;
+    w.timeout = vms.shape->boot_timeout;
+    w.sleep = [&ctx](std::chrono::milliseconds d) { return ctx.wait_for(d); };
+    auto r = dm.wait_ready(v.name, w);
+    if (!r) {
+        if (r.error().code == "remote_serial") return ok_status();  // verify checks running
+        return r.error();
+    }
+    ctx.event("ready", v.name + ": " + r->line);
+    return ok_status();
+}
+
+Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    auto vms = planner_.plan(ctx.fleet(), ctx.node());
+    if (!vms) return vms.error();
+    auto hv = connect(*vms);
+    if (!hv) return hv.error();
+    const std::string kind = action_kind(action);
+    const std::string name = action_target(action);
+    DomainManager dm(**hv, *deps_.runner);
+    if (kind == "undefine") return dm.undefine(name);
+    const int i = index_of(*vms, name);
+    if (i < 0) return make_error("vm", "plan", "action " + action.id + " names no VM this node wants");
+    const size_t idx = static_cast<size_t>(i);
+    if (kind == "define") {
+        if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/true); !s) return s;
+        return define(ctx, **hv, *vms, idx);
+    }
+    if (kind == "redefine") {
+        if (auto s = dm.stop(name); !s) return s;
+        if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/false); !s) return s;
+        return define(ctx, **hv, *vms, idx);
+    }
+    if (kind == "start") return start_and_wait(ctx, **hv, *vms, idx);
+    if (kind == "reimage") {
+        if (auto s = dm.stop(name); !s) return s;
+        if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/true); !s) return s;
+        if (auto s = define(ctx, **hv, *vms, idx); !s) return s;  // same name and UUID; refreshed if the config moved
+        return start_and_wait(ctx, **hv, *vms, idx);
+    }
+    return make_error("vm", "plan", "unknown action " + action.id);
+}
+
+Status VmStage::verify(engine::StageContext& ctx) {
+    auto vms = planner_.plan(ctx.fleet(), ctx.node());
+    if (!vms) return vms.error();
+    auto hv = connect(*vms);
+    if (!hv) return hv.error();
+    for (const auto& v : vms->vms) {
+        auto info = (*hv)->lookup(v.name);
+        if (!info) return info.error();
+        if (!*info) return make_error("vm", "verify", v.name + " is not defined");
+        if ((*info)->state != DomainState::running) {
+            return make_error("vm", "verify", v.name + " is " + state_name((*info)->state) + ", not running");
+        }
+        auto xml = (*hv)->definition(v.name);
+        if (!xml) return xml.error();
+        if (stamped_hash(*xml) != v.desired_hash) return make_error("vm", "verify", v.name + " is not the wanted definition");
+        auto serial = (*hv)->serial_output(v.name);
+        if (!serial) {
+            if (serial.error().code == "remote_serial") continue;
+            return serial.error();
+        }
+        if (!find_ready_marker(*serial)) {
+            return make_error("vm", "verify", v.name + " is running but has not printed " + std::string(kReadyMarker));
+        }
+    }
+    return ok_status();
+}
+
+}  // namespace kiln::vm

@@ -1,0 +1,69 @@
+// The "vm" stage (DESIGN §2, §3 vm) on one node:
+//   observe  each wanted domain (guest_contract.h names): defined or not,
+//            its state, the hash stamped in its XML; leftover kiln domains
+//            of the node (a shape that now gives fewer VMs)
+//   plan     define + start a missing VM; redefine + start one whose
+//            stamped hash differs; start a stopped one; reimage every VM
+//            under `kiln reimage`; undefine leftovers. Empty when converged
+//   apply    one action; start, redefine and reimage wait for the guest's
+//            readiness marker (bounded by the shape's boot_timeout and the
+//            stage deadline, cut short by a stop)
+//   verify   every wanted VM defined with the wanted hash, running, and
+//            (on a local hypervisor) its marker on the serial log
+// The hypervisor, the command runner and the accelerator probe are
+// injected, so unit tests run the stage against fakes.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "provisioner/core/command.h"
+#include "provisioner/engine/stage.h"
+#include "provisioner/vm/accelerator_probe.h"
+#include "provisioner/vm/hypervisor.h"
+#include "provisioner/vm/node_vms.h"
+
+namespace kiln::vm {
+
+struct VmStageDeps {
+    // Opens the node's hypervisor ("" = local).
+    std::function<Result<std::unique_ptr<Hypervisor>>(const std::string& uri)> connect;
+    std::shared_ptr<CommandRunner> runner;
+    // Resolves "auto" on a local hypervisor; `dir` is scratch space.
+    std::function<Result<ProbeResult>(Hypervisor& hv, const std::string& dir)> probe;
+};
+
+// The real dependencies: libvirt, ProcessRunner, the probe guest.
+VmStageDeps default_vm_stage_deps();
+
+class VmStage : public engine::Stage {
+public:
+    explicit VmStage(VmStageDeps deps) : deps_(std::move(deps)) {}
+
+    std::string name() const override { return "vm"; }
+    Result<engine::Observation> observe(engine::StageContext& ctx) override;
+    Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
+    Status apply(engine::StageContext& ctx, const engine::Action& action) override;
+    Status verify(engine::StageContext& ctx) override;
+
+    // The accelerator for a node's shape: its setting, or the probe's
+    // answer for "auto" (once per hypervisor URI; "auto" on a remote URI
+    // is KVM).
+    Result<ProbeResult> accelerator(Hypervisor& hv, const NodeVms& vms);
+
+private:
+    Result<std::unique_ptr<Hypervisor>> connect(const NodeVms& vms);
+    Status prepare_files(engine::StageContext& ctx, const NodeVms& vms, size_t i, bool new_disk);
+    Status define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i);
+    Status start_and_wait(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i);
+
+    VmStageDeps deps_;
+    NodeVmPlanner planner_;
+    std::mutex probe_mu_;
+    std::map<std::string, ProbeResult> probed_;  // by URI
+};
+
+}  // namespace kiln::vm

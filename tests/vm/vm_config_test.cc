@@ -1,0 +1,84 @@
+// The fleet keys the vm stage reads: [vm.NAME] and a node's libvirt_uri,
+// with their FILE:LINE:COL errors.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "provisioner/config/fleet_loader.h"
+
+using namespace kiln::config;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Loaded {
+    std::string dir;
+    std::string path;
+    LoadResult result;
+    ~Loaded() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+};
+
+std::unique_ptr<Loaded> load(const std::string& toml) {
+    auto l = std::make_unique<Loaded>();
+    std::string tmpl = (fs::temp_directory_path() / "kiln-vm-config-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    l->dir = tmpl;
+    l->path = l->dir + "/fleet.toml";
+    std::ofstream(l->path) << toml;
+    LoadOptions o;
+    o.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+    o.pipelines_dir_override = KILN_CONFIG_PIPELINES;
+    l->result = load_fleet(l->path, o);
+    return l;
+}
+
+const std::string kHead = "schema = 1\n[fleet]\nname = \"t\"\n[[racks]]\nname = \"r1\"\n";  // lines 1-5
+
+}  // namespace
+
+TEST_CASE("vm shape keys load, with paths resolved against the fleet folder", "[vm][config]") {
+    auto l = load(kHead +
+                  "[vm.gpu]\nsplit = \"numa\"\nhugepage_size = \"2M\"\naccelerator = \"tcg\"\nnetwork = \"passt\"\n"
+                  "sysfs = \"hosts/a\"\nimages_dir = \"vms\"\nbase_image = \"img/guest.qcow2\"\nboot_timeout = \"90s\"\n"
+                  "ssh_authorized_keys = [\"ssh-ed25519 AAAA k@h\"]\n"
+                  "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nrole = \"reimage\"\nvm = \"gpu\"\n"
+                  "libvirt_uri = \"qemu+ssh://root@10.0.0.5/system\"\n");
+    for (const auto& e : l->result.errors) INFO(e.str());
+    REQUIRE(l->result.fleet.has_value());
+    const auto& s = l->result.fleet->vm.at("gpu");
+    CHECK(s.hugepage_size == "2M");
+    CHECK(s.accelerator == "tcg");
+    CHECK(s.network == "passt");
+    CHECK(s.sysfs == l->dir + "/hosts/a");
+    CHECK(s.images_dir == l->dir + "/vms");
+    CHECK(s.base_image == l->dir + "/img/guest.qcow2");
+    CHECK(s.boot_timeout == std::chrono::seconds(90));
+    CHECK(s.ssh_authorized_keys == std::vector<std::string>{"ssh-ed25519 AAAA k@h"});
+    CHECK(l->result.fleet->nodes[0].libvirt_uri == "qemu+ssh://root@10.0.0.5/system");
+    // Defaults.
+    auto d = load(kHead + "[vm.gpu]\n");
+    REQUIRE(d->result.fleet.has_value());
+    CHECK(d->result.fleet->vm.at("gpu").accelerator == "auto");
+    CHECK(d->result.fleet->vm.at("gpu").sysfs == "/sys");
+}
+
+TEST_CASE("bad vm keys are reported at FILE:LINE:COL with their key", "[vm][config]") {
+    auto l = load(kHead + "[vm.gpu]\naccelerator = \"xen\"\n");  // line 7
+    REQUIRE(l->result.errors.size() == 1);
+    const auto& e = l->result.errors[0];
+    CHECK(e.pos.line == 7);
+    CHECK(e.key == "vm.gpu.accelerator");
+    CHECK(e.str().rfind(l->path + ":7:", 0) == 0);
+
+    auto u = load(kHead + "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nrole = \"reimage\"\nlibvirt_uri = \"hostname\"\n");
+    REQUIRE(u->result.errors.size() == 1);
+    CHECK(u->result.errors[0].pos.line == 10);
+    CHECK(u->result.errors[0].key == "nodes[0].libvirt_uri");
+    CHECK(u->result.errors[0].message.find("qemu+ssh://") != std::string::npos);
+}

@@ -1,0 +1,264 @@
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "provisioner/vm/domain_xml.h"
+#include "provisioner/vm/guest_contract.h"
+#include "provisioner/vm/vm_stage.h"
+#include "tests/vm/fake_hypervisor.h"
+#include "tests/vm/sysfs_fixture.h"
+
+using namespace kiln;
+using namespace kiln::vm;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Hands the stage a connection to the test's one FakeHypervisor.
+class Borrowed : public Hypervisor {
+public:
+    explicit Borrowed(Hypervisor& h) : h_(h) {}
+    std::string uri() const override { return h_.uri(); }
+    Status define(const std::string& xml) override { return h_.define(xml); }
+    Status start(const std::string& n) override { return h_.start(n); }
+    Status stop(const std::string& n) override { return h_.stop(n); }
+    Status undefine(const std::string& n) override { return h_.undefine(n); }
+    Result<std::optional<DomainInfo>> lookup(const std::string& n) override { return h_.lookup(n); }
+    Result<std::string> definition(const std::string& n) override { return h_.definition(n); }
+    Result<std::vector<std::string>> list_names() override { return h_.list_names(); }
+    Result<std::string> serial_output(const std::string& n) override { return h_.serial_output(n); }
+
+private:
+    Hypervisor& h_;
+};
+
+struct StageFixture {
+    std::string dir;
+    test::FakeHypervisor hv;
+    config::Fleet fleet;
+    engine::StopToken stop;
+    int probes = 0;
+
+    explicit StageFixture(const std::string& sysfs_fixture, const std::string& split = "numa") {
+        std::string tmpl = (fs::temp_directory_path() / "kiln-vm-stage-XXXXXX").string();
+        REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+        dir = tmpl;
+        ProcessRunner runner;
+        auto r = runner.run({.argv = {"qemu-img", "create", "-q", "-f", "qcow2", dir + "/base.qcow2", "16M"}});
+        REQUIRE(r.ok());
+        REQUIRE(r->success());
+        fleet.dir = dir;
+        config::VmShape shape;
+        shape.name = "gpu";
+        shape.split = split;
+        shape.sysfs = test::fixture_root(sysfs_fixture);
+        shape.base_image = dir + "/base.qcow2";
+        shape.images_dir = dir + "/vms";
+        shape.accelerator = "auto";
+        shape.boot_timeout = std::chrono::seconds(30);
+        shape.pos = {"fleet.toml", 40, 1};
+        fleet.vm["gpu"] = shape;
+        for (const char* name : {"gpu-01", "gpu-02"}) {
+            config::Node n;
+            n.name = name;
+            n.vm = "gpu";
+            n.pos = {"fleet.toml", 50, 1};
+            fleet.nodes.push_back(n);
+        }
+    }
+    ~StageFixture() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+
+    VmStage stage() {
+        VmStageDeps d;
+        d.connect = [this](const std::string&) -> Result<std::unique_ptr<Hypervisor>> {
+            return std::unique_ptr<Hypervisor>(new Borrowed(hv));
+        };
+        d.runner = std::make_shared<ProcessRunner>();
+        d.probe = [this](Hypervisor&, const std::string&) -> Result<ProbeResult> {
+            ++probes;
+            return ProbeResult{Accelerator::tcg, "fake probe"};
+        };
+        return VmStage(d);
+    }
+    engine::StageContext ctx(size_t node = 0) {
+        return engine::StageContext(fleet, fleet.nodes[node], "vm", stop,
+                                    engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
+    }
+};
+
+std::vector<std::string> ids(const std::vector<engine::Action>& actions) {
+    std::vector<std::string> out;
+    for (const auto& a : actions) out.push_back(a.id);
+    return out;
+}
+
+Status run_stage(VmStage& stage, engine::StageContext& ctx) {
+    auto obs = stage.observe(ctx);
+    if (!obs) return obs.error();
+    auto plan = stage.plan(ctx, *obs);
+    if (!plan) return plan.error();
+    for (const auto& a : *plan) {
+        if (auto s = stage.apply(ctx, a); !s) return s;
+    }
+    return stage.verify(ctx);
+}
+
+ino_t inode(const std::string& p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return st.st_ino;
+}
+
+}  // namespace
+
+TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    CHECK(ids(*plan) == std::vector<std::string>{"define:kiln-gpu-01-vm0", "start:kiln-gpu-01-vm0",
+                                                 "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1"});
+    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(f.probes == 1);  // auto: probed once, answer kept
+    CHECK(f.hv.count("define") == 2);
+    CHECK(f.hv.count("start") == 2);
+    const std::string vmdir = f.dir + "/vms/gpu-01";
+    CHECK(fs::exists(vmdir + "/kiln-gpu-01-vm0.qcow2"));
+    CHECK(fs::exists(vmdir + "/kiln-gpu-01-vm0-seed.iso"));
+    const std::string xml = f.hv.domains.at("kiln-gpu-01-vm1").xml;
+    CHECK(xml.find("type='qemu'") != std::string::npos);  // the probe said TCG
+    CHECK(xml.find("hostfwd=tcp:127.0.0.1:29601-:29500") != std::string::npos);
+    CHECK_FALSE(stamped_hash(xml).empty());
+
+    auto again = stage.observe(ctx);
+    REQUIRE(again.ok());
+    auto none = stage.plan(ctx, *again);
+    REQUIRE(none.ok());
+    CHECK(none->empty());
+}
+
+TEST_CASE("smoke ports follow the fleet-wide VM ordinal", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx(1);
+    REQUIRE(run_stage(stage, ctx).ok());
+    // gpu-01 has 2 VMs before gpu-02's: ordinals 2 and 3.
+    CHECK(f.hv.domains.at("kiln-gpu-02-vm0").xml.find("127.0.0.1:29602-:29500") != std::string::npos);
+    CHECK(f.hv.domains.at("kiln-gpu-02-vm1").xml.find("127.0.0.1:29603-:29500") != std::string::npos);
+}
+
+TEST_CASE("the vm stage restarts a stopped VM, redefines a changed one and removes leftovers", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    REQUIRE(run_stage(stage, ctx).ok());
+    f.hv.domains.at("kiln-gpu-01-vm0").state = DomainState::shutoff;
+    f.hv.domains["kiln-gpu-01-vm7"] = {"<domain><name>kiln-gpu-01-vm7</name></domain>", DomainState::running};
+    f.fleet.vm["gpu"].vcpus = 8;  // a changed shape: both VMs change
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    CHECK(ids(*plan) == std::vector<std::string>{"undefine:kiln-gpu-01-vm7", "redefine:kiln-gpu-01-vm0",
+                                                 "start:kiln-gpu-01-vm0", "redefine:kiln-gpu-01-vm1",
+                                                 "start:kiln-gpu-01-vm1"});
+    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(f.hv.domains.count("kiln-gpu-01-vm7") == 0);
+    CHECK(f.hv.domains.at("kiln-gpu-01-vm0").xml.find("<vcpu placement='static'>8</vcpu>") != std::string::npos);
+}
+
+TEST_CASE("reimage gives each VM a new overlay and keeps the domain", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    REQUIRE(run_stage(stage, ctx).ok());
+    const std::string disk = f.dir + "/vms/gpu-01/kiln-gpu-01-vm0.qcow2";
+    const ino_t before = inode(disk);
+    const std::string uuid_line = f.hv.domains.at("kiln-gpu-01-vm0").xml.substr(
+        f.hv.domains.at("kiln-gpu-01-vm0").xml.find("<uuid>"), 50);
+    ctx.set_reimage(true);
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    CHECK(ids(*plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1"});
+    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(inode(disk) != before);
+    CHECK(f.hv.domains.at("kiln-gpu-01-vm0").xml.find(uuid_line) != std::string::npos);
+    CHECK(f.hv.count("undefine") == 0);
+}
+
+TEST_CASE("a guest that never prints the marker fails the start, and verify says so", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    f.fleet.vm["gpu"].boot_timeout = std::chrono::milliseconds(0);
+    f.hv.boot_output = "Booting...\n";
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    auto s = run_stage(stage, ctx);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().code == "not_ready");
+    CHECK(s.error().message.find("Booting...") != std::string::npos);
+    auto v = stage.verify(ctx);
+    REQUIRE_FALSE(v.ok());
+}
+
+TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][stage]") {
+    SECTION("a GPU in an IOMMU group with an unrelated device") {
+        StageFixture f("broken-shared-group", "whole");
+        VmStage stage = f.stage();
+        auto ctx = f.ctx();
+        auto s = run_stage(stage, ctx);
+        REQUIRE_FALSE(s.ok());
+        CHECK(s.error().code == "iommu_group");
+        CHECK(s.error().message.find("fleet.toml:40:1: vm.gpu") == 0);
+        CHECK(s.error().message.find("1022:7901") != std::string::npos);
+        CHECK(f.hv.calls.empty());
+    }
+    SECTION("a missing sysfs file") {
+        StageFixture f("azure-ndv5");
+        test::FixtureCopy copy("azure-ndv5");
+        fs::remove(copy.path("bus/pci/devices/0000:13:00.0/numa_node"));
+        f.fleet.vm["gpu"].sysfs = copy.root();
+        VmStage stage = f.stage();
+        auto ctx = f.ctx();
+        auto s = run_stage(stage, ctx);
+        REQUIRE_FALSE(s.ok());
+        CHECK(s.error().code == "missing");
+        CHECK(s.error().message.find("vm.gpu.sysfs") != std::string::npos);
+        CHECK(s.error().message.find("0000:13:00.0/numa_node") != std::string::npos);
+        CHECK(f.hv.calls.empty());
+    }
+    SECTION("not enough hugepages") {
+        StageFixture f("azure-ndv5");
+        f.fleet.vm["gpu"].memory_gib = 950;  // node 1 has 900 1G pages free
+        VmStage stage = f.stage();
+        auto ctx = f.ctx();
+        auto s = run_stage(stage, ctx);
+        REQUIRE_FALSE(s.ok());
+        CHECK(s.error().code == "resources");
+        CHECK(s.error().message.find("900 free") != std::string::npos);
+        CHECK(f.hv.calls.empty());
+    }
+    SECTION("no base image") {
+        StageFixture f("azure-ndv5");
+        f.fleet.vm["gpu"].base_image = "";
+        VmStage stage = f.stage();
+        auto ctx = f.ctx();
+        auto s = run_stage(stage, ctx);
+        REQUIRE_FALSE(s.ok());
+        CHECK(s.error().message.find("fleet.toml:40:1: vm.gpu.base_image") == 0);
+        CHECK(f.hv.count("define") == 0);
+    }
+}
