@@ -245,6 +245,9 @@ public:
              "updated_ms=excluded.updated_ms, run_id=excluded.run_id"},
             {&states_, "SELECT node, state, detail, stage, error, updated_ms, run_id FROM node_state ORDER BY node"},
             {&history_, kHistory},
+            {&stage_records_,
+             "SELECT run_id, node, stage, input_hash, outcome, error, attempts, actions, started_ms, ended_ms "
+             "FROM stage_results WHERE node=? ORDER BY started_ms, id"},
         };
         for (const auto& d : defs) {
             sqlite3_stmt* s = nullptr;
@@ -395,6 +398,22 @@ public:
                 out.push_back(
                     {c.integer(0), c.integer(1), c.text(2), c.text(3), c.text(4), c.text(5), c.text(6), c.text(7)});
             if (rc != SQLITE_DONE) return fail("journal.read", "read the history of " + node);
+            return out;
+        });
+    }
+
+    Result<std::vector<StageRecord>> stage_records(const std::string& node) override {
+        using R = std::vector<StageRecord>;
+        return read<R>("read stage results", [&]() -> Result<R> {
+            Call c(stage_records_);
+            c.bind(node);
+            R out;
+            int rc;
+            while ((rc = c.step()) == SQLITE_ROW)
+                out.push_back({c.integer(0), c.text(1), c.text(2), c.text(3), c.text(4), c.text(5),
+                               static_cast<int>(c.integer(6)), static_cast<int>(c.integer(7)), c.integer(8),
+                               c.integer(9)});
+            if (rc != SQLITE_DONE) return fail("journal.read", "read the stage results of " + node);
             return out;
         });
     }
@@ -554,7 +573,7 @@ private:
     bool read_only_;
     Stmt begin_, commit_, rollback_, savepoint_, release_, rollback_to_, begin_run_, end_run_, runs_, last_verified_,
         record_stage_, upsert_verified_, forget_one_, forget_all_, begin_action_, end_action_, event_, set_state_,
-        states_, history_;
+        states_, history_, stage_records_;
 
     std::mutex queue_mu_;  // queue_, flushing_ and every Pending's done
     std::vector<Pending*> queue_;

@@ -109,6 +109,12 @@ public:
 
     // Newest first, at most `limit` entries (0 = all).
     virtual Result<std::vector<HistoryEntry>> history(const std::string& node, int limit) = 0;
+
+    // Every stage result of a node, oldest first, with start and end times:
+    // `kiln report`'s timeline. Stores without it say so.
+    virtual Result<std::vector<StageRecord>> stage_records(const std::string& node) {
+        return Error{"journal", "journal.unsupported", "this journal cannot list stage results of " + node};
+    }
 };
 
 }  // namespace kiln::journal

@@ -1,0 +1,149 @@
+#include "pipelines/smoke/cpu_checks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+namespace kiln::smoke {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// xorshift64*: a generator whose output is the same under every standard
+// library (std::uniform_real_distribution is not).
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+    double uniform() {  // [-1, 1)
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return static_cast<double>((s * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+    }
+};
+}  // namespace
+
+Check memory_bandwidth_check(size_t bytes) {
+    Check c{"mem_bandwidth_gbps", 0, std::nullopt, "GB/s", ">="};
+    std::vector<char> a(bytes, 1), b(bytes, 0);
+    double best = 0;
+    for (int it = 0; it < 5; ++it) {
+        auto t0 = Clock::now();
+        std::memcpy(b.data(), a.data(), bytes);
+        double secs = seconds_since(t0);
+        a[static_cast<size_t>(it)] = b[bytes - 1 - static_cast<size_t>(it)];  // keep the copy observable
+        best = std::max(best, 2.0 * static_cast<double>(bytes) / secs / 1e9);  // read + write, as STREAM counts
+    }
+    c.figure = best;
+    c.verdict = Verdict::Pass;
+    c.detail = "memcpy of " + std::to_string(bytes >> 20) + " MiB, best of 5, read+write bytes";
+    return c;
+}
+
+Check cpu_gemm_check(int n) {
+    Check c{"cpu_gemm_gflops", 0, std::nullopt, "GFLOP/s", ">="};
+    const size_t N = static_cast<size_t>(n);
+    std::vector<float> A(N * N), B(N * N), C(N * N);
+    Rng rng(7);
+    for (auto& x : A) x = static_cast<float>(rng.uniform());
+    for (auto& x : B) x = static_cast<float>(rng.uniform());
+    double best = 0;
+    for (int it = 0; it < 3; ++it) {
+        std::fill(C.begin(), C.end(), 0.0f);
+        auto t0 = Clock::now();
+        for (size_t i = 0; i < N; ++i)
+            for (size_t k = 0; k < N; ++k) {
+                const float a = A[i * N + k];
+                const float* brow = &B[k * N];
+                float* crow = &C[i * N];
+                for (size_t j = 0; j < N; ++j) crow[j] += a * brow[j];
+            }
+        double secs = seconds_since(t0);
+        best = std::max(best, 2.0 * static_cast<double>(N * N * N) / secs / 1e9);
+    }
+    // A wrong product would make the figure meaningless: spot-check one cell.
+    double ref = 0;
+    for (size_t k = 0; k < N; ++k) ref += static_cast<double>(A[3 * N + k]) * B[k * N + 5];
+    c.figure = best;
+    if (std::fabs(ref - C[3 * N + 5]) > 1e-2 * (1 + std::fabs(ref))) {
+        c.verdict = Verdict::Fail;
+        c.detail = "GEMM result is wrong";
+    } else {
+        c.verdict = Verdict::Pass;
+        c.detail = std::to_string(n) + "x" + std::to_string(n) + " float32, best of 3";
+    }
+    return c;
+}
+
+TrainingFigures train_tiny_mlp(unsigned seed, int steps) {
+    // y = sin(x . w*) from 8 inputs, a 8-32-1 tanh MLP, full-batch SGD.
+    constexpr int In = 8, Hid = 32, Samples = 256;
+    Rng rng(seed);
+    std::vector<double> X(Samples * In), Y(Samples), wstar(In);
+    for (auto& w : wstar) w = rng.uniform();
+    for (int s = 0; s < Samples; ++s) {
+        double dot = 0;
+        for (int i = 0; i < In; ++i) dot += (X[s * In + i] = rng.uniform()) * wstar[static_cast<size_t>(i)];
+        Y[static_cast<size_t>(s)] = std::sin(dot);
+    }
+    std::vector<double> W1(Hid * In), b1(Hid, 0), W2(Hid), h(Hid);
+    for (auto& w : W1) w = rng.uniform() * 0.5;
+    for (auto& w : W2) w = rng.uniform() * 0.5;
+    double b2 = 0;
+    const double lr = 0.1;
+    TrainingFigures f;
+    f.steps = steps;
+    for (int step = 0; step < steps; ++step) {
+        std::vector<double> gW1(W1.size(), 0), gb1(Hid, 0), gW2(Hid, 0);
+        double gb2 = 0, loss = 0;
+        for (int s = 0; s < Samples; ++s) {
+            const double* x = &X[static_cast<size_t>(s * In)];
+            double out = b2;
+            for (int j = 0; j < Hid; ++j) {
+                double a = b1[static_cast<size_t>(j)];
+                for (int i = 0; i < In; ++i) a += W1[static_cast<size_t>(j * In + i)] * x[i];
+                h[static_cast<size_t>(j)] = std::tanh(a);
+                out += W2[static_cast<size_t>(j)] * h[static_cast<size_t>(j)];
+            }
+            const double d = out - Y[static_cast<size_t>(s)];
+            loss += d * d;
+            const double g = 2 * d / Samples;
+            gb2 += g;
+            for (int j = 0; j < Hid; ++j) {
+                const auto J = static_cast<size_t>(j);
+                gW2[J] += g * h[J];
+                const double gh = g * W2[J] * (1 - h[J] * h[J]);
+                gb1[J] += gh;
+                for (int i = 0; i < In; ++i) gW1[static_cast<size_t>(j * In + i)] += gh * x[i];
+            }
+        }
+        loss /= Samples;
+        if (step == 0) f.first_loss = loss;
+        f.last_loss = loss;
+        for (size_t k = 0; k < W1.size(); ++k) W1[k] -= lr * gW1[k];
+        for (size_t k = 0; k < static_cast<size_t>(Hid); ++k) {
+            b1[k] -= lr * gb1[k];
+            W2[k] -= lr * gW2[k];
+        }
+        b2 -= lr * gb2;
+    }
+    return f;
+}
+
+Check cpu_training_check(unsigned seed, int steps) {
+    Check c{"loss_drop_fraction", 0, std::nullopt, "fraction", ">="};
+    auto f = train_tiny_mlp(seed, steps);
+    c.figure = f.first_loss > 0 ? 1.0 - f.last_loss / f.first_loss : 0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "8-32-1 tanh MLP, seed %u, %d steps: loss %.5f -> %.5f", seed, f.steps,
+                  f.first_loss, f.last_loss);
+    c.detail = buf;
+    c.verdict = std::isfinite(f.last_loss) ? Verdict::Pass : Verdict::Fail;
+    return c;
+}
+
+}  // namespace kiln::smoke

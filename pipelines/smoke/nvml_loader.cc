@@ -1,0 +1,64 @@
+#include "pipelines/smoke/nvml_loader.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace kiln::smoke {
+
+namespace {
+using nvmlReturn_t = int;
+using nvmlDevice_t = void*;
+constexpr nvmlReturn_t kSuccess = 0;
+using InitFn = nvmlReturn_t (*)();
+using ByPciFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+using RemapFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*);
+using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+
+template <class F>
+F sym(void* lib, const char* name) {
+    return reinterpret_cast<F>(dlsym(lib, name));
+}
+}  // namespace
+
+Nvml* Nvml::instance(std::string* err) {
+    static std::once_flag once;
+    static Nvml* nvml = nullptr;
+    static std::string why;
+    std::call_once(once, [] {
+        void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            why = "NVML not found (libnvidia-ml.so.1): no NVIDIA driver?";
+            return;
+        }
+        auto init = sym<InitFn>(lib, "nvmlInit_v2");
+        if (!init || init() != kSuccess) {
+            why = "nvmlInit failed";
+            return;
+        }
+        nvml = new Nvml;  // lives for the process
+        nvml->lib_ = lib;
+    });
+    if (!nvml && err) *err = why;
+    return nvml;
+}
+
+NvmlGpuHealth Nvml::health(const std::string& pci_bus_id) {
+    NvmlGpuHealth h;
+    auto by_pci = sym<ByPciFn>(lib_, "nvmlDeviceGetHandleByPciBusId_v2");
+    nvmlDevice_t dev = nullptr;
+    if (!by_pci || by_pci(pci_bus_id.c_str(), &dev) != kSuccess) {
+        h.error = "NVML does not know the GPU at " + pci_bus_id;
+        return h;
+    }
+    if (auto remap = sym<RemapFn>(lib_, "nvmlDeviceGetRemappedRows")) {
+        unsigned corr = 0, unc = 0;
+        h.remaps_supported = remap(dev, &corr, &unc, &h.remap_pending, &h.remap_failure) == kSuccess;
+    }
+    auto reasons = sym<ReasonsFn>(lib_, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (!reasons) reasons = sym<ReasonsFn>(lib_, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    if (reasons) h.reasons_supported = reasons(dev, &h.reasons) == kSuccess;
+    return h;
+}
+
+}  // namespace kiln::smoke

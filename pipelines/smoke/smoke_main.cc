@@ -1,0 +1,212 @@
+// kiln-smoke: the smoke job that runs inside every guest. It prints ONE JSON
+// document on stdout: {"host","backend","checks":[...],"verdict"}; exit 0
+// when every check passed or was skipped, 1 when one failed, 2 on bad usage.
+// Every check runs under a watchdog: nothing here waits without a bound.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "pipelines/smoke/check_json.h"
+#include "pipelines/smoke/cpu_checks.h"
+#include "pipelines/smoke/ring_allreduce.h"
+#include "pipelines/smoke/tcp_ring.h"
+#include "pipelines/smoke/thresholds.h"
+#include "pipelines/smoke/watchdog.h"
+#ifdef KILN_SMOKE_WITH_CUDA
+#include "pipelines/smoke/gpu_checks.h"
+#endif
+#include "pipelines/smoke/default_floors.h"  // generated: kDefaultFloors, floors.json's text
+
+namespace {
+
+using namespace kiln::smoke;
+using Clock = std::chrono::steady_clock;
+
+bool read_text(const std::string& path, std::string* out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    std::ostringstream s;
+    s << in.rdbuf();
+    *out = s.str();
+    return true;
+}
+
+int usage_error(const std::string& m) {
+    std::fprintf(stderr, "kiln-smoke: %s\n", m.c_str());
+    return 2;
+}
+
+std::string hostname() {
+    char buf[256] = {};
+    gethostname(buf, sizeof buf - 1);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"kiln-smoke: health checks, all-reduce and a short training run; one JSON document on stdout"};
+    int rank = 0;
+    std::string peers_text, listen_addr = "0.0.0.0", backend = "auto", profile, floors_file, config_file, host;
+    int listen_port = 0;
+    std::vector<std::string> overrides;
+    double check_timeout_s = 120, connect_timeout_s = 60;
+    size_t allreduce_bytes = 4u << 20, mem_bytes = 64u << 20;
+    int iterations = 5, steps = 300, gemm_n = 256;
+    unsigned seed = 1234;
+    app.add_option("--rank", rank, "this rank (0-based)");
+    app.add_option("--peers", peers_text, "every rank's host:port, in rank order (default: one rank, no peers)");
+    app.add_option("--listen-addr", listen_addr, "address to accept the previous rank on")->capture_default_str();
+    app.add_option("--listen-port", listen_port, "port to listen on (default: this rank's port in --peers)");
+    app.add_option("--backend", backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    app.add_option("--profile", profile, "floors profile (cpu, A100, H100, H200; default: by backend and GPU model)");
+    app.add_option("--floors", floors_file, "floors data file instead of the built-in one");
+    app.add_option("--config", config_file, R"(JSON {"profile": P, "thresholds": {CHECK: number}} from kiln)");
+    app.add_option("--threshold", overrides, "CHECK=VALUE, overriding the floors (repeatable)");
+    app.add_option("--check-timeout", check_timeout_s, "seconds each check may take")->capture_default_str();
+    app.add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the peers")->capture_default_str();
+    app.add_option("--allreduce-bytes", allreduce_bytes, "bytes per all-reduce")->capture_default_str();
+    app.add_option("--iterations", iterations, "timed all-reduce iterations")->capture_default_str();
+    app.add_option("--mem-bytes", mem_bytes, "bytes copied by the memory bandwidth check")->capture_default_str();
+    app.add_option("--gemm-n", gemm_n, "CPU GEMM size")->capture_default_str();
+    app.add_option("--steps", steps, "training steps")->capture_default_str();
+    app.add_option("--seed", seed, "training seed")->capture_default_str();
+    app.add_option("--host", host, "name to report (default: the host name)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+
+    std::vector<Endpoint> peers;
+    std::string err;
+    if (peers_text.empty()) peers.push_back({"127.0.0.1", 0});
+    else if (!parse_peers(peers_text, &peers, &err)) return usage_error(err);
+    if (rank < 0 || rank >= static_cast<int>(peers.size()))
+        return usage_error("--rank " + std::to_string(rank) + " is not in 0.." + std::to_string(peers.size() - 1));
+
+    Thresholds thresholds;
+    std::string floors_text = kDefaultFloors;
+    if (!floors_file.empty() && !read_text(floors_file, &floors_text))
+        return usage_error("cannot read --floors " + floors_file);
+    if (!thresholds.load_floors(floors_text, &err)) return usage_error(err);
+
+    Report report;
+    report.host = host.empty() ? hostname() : host;
+    report.rank = rank;
+    report.ranks = static_cast<int>(peers.size());
+    const auto bound = std::chrono::milliseconds(static_cast<long long>(check_timeout_s * 1000));
+    const auto connect_bound = std::chrono::milliseconds(static_cast<long long>(connect_timeout_s * 1000));
+
+#ifdef KILN_SMOKE_WITH_CUDA
+    GpuInventory inventory;
+    if (backend != "cpu") {
+        auto inv = run_bounded({"gpu_count"}, bound, [&] {
+            inventory = gpu_inventory();
+            return std::vector<Check>{};
+        });
+        if (!inv.empty()) inventory.error = inv[0].detail;  // the inventory itself hung
+    }
+    const bool use_cuda = backend == "cuda" || (backend == "auto" && inventory.count > 0);
+#else
+    if (backend == "cuda") return usage_error("--backend cuda: this kiln-smoke was built without CUDA and NCCL");
+    const bool use_cuda = false;
+#endif
+    report.backend = use_cuda ? "cuda" : "cpu";
+
+    std::string selected = profile;
+#ifdef KILN_SMOKE_WITH_CUDA
+    if (selected.empty() && use_cuda) selected = inventory.model.empty() ? "H200" : inventory.model;
+#endif
+    if (selected.empty()) selected = "cpu";
+    if (!thresholds.select(selected, &err)) return usage_error(err);
+    if (!config_file.empty()) {
+        std::string text;
+        if (!read_text(config_file, &text)) return usage_error("cannot read --config " + config_file);
+        if (!thresholds.load_config(text, &err)) return usage_error(err);
+    }
+    for (const auto& o : overrides)
+        if (!thresholds.set_override(o, &err)) return usage_error(err);
+
+    auto add = [&](std::vector<Check> checks) {
+        for (auto& c : checks) report.checks.push_back(std::move(c));
+    };
+
+    // The ring first: its peers are starting now too.
+    std::shared_ptr<TcpRing> ring;
+    std::string ring_error;
+    if (peers.size() > 1) {
+        auto deadline = Clock::now() + connect_bound;
+        auto got = run_bounded({"ring_connect"}, connect_bound + std::chrono::seconds(5), [&] {
+            std::string e;
+            auto r = TcpRing::connect(rank, peers, listen_addr, listen_port, deadline, &e);
+            if (!r) throw std::runtime_error(e);
+            ring = std::move(r);
+            return std::vector<Check>{};
+        });
+        if (!got.empty()) ring_error = got[0].detail;
+    }
+
+    if (use_cuda) {
+#ifdef KILN_SMOKE_WITH_CUDA
+        Check count{"gpu_count", static_cast<double>(inventory.count), std::nullopt, "GPUs", ">="};
+        count.verdict = inventory.count > 0 ? Verdict::Pass : Verdict::Fail;
+        count.detail = inventory.count > 0 ? inventory.model : inventory.error;
+        add({count});
+        if (inventory.count > 0) {
+            GpuOptions go;
+            go.iterations = iterations;
+            go.train_steps = steps;
+            go.seed = seed;
+            for (auto& step : gpu_check_steps(go, ring.get(), Clock::now() + bound))
+                add(run_bounded(step.names, bound, step.run));
+        }
+#endif
+    } else {
+        add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes)}; }));
+        add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n)}; }));
+        add(run_bounded({"loss_drop_fraction"}, bound, [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));
+        if (peers.size() > 1 && !ring) {
+            for (const char* name : {"allreduce_errors", "allreduce_busbw_gbps"}) {
+                Check c{name, 0, std::nullopt, name == std::string("allreduce_errors") ? "elements" : "GB/s",
+                        name == std::string("allreduce_errors") ? "<=" : ">="};
+                c.verdict = Verdict::Fail;
+                c.detail = "ring bootstrap failed: " + ring_error;
+                report.checks.push_back(c);
+            }
+        } else {
+            // A stalled peer mid-transfer: the exchange deadline fires first,
+            // the watchdog after it if anything else hangs.
+            add(run_bounded({"allreduce_errors", "allreduce_busbw_gbps"}, bound + std::chrono::seconds(5), [&] {
+                if (!ring) {
+                    std::string e;
+                    ring = TcpRing::connect(0, peers, listen_addr, listen_port, Clock::now(), &e);
+                }
+                return allreduce_checks(*ring, allreduce_bytes, iterations, Clock::now() + bound);
+            }));
+        }
+    }
+
+    for (auto& c : report.checks) {
+        if (!c.threshold) c.threshold = thresholds.get(c.name);
+        c.judge();
+    }
+    auto doc = to_json(report);
+    doc["profile"] = thresholds.profile();
+    std::printf("%s\n", doc.dump(2).c_str());
+    std::fflush(stdout);
+    const int rc = report.verdict() == Verdict::Fail ? 1 : 0;
+    // A hung check's thread is still out there: leave without waiting for it.
+    if (any_abandoned()) std::_Exit(rc);
+    return rc;
+}

@@ -1,0 +1,205 @@
+#include "pipelines/smoke/smoke_stage.h"
+
+#include <algorithm>
+#include <set>
+
+#include "pipelines/smoke/check_json.h"
+#include "pipelines/smoke/smoke_result_store.h"
+#include "provisioner/journal/store.h"
+
+namespace kiln::smoke {
+
+using nlohmann::json;
+
+namespace {
+
+std::string tail(const std::string& s, size_t n) {
+    std::string t = s.size() > n ? s.substr(s.size() - n) : s;
+    std::replace(t.begin(), t.end(), '\n', ' ');
+    return t;
+}
+
+// The JSON document is the last thing kiln-smoke prints: find its start.
+std::optional<json> parse_report(const std::string& out) {
+    auto j = json::parse(out, nullptr, false);
+    if (!j.is_discarded()) return j;
+    auto brace = out.find("{\n");
+    if (brace != std::string::npos) {
+        j = json::parse(out.substr(brace), nullptr, false);
+        if (!j.is_discarded()) return j;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+SmokeStage::SmokeStage(SmokeStageOptions options) : options_(std::move(options)) {}
+
+Result<engine::Observation> SmokeStage::observe(engine::StageContext& ctx) {
+    engine::Observation o;
+    auto last = load_result(smoke_state_dir(ctx.fleet(), options_.state_dir), ctx.node().name);
+    if (!last) {
+        o.state = {{"last_result", nullptr}};
+        return o;
+    }
+    o.state = {{"last_result", last->value("verdict", "")}, {"input_hash", last->value("input_hash", "")},
+               {"ts_ms", last->value("ts_ms", int64_t(0))}};
+    return o;
+}
+
+Result<std::vector<engine::Action>> SmokeStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    const auto& s = observed.state;
+    const bool passed = s.value("last_result", json(nullptr)) == "pass" && s.value("input_hash", "") == ctx.input_hash();
+    if (passed && !ctx.reimage()) return std::vector<engine::Action>{};
+    engine::Action a;
+    a.id = "smoke:run";
+    a.description = "run kiln-smoke in the VMs of " + ctx.node().name + " (" + options_.transport->name() + ")";
+    return std::vector<engine::Action>{a};
+}
+
+void judge_result(json& result, const std::map<std::string, double>& thresholds) {
+    json failed = json::array();
+    std::set<std::string> seen;
+    for (const auto& vmr : result["vms"]) {
+        const std::string vm = vmr.value("vm", "");
+        if (!vmr.contains("report") || vmr["report"].is_null()) {
+            failed.push_back({{"vm", vm}, {"name", "kiln-smoke"}, {"detail", vmr.value("error", "no report")}});
+            continue;
+        }
+        for (const auto& c : vmr["report"]["checks"]) {
+            const std::string name = c.value("name", "");
+            seen.insert(name);
+            std::string verdict = c.value("verdict", "fail");
+            json threshold = c.contains("threshold") ? c["threshold"] : json(nullptr);
+            // The fleet's threshold is the one that counts, whatever the guest used.
+            if (auto it = thresholds.find(name); it != thresholds.end() && verdict != "skip") {
+                threshold = it->second;
+                if (c.contains("figure") && c["figure"].is_number() && verdict == "pass") {
+                    const double f = c["figure"].get<double>();
+                    const bool ok = c.value("compare", ">=") == "<=" ? f <= it->second : f >= it->second;
+                    if (!ok) verdict = "fail";
+                }
+            }
+            if (verdict == "fail")
+                failed.push_back({{"vm", vm}, {"name", name}, {"figure", c.value("figure", json(nullptr))},
+                                  {"threshold", threshold}, {"unit", c.value("unit", "")},
+                                  {"compare", c.value("compare", ">=")}, {"detail", c.value("detail", "")}});
+        }
+    }
+    // A threshold for a check no VM reported: an old kiln-smoke, a typo, a
+    // check that silently vanished. Never pass on absence.
+    for (const auto& [name, value] : thresholds)
+        if (!seen.count(name))
+            failed.push_back({{"vm", "*"}, {"name", name}, {"threshold", value},
+                              {"detail", "no VM reported this check"}});
+    result["failed"] = failed;
+    result["verdict"] = failed.empty() ? "pass" : "fail";
+}
+
+Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
+    auto& transport = *options_.transport;
+    const auto& fleet = ctx.fleet();
+    auto vms = transport.list_vms(ctx.node());
+    if (!vms) return vms.error();
+    if (vms->empty())
+        return make_error("smoke", "smoke.no_vms",
+                          "no VMs for node " + ctx.node().name + " (expected kiln-" + ctx.node().name + "-vm0, ...)");
+    // Fleet-wide ordinal of this node's first VM (guest_contract.h): node
+    // order in the fleet, then VM index.
+    int base = 0;
+    for (const auto& n : fleet.nodes) {
+        if (n.name == ctx.node().name) break;
+        auto other = transport.list_vms(n);
+        if (other) base += static_cast<int>(other->size());
+    }
+    std::string peers;
+    for (size_t k = 0; k < vms->size(); ++k) {
+        auto a = transport.address(base + static_cast<int>(k));
+        peers += (k ? "," : "") + a.dial_host + ":" + std::to_string(a.dial_port);
+    }
+    std::map<std::string, double> thresholds;
+    std::chrono::milliseconds timeout{std::chrono::minutes(20)};
+    if (auto it = fleet.smoke.find(ctx.node().smoke); it != fleet.smoke.end()) {
+        thresholds = it->second.thresholds;
+        timeout = it->second.timeout;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - engine::StageContext::Clock::now());
+    timeout = std::max(std::chrono::milliseconds(1000), std::min(timeout, left));
+    // kiln-smoke's own bounds sit inside the stage's, so it reports rather
+    // than gets killed.
+    const auto connect_s = std::min<long long>(options_.connect_timeout.count(), timeout.count() / 3) / 1000.0;
+    const auto check_s = std::max<double>(1.0, timeout.count() / 1000.0 / 6);
+
+    std::vector<RankLaunch> ranks;
+    for (size_t k = 0; k < vms->size(); ++k) {
+        auto a = transport.address(base + static_cast<int>(k));
+        RankLaunch r{(*vms)[k],
+                     {"--rank", std::to_string(k), "--peers", peers, "--listen-addr", a.listen_addr, "--listen-port",
+                      std::to_string(a.listen_port), "--host", (*vms)[k], "--connect-timeout",
+                      std::to_string(std::max(1.0, static_cast<double>(connect_s))), "--check-timeout",
+                      std::to_string(check_s)}};
+        for (const auto& [name, value] : thresholds) {
+            r.args.push_back("--threshold");
+            r.args.push_back(name + "=" + json(value).dump());
+        }
+        for (const auto& e : options_.extra_args) r.args.push_back(e);
+        ranks.push_back(std::move(r));
+    }
+    ctx.progress("kiln-smoke on " + std::to_string(ranks.size()) + " VM(s)");
+    auto outputs = transport.run(ctx.node(), ranks, timeout);
+    if (!outputs) return outputs.error();
+
+    json vm_results = json::array();
+    for (size_t k = 0; k < outputs->size(); ++k) {
+        const auto& o = (*outputs)[k];
+        json entry = {{"vm", o.vm}, {"rank", k}, {"exit_code", o.exit_code}, {"report", nullptr}};
+        auto doc = o.timed_out ? std::nullopt : parse_report(o.out);
+        Report parsed;
+        std::string err;
+        if (o.timed_out)
+            entry["error"] = "kiln-smoke did not finish within " + std::to_string(timeout.count() / 1000) + " s";
+        else if (!doc || !from_json(*doc, parsed, &err))
+            entry["error"] = "kiln-smoke printed no report (exit " + std::to_string(o.exit_code) +
+                             (err.empty() ? "" : ", " + err) + "): " + tail(o.err, 200);
+        else
+            entry["report"] = *doc;
+        vm_results.push_back(std::move(entry));
+    }
+    json result = {{"node", ctx.node().name}, {"input_hash", ctx.input_hash()}, {"ts_ms", journal::now_ms()},
+                   {"transport", transport.name()}, {"vms", vm_results}};
+    json th = json::object();
+    for (const auto& [k, v] : thresholds) th[k] = v;
+    result["thresholds"] = th;
+    judge_result(result, thresholds);
+    return result;
+}
+
+Status SmokeStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    if (action.id != "smoke:run") return make_error("smoke", "smoke.action", "unknown action " + action.id);
+    auto result = run_node(ctx);
+    if (!result) return result.error();
+    const std::string dir = smoke_state_dir(ctx.fleet(), options_.state_dir);
+    if (auto s = save_result(dir, ctx.node().name, *result); !s) return s;
+    // The journal keeps each rank's document (no secrets in it: figures only).
+    ctx.event("smoke.result", result->dump());
+    if (result->value("verdict", "fail") == "pass") return ok_status();
+    if (options_.on_quarantine) options_.on_quarantine(ctx, *result);
+    Error e = make_error("smoke", "smoke.failed", "failed checks: " + describe_failures(*result));
+    e.quarantine = true;
+    return e;
+}
+
+Status SmokeStage::verify(engine::StageContext& ctx) {
+    auto last = load_result(smoke_state_dir(ctx.fleet(), options_.state_dir), ctx.node().name);
+    if (!last) return make_error("smoke", "smoke.no_result", "no smoke result for " + ctx.node().name);
+    if (last->value("input_hash", "") != ctx.input_hash())
+        return make_error("smoke", "smoke.stale", "the smoke result predates the node's current inputs");
+    if (last->value("verdict", "") != "pass") {
+        Error e = make_error("smoke", "smoke.failed", "failed checks: " + describe_failures(*last));
+        e.quarantine = true;
+        return e;
+    }
+    return ok_status();
+}
+
+}  // namespace kiln::smoke

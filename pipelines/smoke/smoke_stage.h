@@ -1,0 +1,51 @@
+// The "smoke" stage: runs kiln-smoke in every VM of the node at once (one
+// rank per VM, a TCP ring between them), collects each rank's JSON, holds
+// the figures against the fleet's [smoke.NAME.thresholds], keeps the result
+// (smoke_result_store.h) and journals it as the "smoke.result" event.
+// A failed check fails the stage with quarantine = true, naming the checks.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipelines/smoke/smoke_transport.h"
+#include "provisioner/engine/stage.h"
+
+namespace kiln::smoke {
+
+struct SmokeStageOptions {
+    std::shared_ptr<SmokeTransport> transport;
+    std::string state_dir;                    // "" = <fleet dir>/.kiln/smoke
+    std::vector<std::string> extra_args;      // added to every kiln-smoke (smaller sizes in tests)
+    std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+    // Called with the result before a quarantine error returns: handover
+    // runs its hook for quarantined nodes here, since the engine ends a
+    // node's pipeline at the failing stage.
+    std::function<void(engine::StageContext&, const nlohmann::json& result)> on_quarantine;
+};
+
+class SmokeStage : public engine::Stage {
+public:
+    explicit SmokeStage(SmokeStageOptions options);
+    std::string name() const override { return "smoke"; }
+    Result<engine::Observation> observe(engine::StageContext& ctx) override;
+    Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
+    Status apply(engine::StageContext& ctx, const engine::Action& action) override;
+    Status verify(engine::StageContext& ctx) override;
+
+    const SmokeStageOptions& options() const { return options_; }
+
+private:
+    Result<nlohmann::json> run_node(engine::StageContext& ctx);
+    SmokeStageOptions options_;
+};
+
+// Holds every rank's checks against the fleet's thresholds and fills
+// "verdict" and "failed". Exposed for tests.
+void judge_result(nlohmann::json& result, const std::map<std::string, double>& thresholds);
+
+}  // namespace kiln::smoke

@@ -1,0 +1,141 @@
+// kiln-smoke's pieces in process: the ring (uneven chunks, a stalled peer),
+// the watchdog, the thresholds and the training loop's determinism.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <thread>
+
+#include "pipelines/smoke/check.h"
+#include "pipelines/smoke/check_json.h"
+#include "pipelines/smoke/cpu_checks.h"
+#include "pipelines/smoke/ring_allreduce.h"
+#include "pipelines/smoke/tcp_ring.h"
+#include "pipelines/smoke/thresholds.h"
+#include "pipelines/smoke/watchdog.h"
+#include "tests/smoke/smoke_test_util.h"
+
+using namespace kiln::smoke;
+using namespace std::chrono_literals;
+
+namespace {
+Deadline in(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
+}
+
+TEST_CASE("ring all-reduce is exact for sizes that do not divide by the rank count") {
+    const int n = 3;
+    int base = kiln::test::free_port_range(n);
+    REQUIRE(base > 0);
+    std::vector<Endpoint> peers;
+    for (int i = 0; i < n; ++i) peers.push_back({"127.0.0.1", base + i});
+    for (size_t count : {size_t(3), size_t(7), size_t(1001)}) {
+        INFO(count << " elements");
+        std::vector<std::vector<float>> data(n);
+        std::vector<std::string> errors(n);
+        std::vector<std::thread> ts;
+        for (int r = 0; r < n; ++r)
+            ts.emplace_back([&, r] {
+                auto ring = TcpRing::connect(r, peers, "127.0.0.1", 0, in(20s), &errors[size_t(r)]);
+                if (!ring) return;
+                auto& v = data[size_t(r)];
+                for (size_t i = 0; i < count; ++i) v.push_back(float(r * 10 + int(i % 5)));
+                if (!ring_allreduce(*ring, v, in(20s), &errors[size_t(r)])) v.clear();
+            });
+        for (auto& t : ts) t.join();
+        for (int r = 0; r < n; ++r) {
+            INFO("rank " << r << ": " << errors[size_t(r)]);
+            REQUIRE(data[size_t(r)].size() == count);
+            for (size_t i = 0; i < count; ++i) CHECK(data[size_t(r)][i] == float(30 + 3 * int(i % 5)));
+        }
+    }
+}
+
+TEST_CASE("a peer that connects and then stalls fails the exchange at its deadline") {
+    int base = kiln::test::free_port_range(2);
+    REQUIRE(base > 0);
+    std::vector<Endpoint> peers = {{"127.0.0.1", base}, {"127.0.0.1", base + 1}};
+    std::promise<void> release;
+    auto released = release.get_future().share();
+    std::thread silent([&] {
+        std::string e;
+        auto ring = TcpRing::connect(1, peers, "127.0.0.1", 0, in(20s), &e);
+        released.wait();  // linked up, then says nothing
+    });
+    std::string err;
+    auto ring = TcpRing::connect(0, peers, "127.0.0.1", 0, in(20s), &err);
+    REQUIRE(ring);
+    std::vector<float> v(4096, 1.0f);
+    CHECK_FALSE(ring_allreduce(*ring, v, in(300ms), &err));
+    CHECK(err.find("rank 1") != std::string::npos);
+    release.set_value();
+    silent.join();
+}
+
+TEST_CASE("the watchdog turns a check that never returns into a failed check") {
+    std::promise<void> release;
+    auto released = release.get_future().share();
+    auto checks = run_bounded({"hung_a", "hung_b"}, 200ms, [released] {
+        released.wait();
+        return std::vector<Check>{};
+    });
+    REQUIRE(checks.size() == 2);
+    CHECK(checks[0].name == "hung_a");
+    CHECK(checks[0].verdict == Verdict::Fail);
+    CHECK(checks[1].detail.find("timed out") != std::string::npos);
+    CHECK(any_abandoned());
+    release.set_value();  // let the abandoned thread end before the process does
+}
+
+TEST_CASE("the watchdog reports an exception as a failed check") {
+    auto checks = run_bounded({"boom"}, 5s, []() -> std::vector<Check> { throw std::runtime_error("device lost"); });
+    REQUIRE(checks.size() == 1);
+    CHECK(checks[0].verdict == Verdict::Fail);
+    CHECK(checks[0].detail.find("device lost") != std::string::npos);
+}
+
+TEST_CASE("thresholds: floors by model name overrides win bad input is refused") {
+    Thresholds t;
+    std::string err;
+    REQUIRE(t.load_floors(R"({"profiles": {"cpu": {"x": 1}, "H100": {"x": 500}, "H200": {"x": 600}}})", &err));
+    REQUIRE(t.select("NVIDIA H200 141GB HBM3e", &err));
+    CHECK(t.profile() == "H200");
+    CHECK(t.get("x") == 600);
+    CHECK_FALSE(t.get("y"));
+    REQUIRE(t.set_override("x=2.5", &err));
+    CHECK(t.get("x") == 2.5);
+    CHECK_FALSE(t.set_override("x=", &err));
+    CHECK_FALSE(t.set_override("x=abc", &err));
+    CHECK_FALSE(t.select("Tesla V100", &err));
+    CHECK(err.find("known: H100, H200, cpu") != std::string::npos);
+    CHECK_FALSE(t.load_floors(R"({"profiles": {"cpu": {"x": "fast"}}})", &err));
+}
+
+TEST_CASE("a check's verdict follows its threshold in either direction") {
+    Check floor{"f", 10, 5.0, "GB/s", ">="};
+    floor.verdict = Verdict::Pass;
+    floor.judge();
+    CHECK(floor.verdict == Verdict::Pass);
+    Check low{"f", 1, 5.0, "GB/s", ">="};
+    low.verdict = Verdict::Pass;
+    low.judge();
+    CHECK(low.verdict == Verdict::Fail);
+    Check ceiling{"e", 3, 0.0, "count", "<="};
+    ceiling.verdict = Verdict::Pass;
+    ceiling.judge();
+    CHECK(ceiling.verdict == Verdict::Fail);
+    Report r;
+    r.checks = {floor, ceiling};
+    Report back;
+    std::string err;
+    REQUIRE(from_json(to_json(r), back, &err));
+    CHECK(back.verdict() == Verdict::Fail);
+    CHECK(back.checks[1].compare == "<=");
+}
+
+TEST_CASE("the CPU training loop is deterministic and its loss falls") {
+    auto a = train_tiny_mlp(42, 100), b = train_tiny_mlp(42, 100);
+    CHECK(a.first_loss == b.first_loss);
+    CHECK(a.last_loss == b.last_loss);
+    CHECK(a.last_loss < a.first_loss * 0.8);
+    CHECK(allreduce_bus_factor(2) == 1.0);
+    CHECK(allreduce_bus_factor(4) == 1.5);
+}
