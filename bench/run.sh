@@ -7,3 +7,14 @@ mkdir -p bench/results
 echo "bench/engine: 10,000 nodes x 6 no-op stages"
 build/bench/kiln-bench-engine --nodes "${KILN_BENCH_NODES:-10000}" --out bench/results/engine.json \
   --work build/bench-work
+echo "bench/smoke: kiln-smoke CPU path (1, 2 and 3 ranks) and the report's Chromium render"
+bench/smoke/cpu_smoke_bench.sh > /dev/null
+echo "bench/network: 64-switch, 2,048-port fabric: SONiC render + YANG validate; plan against kiln-switch"
+build/bench/kiln-bench-network --out bench/results/network.json --work build/bench-network
+echo "bench/vm: apply to readiness for 1, 2 and 4 TCG probe guests vs virsh define+start; XML generation for 8-GPU hosts"
+build/bench/kiln-bench-vm --out bench/results/vm.json --work build/bench-vm --init build/kiln-probe-init \
+  --fixtures tests/fixtures/sysfs > /dev/null
+echo "bench/redfish: inventory walk kiln vs python3-sushy; ${KILN_BENCH_BMCS:-500} emulated BMCs updated by kiln apply; fuzz"
+bench/redfish/run.sh > /dev/null
+echo "bench/images: gpu-guest-lite cold (kiln vs mmdebstrap+virt-customize), last-layer and no-op rebuilds (slow under TCG; KILN_BENCH_FULL=1 adds gpu-guest)"
+bench/images/images_bench.sh > /dev/null

@@ -285,8 +285,11 @@ TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
           nlohmann::json{{"image", "gpu-guest"},
                          {"recipe", normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml")}});
     CHECK(node_section_json(f, f.nodes[0], "vm") ==
-          nlohmann::json{{"shape", {{"split", "numa"}, {"vcpus", 8}, {"memory_gib", 16}, {"hugepages", false}}},
-                         {"image", "gpu-guest"}});
+          nlohmann::json{{"shape", {{"split", "numa"}, {"vcpus", 8}, {"memory_gib", 16}, {"hugepages", false},
+                                    {"hugepage_size", "1G"}, {"accelerator", "auto"}, {"network", "slirp"},
+                                    {"sysfs", "/sys"}, {"images_dir", ""}, {"base_image", ""},
+                                    {"ssh_authorized_keys", nlohmann::json::array()}}},
+                         {"image", "gpu-guest"}, {"libvirt_uri", ""}});
     auto smoke = node_section_json(f, f.nodes[0], "smoke");
     CHECK(smoke["profile"] == "default");
     CHECK(smoke["timeout_ms"] == 20 * 60 * 1000);
@@ -337,7 +340,7 @@ TEST_CASE("config: a TOML syntax error is one diagnostic at its position", "[con
 
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
-               "unknown key 'colour'; expected one of: bios, defaults, firmware, fleet, handover, images, limits, "
+               "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, handover, images, limits, "
                "network, nodes, racks, schema, smoke, switches, vm");
     expect_one(*load_text(kBase + "colour = \"blue\"\n"), 6, 1, "racks[0].colour",
                "unknown key 'colour'; expected one of: name, switches");

@@ -16,7 +16,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "provisioner/cli/firmware_command.h"
 #include "provisioner/cli/host_command.h"
+#include "provisioner/cli/vm_command.h"
+#include "provisioner/cli/image_command.h"
+#include "provisioner/cli/network_command.h"
+#include "provisioner/cli/report_command.h"
 #include "provisioner/cli/status_printer.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
@@ -481,6 +486,16 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
 
     HostInspectArgs host_args;
     auto* host_inspect = add_host_commands(app, host_args);
+    VmXmlArgs vm_xml_args;
+    auto* vm_xml = add_vm_commands(app, vm_xml_args);
+    NetworkArgs network_args;
+    add_network_commands(app, network_args);
+    FirmwareArgs firmware_args;
+    add_firmware_commands(app, firmware_args);
+    ImageArgs image_args;
+    add_image_commands(app, image_args);
+    ReportArgs report_args;
+    auto* report_cmd = add_report_command(app, report_args);
 
     auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
@@ -511,6 +526,16 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
     if (*stages_cmd) return cmd_stages(as_json, registry);
     if (*host_inspect) return cmd_host_inspect(host_args);
+    if (*vm_xml) {
+        vm_xml_args.pipelines = g.pipelines;
+        return cmd_vm_xml(vm_xml_args);
+    }
+    if (*report_cmd) return cmd_report(report_args, g.journal, g.pipelines, registry);
+    if (firmware_args.chosen())
+        return cmd_firmware(firmware_args, [&](const std::string& p) { return load(p, g, registry); });
+    if (image_args.chosen()) return cmd_image(image_args);
+    if (network_args.chosen())
+        return cmd_network(network_args, [&](const std::string& p) { return load(p, g, registry); });
     return 1;
 }
 

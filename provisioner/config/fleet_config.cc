@@ -31,6 +31,25 @@ const Switch* Fleet::find_switch(const std::string& name) const {
     return nullptr;
 }
 
+const SwitchPort* Switch::find_port(const std::string& port_name) const {
+    for (const auto& p : ports)
+        if (p.name == port_name) return &p;
+    return nullptr;
+}
+
+const NodeNic* Node::find_nic(const std::string& nic_name) const {
+    for (const auto& n : nics)
+        if (n.name == nic_name) return &n;
+    return nullptr;
+}
+
+std::vector<const Cable*> Fleet::cables_of(const std::string& node) const {
+    std::vector<const Cable*> out;
+    for (const auto& c : cabling)
+        if (c.node == node) out.push_back(&c);
+    return out;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -76,6 +95,19 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
             for (const auto& name : r->switches)
                 if (const Switch* s = fleet.find_switch(name))
                     sws.push_back({{"name", s->name}, {"os", s->os}, {"address", s->address}});
+        // The node's own cables with the far port's settings: a recabled or
+        // re-speeded port changes the node's network inputs.
+        json cables = json::array();
+        for (const Cable* c : fleet.cables_of(node.name)) {
+            json port = nullptr;
+            json sw_json = nullptr;
+            if (const Switch* s = fleet.find_switch(c->switch_name)) {
+                sw_json = {{"name", s->name}, {"os", s->os}, {"address", s->address}, {"rail", s->rail}};
+                if (const SwitchPort* p = s->find_port(c->port))
+                    port = {{"name", p->name}, {"speed_mbps", p->speed_mbps}, {"lanes", p->lanes}, {"alias", p->alias}};
+            }
+            cables.push_back({{"nic", c->nic}, {"switch", sw_json}, {"port", port}});
+        }
         json profile = nullptr;
         if (auto it = fleet.network.find(node.network); it != fleet.network.end()) {
             const auto& p = it->second;
@@ -93,7 +125,7 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                        {"switch_mtu", p.switch_mtu},
                        {"buffer_policy", p.buffer_policy}};
         }
-        return {{"rack", node.rack}, {"switches", sws}, {"profile", profile}};
+        return {{"rack", node.rack}, {"switches", sws}, {"profile", profile}, {"cables", cables}};
     }
     if (stage == "image") {
         auto it = fleet.images.find(node.image);
@@ -105,8 +137,15 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
             shape = {{"split", it->second.split},
                      {"vcpus", it->second.vcpus},
                      {"memory_gib", it->second.memory_gib},
-                     {"hugepages", it->second.hugepages}};
-        return {{"shape", shape}, {"image", node.image}};
+                     {"hugepages", it->second.hugepages},
+                     {"hugepage_size", it->second.hugepage_size},
+                     {"accelerator", it->second.accelerator},
+                     {"network", it->second.network},
+                     {"sysfs", it->second.sysfs},
+                     {"images_dir", it->second.images_dir},
+                     {"base_image", it->second.base_image},
+                     {"ssh_authorized_keys", it->second.ssh_authorized_keys}};
+        return {{"shape", shape}, {"image", node.image}, {"libvirt_uri", node.libvirt_uri}};
     }
     if (stage == "smoke") {
         auto it = fleet.smoke.find(node.smoke);

@@ -67,12 +67,17 @@ struct RoceProfile {
     int host_mtu = 9000;
     int switch_mtu = 9216;
     std::string buffer_policy = "lossless";    // lossless | default
+    // Priorities with PFC: the loader accepts only lossless_priority (PFC on
+    // a priority no RoCE traffic uses pauses the link for nothing).
+    std::vector<int> pfc_priorities{3};
     SourcePos pos;
 };
 
 struct ImageProfile {
     std::string name;
     std::string recipe;  // path to an image recipe, resolved against the fleet folder
+    std::string cache;   // layer cache dir; "" = <fleet folder>/.kiln/images
+    std::map<std::string, std::string> inputs;  // recipe input name -> host path (resolved)
     SourcePos pos;
 };
 
@@ -82,6 +87,14 @@ struct VmShape {
     int vcpus = 0;                // 0: all host CPUs of the VM's NUMA nodes
     int memory_gib = 0;           // 0: derived from the host
     bool hugepages = true;
+    std::string hugepage_size = "1G";  // 1G | 2M
+    std::string accelerator = "auto";  // auto (probe KVM, else TCG) | kvm | tcg
+    std::string network = "slirp";     // slirp | passt | none (guest_contract.h)
+    std::string sysfs = "/sys";        // host sysfs root; a recorded tree for rehearsal
+    std::string images_dir;            // overlays, seeds, serial logs; "" = <fleet dir>/.kiln/vm
+    std::string base_image;            // the cached guest image the overlays sit on
+    Duration boot_timeout{std::chrono::minutes(10)};  // start to the readiness marker
+    std::vector<std::string> ssh_authorized_keys;     // for the guest user (cloud-init)
     SourcePos pos;
 };
 
@@ -100,6 +113,14 @@ struct HandoverHook {
     SourcePos pos;
 };
 
+// [artifact_server]: where kiln serves firmware images for BMCs to pull
+// (UpdateService.SimpleUpdate ImageURI). BMCs must reach `advertise`.
+struct ArtifactServerConfig {
+    std::string listen = "127.0.0.1:0";  // IPv4 HOST:PORT; port 0 = any free port
+    std::string advertise;               // base URL BMCs use; "" = http://<listen host>:<bound port>
+    SourcePos pos;                       // line 0: the table is absent
+};
+
 struct Limits {
     int parallel = 32;          // node-stages executing at once, fleet-wide
     int per_rack = 0;           // nodes of one rack executing at once; 0 = no limit
@@ -116,12 +137,44 @@ struct Limits {
     Duration timeout_for(const std::string& stage) const;
 };
 
+// One front-panel port of a switch, named as the switch OS names it
+// ("Ethernet0" on SONiC, "swp1" on Cumulus, "Ethernet1/1" on EOS).
+struct SwitchPort {
+    std::string name;
+    int speed_mbps = 400000;  // SONiC's unit for PORT.speed
+    std::string lanes;        // "0,1,2,3"; SONiC needs them, others ignore them
+    std::string alias;        // front-panel label; "" = none
+    SourcePos pos;
+};
+
 struct Switch {
     std::string name;
     std::string os;        // sonic | nvue | eos
     std::string address;   // management address (host or URL)
     std::string username;
     std::optional<Secret> password;
+    std::string ssh_key;      // SONiC: SSH identity file (resolved path); "" = agent
+    std::string known_hosts;  // SONiC: known_hosts file pinning the switch's host key
+    int rail = -1;         // the rail this switch serves; -1 = not rail-optimised
+    std::vector<SwitchPort> ports;
+    SourcePos pos;
+
+    const SwitchPort* find_port(const std::string& name) const;
+};
+
+// A node NIC the fabric is cabled to ("mlx5_0", "ens1f0").
+struct NodeNic {
+    std::string name;
+    SourcePos pos;
+};
+
+// [[cabling]]: node NIC -> switch port. Each switch port and each NIC
+// appears at most once.
+struct Cable {
+    std::string node;
+    std::string nic;
+    std::string switch_name;
+    std::string port;
     SourcePos pos;
 };
 
@@ -152,7 +205,11 @@ struct Node {
     std::string vm;              // VmShape name
     std::string smoke;           // SmokeProfile name
     std::map<std::string, std::string> labels;
+    std::vector<NodeNic> nics;   // RDMA NICs cabled to the fabric
+    std::string libvirt_uri;     // hypervisor of this node's VMs; "" = qemu:///system (local)
     SourcePos pos;
+
+    const NodeNic* find_nic(const std::string& name) const;
 };
 
 // pipelines/<name>.toml: the stage order for one role.
@@ -175,6 +232,7 @@ struct Fleet {
     std::vector<Rack> racks;
     std::vector<Switch> switches;
     std::vector<Node> nodes;
+    std::vector<Cable> cabling;  // in file order
     std::map<std::string, FirmwareProfile> firmware;
     std::map<std::string, BiosProfile> bios;
     std::map<std::string, RoceProfile> network;
@@ -182,11 +240,14 @@ struct Fleet {
     std::map<std::string, VmShape> vm;
     std::map<std::string, SmokeProfile> smoke;
     std::optional<HandoverHook> handover;
+    ArtifactServerConfig artifact_server;
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
 
     const Node* find_node(const std::string& name) const;
     const Rack* find_rack(const std::string& name) const;
     const Switch* find_switch(const std::string& name) const;
+    // The cables from this node, in file order.
+    std::vector<const Cable*> cables_of(const std::string& node) const;
 };
 
 // The config a stage depends on, as canonical JSON (keys sorted, no

@@ -1,5 +1,7 @@
 #include "provisioner/config/fleet_loader.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -71,6 +73,17 @@ bool url_has_userinfo(const std::string& url) {
 }
 
 // The message for a bad URL; never echoes it (it may carry a password).
+// "10.0.0.5:8080", "127.0.0.1:0": what the artifact server can bind.
+bool valid_ipv4_listen(const std::string& text) {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon + 1 == text.size() || text.size() - colon > 6) return false;
+    for (size_t i = colon + 1; i < text.size(); ++i)
+        if (text[i] < '0' || text[i] > '9') return false;
+    if (std::stoi(text.substr(colon + 1)) > 65535) return false;
+    in_addr addr{};
+    return inet_pton(AF_INET, text.substr(0, colon).c_str(), &addr) == 1;
+}
+
 std::string url_error(const std::string& url) {
     if (url_has_userinfo(url)) return "credentials in the URL are not allowed; use username and password";
     return "expected an http:// or https:// URL with a host";
@@ -191,8 +204,146 @@ struct Loader {
             if (auto v = r.str("address", true)) s.address = *v;
             if (auto v = r.str("username")) s.username = *v;
             s.password = secret(r, "password");
+            if (auto v = r.integer("rail", 0, 1023)) s.rail = static_cast<int>(*v);
+            switch_ports(r, s);
+            if (auto v = r.str("ssh_key")) s.ssh_key = v->empty() ? "" : resolve_path(fleet.dir, *v);
+            if (auto v = r.str("known_hosts")) s.known_hosts = v->empty() ? "" : resolve_path(fleet.dir, *v);
             fleet.switches.push_back(std::move(s));
         });
+    }
+
+    // ports = [{ name = "Ethernet0", speed_mbps = 400000, lanes = "0,1,2,3", alias = "etp1" }, ...]
+    void switch_ports(TableReader& r, Switch& s) {
+        const toml::array* arr = r.array("ports");
+        if (!arr) return;
+        static const std::regex lanes_re(R"(^\d+(,\d+)*$)");
+        std::map<std::string, SourcePos> seen;
+        for (size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& n = *arr->get(i);
+            const std::string path = fmt::format("{}[{}]", r.key_path("ports"), i);
+            if (!n.is_table()) {
+                ctx.error(n.source(), path, fmt::format("expected table, found {}", toml_type_name(n)));
+                continue;
+            }
+            TableReader pr(ctx, *n.as_table(), path);
+            SwitchPort port;
+            port.pos = pr.pos();
+            if (auto v = pr.str("name", true)) {
+                const auto& where = n.as_table()->get("name")->source();
+                if (auto it = seen.find(*v); it != seen.end())
+                    ctx.error(where, path + ".name",
+                              fmt::format("duplicate port '{}' on switch {} (first at {})", *v, s.name,
+                                          it->second.str()));
+                else
+                    seen[*v] = ctx.pos(where);
+                port.name = *v;
+            }
+            if (auto v = pr.integer("speed_mbps", 1000, 1600000)) port.speed_mbps = static_cast<int>(*v);
+            if (auto v = pr.str("lanes")) {
+                if (!std::regex_match(*v, lanes_re))
+                    ctx.error(n.as_table()->get("lanes")->source(), path + ".lanes",
+                              fmt::format("expected lane numbers separated by commas, such as \"0,1,2,3\", found "
+                                          "\"{}\"",
+                                          *v));
+                port.lanes = *v;
+            }
+            if (auto v = pr.str("alias")) port.alias = *v;
+            pr.finish();
+            s.ports.push_back(std::move(port));
+        }
+    }
+
+    // nics = ["mlx5_0", "mlx5_1"] in a node or [defaults]; a node's own list
+    // replaces the default one.
+    void node_nics(TableReader& r, Node& n) {
+        auto v = r.strings("nics");
+        if (!v) return;
+        const toml::array* arr = r.table().get("nics")->as_array();
+        n.nics.clear();
+        for (size_t k = 0; k < v->size(); ++k) {
+            const auto& where = arr->get(k)->source();
+            const std::string key = fmt::format("{}[{}]", r.key_path("nics"), k);
+            if ((*v)[k].empty()) {
+                ctx.error(where, key, "expected a NIC name");
+                continue;
+            }
+            if (n.find_nic((*v)[k])) {
+                ctx.error(where, key, fmt::format("NIC '{}' is listed twice", (*v)[k]));
+                continue;
+            }
+            n.nics.push_back({(*v)[k], ctx.pos(where)});
+        }
+    }
+
+    // [[cabling]] { node, nic, switch, port }: read after the nodes.
+    void cabling(TableReader& root) {
+        const toml::array* arr = root.array("cabling");
+        if (!arr) return;
+        std::map<std::string, SourcePos> port_seen, nic_seen;
+        for (size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& n = *arr->get(i);
+            const std::string path = fmt::format("cabling[{}]", i);
+            if (!n.is_table()) {
+                ctx.error(n.source(), path, fmt::format("expected table, found {}", toml_type_name(n)));
+                continue;
+            }
+            const toml::table& t = *n.as_table();
+            TableReader r(ctx, t, path);
+            auto node = r.str("node", true);
+            auto nic = r.str("nic", true);
+            auto sw = r.str("switch", true);
+            auto port = r.str("port", true);
+            r.finish();
+            if (!node || !nic || !sw || !port) continue;
+            Cable c{*node, *nic, *sw, *port, r.pos()};
+            bool ok = true;
+            if (const Node* fn = fleet.find_node(c.node); !fn) {
+                // A node that failed to load has reported itself already.
+                if (!node_pos.count(c.node))
+                    ctx.error(t.get("node")->source(), path + ".node",
+                              fmt::format("no node '{}'; defined: {}", c.node, names_of(node_pos)));
+                ok = false;
+            } else if (!fn->find_nic(c.nic)) {
+                std::string have;
+                for (const auto& x : fn->nics) have += (have.empty() ? "" : ", ") + x.name;
+                ctx.error(t.get("nic")->source(), path + ".nic",
+                          fmt::format("node {} has no NIC '{}'; its nics: {}", c.node, c.nic,
+                                      have.empty() ? "(none)" : have));
+                ok = false;
+            }
+            if (const Switch* fsw = fleet.find_switch(c.switch_name); !fsw) {
+                std::string defined;
+                for (const auto& x : fleet.switches) defined += (defined.empty() ? "" : ", ") + x.name;
+                ctx.error(t.get("switch")->source(), path + ".switch",
+                          fmt::format("no switch '{}'; defined: {}", c.switch_name,
+                                      defined.empty() ? "(none)" : defined));
+                ok = false;
+            } else if (!fsw->find_port(c.port)) {
+                ctx.error(t.get("port")->source(), path + ".port",
+                          fmt::format("switch {} has no port '{}' (declare it in switches.{}.ports)", c.switch_name,
+                                      c.port, c.switch_name));
+                ok = false;
+            }
+            const std::string port_key = c.switch_name + " " + c.port;
+            if (auto it = port_seen.find(port_key); it != port_seen.end()) {
+                ctx.error(t.get("port")->source(), path + ".port",
+                          fmt::format("switch port {} {} is cabled twice (first at {})", c.switch_name, c.port,
+                                      it->second.str()));
+                ok = false;
+            } else {
+                port_seen[port_key] = ctx.pos(t.get("port")->source());
+            }
+            const std::string nic_key = c.node + " " + c.nic;
+            if (auto it = nic_seen.find(nic_key); it != nic_seen.end()) {
+                ctx.error(t.get("nic")->source(), path + ".nic",
+                          fmt::format("NIC {} of node {} is cabled twice (first at {})", c.nic, c.node,
+                                      it->second.str()));
+                ok = false;
+            } else {
+                nic_seen[nic_key] = ctx.pos(t.get("nic")->source());
+            }
+            if (ok) fleet.cabling.push_back(std::move(c));
+        }
     }
 
     void racks(TableReader& root) {
@@ -306,8 +457,53 @@ struct Loader {
             set_int("ecn_min_kb", 1, 1 << 20, p.ecn_min_kb);
             set_int("ecn_max_kb", 1, 1 << 20, p.ecn_max_kb);
             set_int("ecn_probability_pct", 0, 100, p.ecn_probability_pct);
-            set_int("host_mtu", 1280, 9000, p.host_mtu);
-            set_int("switch_mtu", 1280, 9216, p.switch_mtu);
+            // RoCE's smallest path MTU is 1024: below it RDMA does not run at all.
+            auto set_mtu = [&](const char* key, int64_t hi, int& field) {
+                const toml::node* n = r.table().get(key);
+                if (n && n->is_integer() && *n->value<int64_t>() < 1024) {
+                    r.node(key);
+                    ctx.error(n->source(), r.key_path(key),
+                              fmt::format("expected 1280..{}, found {}: below 1024, the smallest MTU RoCE runs on", hi,
+                                          *n->value<int64_t>()));
+                    return;
+                }
+                set_int(key, 1280, hi, field);
+            };
+            set_mtu("host_mtu", 9000, p.host_mtu);
+            set_mtu("switch_mtu", 9216, p.switch_mtu);
+            p.pfc_priorities = {p.lossless_priority};
+            if (const toml::node* v = r.node("pfc_priorities")) {
+                const toml::array* arr = v->as_array();
+                if (!arr) {
+                    ctx.error(v->source(), r.key_path("pfc_priorities"),
+                              fmt::format("expected array of integers, found {}", toml_type_name(*v)));
+                } else if (arr->empty()) {
+                    ctx.error(v->source(), r.key_path("pfc_priorities"),
+                              fmt::format("expected [{}]: RoCE needs PFC on lossless_priority", p.lossless_priority));
+                } else {
+                    p.pfc_priorities.clear();
+                    for (size_t k = 0; k < arr->size(); ++k) {
+                        const toml::node& e = *arr->get(k);
+                        const std::string key = fmt::format("{}[{}]", r.key_path("pfc_priorities"), k);
+                        if (!e.is_integer() || *e.value<int64_t>() < 0 || *e.value<int64_t>() > 7) {
+                            ctx.error(e.source(), key, "expected a priority 0..7");
+                            continue;
+                        }
+                        const int prio = static_cast<int>(*e.value<int64_t>());
+                        if (prio != p.lossless_priority) {
+                            ctx.error(e.source(), key,
+                                      fmt::format("PFC on priority {} which carries no RoCE traffic (roce_dscp {} "
+                                                  "maps to lossless_priority {})",
+                                                  prio, p.roce_dscp, p.lossless_priority));
+                            continue;
+                        }
+                        if (std::find(p.pfc_priorities.begin(), p.pfc_priorities.end(), prio) ==
+                            p.pfc_priorities.end())
+                            p.pfc_priorities.push_back(prio);
+                    }
+                }
+            }
+
             if (auto v = r.choice("buffer_policy", {"lossless", "default"})) p.buffer_policy = *v;
             if (const toml::table* wd = r.table("pfc_watchdog")) {
                 TableReader wr(ctx, *wd, r.key_path("pfc_watchdog"));
@@ -340,6 +536,17 @@ struct Loader {
             p.name = name;
             p.pos = r.pos();
             if (auto v = r.str("recipe", true)) p.recipe = resolve_path(fleet.dir, *v);
+            if (auto v = r.str("cache")) p.cache = resolve_path(fleet.dir, *v);
+            if (const toml::table* in = r.table("inputs")) {
+                for (const auto& [k, v] : *in) {
+                    if (!v.is_string()) {
+                        r.ctx().error(v.source(), r.key_path("inputs." + std::string(k.str())),
+                                    "expected string (a host path)");
+                        continue;
+                    }
+                    p.inputs[std::string(k.str())] = resolve_path(fleet.dir, *v.value<std::string>());
+                }
+            }
             fleet.images[name] = std::move(p);
         });
         named_tables(root, "vm", [&](const std::string& name, TableReader& r) {
@@ -350,6 +557,14 @@ struct Loader {
             if (auto v = r.integer("vcpus", 0, 4096)) p.vcpus = static_cast<int>(*v);
             if (auto v = r.integer("memory_gib", 0, 65536)) p.memory_gib = static_cast<int>(*v);
             if (auto v = r.boolean("hugepages")) p.hugepages = *v;
+            if (auto v = r.choice("hugepage_size", {"1G", "2M"})) p.hugepage_size = *v;
+            if (auto v = r.choice("accelerator", {"auto", "kvm", "tcg"})) p.accelerator = *v;
+            if (auto v = r.choice("network", {"slirp", "passt", "none"})) p.network = *v;
+            if (auto v = r.str("sysfs")) p.sysfs = v->empty() ? "/sys" : resolve_path(fleet.dir, *v);
+            if (auto v = r.str("images_dir")) p.images_dir = v->empty() ? "" : resolve_path(fleet.dir, *v);
+            if (auto v = r.str("base_image")) p.base_image = v->empty() ? "" : resolve_path(fleet.dir, *v);
+            if (auto v = r.duration("boot_timeout")) p.boot_timeout = *v;
+            if (auto v = r.strings("ssh_authorized_keys")) p.ssh_authorized_keys = *v;
             fleet.vm[name] = std::move(p);
         });
         named_tables(root, "smoke", [&](const std::string& name, TableReader& r) {
@@ -392,6 +607,28 @@ struct Loader {
             ctx.error(t->get("secret")->source(), "handover.secret", "only used with 'webhook'");
         r.finish();
         fleet.handover = std::move(h);
+    }
+
+    // [artifact_server] { listen, advertise }: the firmware stage's image server.
+    void artifact_server(TableReader& root) {
+        const toml::table* t = root.table("artifact_server");
+        if (!t) return;
+        TableReader r(ctx, *t, "artifact_server");
+        ArtifactServerConfig a;
+        a.pos = r.pos();
+        if (auto v = r.str("listen")) {
+            if (!valid_ipv4_listen(*v))
+                ctx.error(t->get("listen")->source(), "artifact_server.listen",
+                          fmt::format("expected an IPv4 HOST:PORT such as \"10.0.0.5:8080\", found '{}'", *v));
+            a.listen = *v;
+        }
+        if (auto v = r.str("advertise")) {
+            if (!valid_url(*v) || url_has_userinfo(*v))
+                ctx.error(t->get("advertise")->source(), "artifact_server.advertise", url_error(*v));
+            a.advertise = *v;
+        }
+        r.finish();
+        fleet.artifact_server = std::move(a);
     }
 
     // bmc = { ... } for a node or for [defaults]; `bmc` starts as the base.
@@ -472,6 +709,7 @@ struct Loader {
         role_ref(r, defaults.node.role);
         profile_refs(r, defaults.node);
         bmc(r, defaults.node.bmc);
+        node_nics(r, defaults.node);
         r.finish();
     }
 
@@ -513,6 +751,14 @@ struct Loader {
                 ctx.error(t.source(), path + ".role", "required key is missing (and [defaults] has no role)");
             profile_refs(r, n);
             bmc(r, n.bmc);
+            node_nics(r, n);
+            if (auto v = r.str("libvirt_uri")) {
+                if (v->find(':') == std::string::npos)
+                    ctx.error(t.get("libvirt_uri")->source(), path + ".libvirt_uri",
+                              "expected a libvirt URI such as qemu:///system or qemu+ssh://host/system");
+                else
+                    n.libvirt_uri = *v;
+            }
             if (const toml::table* labels = r.table("labels")) {
                 for (const auto& [k, v] : *labels) {
                     if (!v.is_string())
@@ -674,9 +920,11 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.racks(root);
     L.profiles(root);
     L.handover(root);
+    L.artifact_server(root);
     L.pipelines(pipelines_dir, pipelines_node);
     L.read_defaults(root);
     L.nodes(root);
+    L.cabling(root);
     root.finish();
     return sorted();
 }
