@@ -195,10 +195,10 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
         for (int fd : hello) fds.push_back({fd, POLLIN, 0});
         poll(fds.data(), fds.size(), std::max(1, ms_left(deadline, 100)));
 
-        if (fds[0].revents & POLLIN) {
-            int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd >= 0) hello.push_back(fd);
-        }
+        // A connection accepted now has no entry in `fds` yet: it joins
+        // `hello` after this round, and is polled from the next one.
+        int accepted = -1;
+        if (fds[0].revents & POLLIN) accepted = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         size_t k = 1;
         if (connecting >= 0) {
             if (fds[k].revents) {
@@ -242,6 +242,7 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
             }
         }
         hello = std::move(still);
+        if (accepted >= 0) hello.push_back(accepted);
     }
     ::close(lfd);
     for (int fd : hello) ::close(fd);
