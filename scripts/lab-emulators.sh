@@ -6,7 +6,9 @@
 #   - lab-leaf-1, an emulated SONiC switch reachable over real SSH on
 #     127.0.0.1:2222 (sshd forced into build/kiln-sonic-sim, which validates
 #     every patch against SONiC's YANG models);
-#   - lab-leaf-2, an emulated Cumulus NVUE switch (scripts/lab-switches.sh).
+#   - lab-leaf-2, an emulated Cumulus NVUE switch (scripts/lab-switches.sh);
+#   - the nodes' host NICs: veth pairs in one network namespace per node
+#     (scripts/lab-hosts.sh).
 # State lives in examples/lab/.kiln/ and survives restarts, so a second lab
 # run finds the emulated hardware as the first one left it.
 # Idempotent: what already runs is left running.
@@ -27,6 +29,7 @@ if [ "${1:-start}" = "stop" ]; then
   rm -f "$bmc_dir/kiln-bmc.pid"
   tests/network/sonic_ssh_target.sh stop "$sonic_dir"
   scripts/lab-switches.sh stop
+  scripts/lab-hosts.sh stop
   exit 0
 fi
 
@@ -64,3 +67,5 @@ fi
 echo "lab: lab-leaf-1 (sonic) on ssh://127.0.0.1:2222"
 
 scripts/lab-switches.sh
+
+scripts/lab-hosts.sh

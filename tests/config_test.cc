@@ -340,8 +340,8 @@ TEST_CASE("config: a TOML syntax error is one diagnostic at its position", "[con
 
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
-               "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, handover, images, limits, "
-               "network, nodes, racks, schema, smoke, switches, vm");
+               "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, "
+               "handover, host_os, images, limits, network, nodes, racks, schema, smoke, switches, vm");
     expect_one(*load_text(kBase + "colour = \"blue\"\n"), 6, 1, "racks[0].colour",
                "unknown key 'colour'; expected one of: name, switches");
     expect_one(*load_text(kBase + "[limits]\nparralel = 4\n"), 7, 1, "limits.parralel",
@@ -534,6 +534,9 @@ TEST_CASE("config: rules between two keys point at the value written", "[config]
                "expected switch_mtu >= host_mtu (9000)");
     expect_one(*load_text(kBase + "[limits]\nbackoff_initial = \"5m\"\n"), 7, 19, "limits.backoff_initial",
                "expected backoff_initial <= backoff_max");
+    expect_one(*load_text(kBase + "[vm.v]\nsplit = \"count\"\n"), 7, 9, "vm.v.split",
+               "split = \"count\" needs count = N (1..64)");
+    expect_one(*load_text(kBase + "[vm.v]\ncount = 2\n"), 7, 9, "vm.v.count", "count is only for split = \"count\"");
 }
 
 TEST_CASE("config: every error is reported, sorted by position", "[config][errors]") {

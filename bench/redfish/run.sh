@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# bench/redfish, parts (a) and (b); part (c) (multipart push vs curl -F) is
-# the emulator's and merges its own keys into the same results file.
+# bench/redfish:
 #  (a) the firmware stage's full inventory walk of the HPE DL325 tree, kiln
 #      vs python3-sushy, same kiln-bmc, same run: ratio sushy/kiln seconds.
 #  (b) KILN_BENCH_BMCS (500) emulated BMCs, each with a firmware update and
 #      a BIOS change, by `kiln apply --stage firmware`, task durations scaled
 #      down (--task-seconds 1): wall time and peak RSS.
+#  (c) multipart push of a KILN_BENCH_MULTIPART_MIB (256) MiB artifact to
+#      kiln-bmc's MultipartHttpPushUri, kiln's HttpClient vs `curl -F`
+#      (multipart_bench.py, which also writes bench/results/redfish-multipart.json):
+#      ratio kiln/curl seconds.
 #  plus a bounded libFuzzer run of the BMC-JSON -> model target when clang
 #  with -fsanitize=fuzzer is there.
+# KILN_BENCH_REDFISH_PARTS (default "a b c fuzz") picks the parts to run.
 # Writes bench/results/redfish.json (keys "inventory_walk", "fleet_apply",
-# "fuzz"; other keys already in the file are kept).
+# "multipart_push", "fuzz", each from the parts run; other keys already in
+# the file are kept).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -18,6 +23,8 @@ MOCKUPS=${KILN_REDFISH_MOCKUPS:-$ROOT/../shared/redfish/mockups}
 BMCS=${KILN_BENCH_BMCS:-500}
 WALKS=${KILN_BENCH_WALKS:-20}
 FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-60}
+MULTIPART_MIB=${KILN_BENCH_MULTIPART_MIB:-256}
+PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b c fuzz} "
 WORK=$(mktemp -d)
 export KILN_BMC_PASSWORD="bench-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 pids=()
@@ -33,8 +40,10 @@ wait_lines() {  # FILE COUNT: until kiln-bmc printed COUNT "bmc i:" lines
   done
   echo "kiln-bmc did not come up" >&2; cat "$1" >&2; return 1
 }
+part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 # ---- (a) inventory walk ----------------------------------------------------
+if part a; then
 port=$(free_port)
 "$BUILD/kiln-bmc" --mockup "$MOCKUPS/hpe-dl325" --port "$port" > "$WORK/a.out" 2>&1 &
 pids+=($!)
@@ -44,8 +53,20 @@ kiln_walk=$("$BUILD/bench/redfish/kiln-bench-redfish-walk" --url "$url" --iterat
 sushy_walk=$(/usr/bin/python3 bench/redfish/sushy_walk.py "$url" admin "$WALKS")
 echo "(a) kiln: $kiln_walk"
 echo "(a) sushy: $(echo "$sushy_walk" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("last"); print(json.dumps(d))')"
+/usr/bin/python3 - "$kiln_walk" "$sushy_walk" "$WALKS" > "$WORK/part-a.json" <<'PY'
+import json, sys
+kiln, sushy, walks = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+print(json.dumps({"inventory_walk": {
+    "tree": "hpe-dl325", "walks": walks,
+    "kiln_seconds": kiln["seconds"], "kiln_requests": kiln["requests"],
+    "sushy_seconds": sushy["seconds"],
+    "ratio_sushy_over_kiln": sushy["seconds"] / kiln["seconds"] if kiln["seconds"] else None,
+}}))
+PY
+fi
 
 # ---- (b) 500 BMCs, firmware update + BIOS change --------------------------
+if part b; then
 # The DMTF tree: 500 copies of the 11 MB HPE tree would need ~8 GB here.
 "$BUILD/kiln-bmc" --mockup "$MOCKUPS/dmtf-public-rackmount1" --port 0 --bmc-count "$BMCS" --task-seconds 1 \
   --restart-seconds 1 > "$WORK/b.out" 2>&1 &
@@ -98,8 +119,29 @@ json.dump(out, open(sys.argv[2], "w"))
 PY
 echo "(b) $(cat "$WORK/b.json")"
 tail -3 "$WORK/fleet/fleet.toml.err" >&2 || true
+/usr/bin/python3 - "$(cat "$WORK/b.json")" "$BMCS" > "$WORK/part-b.json" <<'PY'
+import json, sys
+fleet = json.loads(sys.argv[1])
+print(json.dumps({"fleet_apply": dict(fleet, bmcs=int(sys.argv[2]), task_seconds=1,
+                                      changes="BIOS firmware update + BIOS attribute per BMC")}))
+PY
+fi
+
+# ---- (c) multipart push of a 256 MiB artifact, kiln vs curl -F ------------
+if part c; then
+/usr/bin/python3 bench/redfish/multipart_bench.py --build "$BUILD" --size-mib "$MULTIPART_MIB" \
+  --mockup "$MOCKUPS/dmtf-public-rackmount1" --out bench/results/redfish-multipart.json > "$WORK/c.json"
+/usr/bin/python3 - "$WORK/c.json" > "$WORK/part-c.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.pop("benchmark", None)
+print(json.dumps({"multipart_push": c}))
+PY
+echo "(c) kiln/curl: $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kiln_vs_curl_ratio"])' "$WORK/c.json")"
+fi
 
 # ---- fuzz ------------------------------------------------------------------
+if part fuzz; then
 fuzz='{"ran": false, "reason": "clang++ with -fsanitize=fuzzer not available"}'
 if command -v clang++ >/dev/null && echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long){return 0;}' \
      | clang++ -x c++ -fsanitize=fuzzer - -o "$WORK/probe" 2>/dev/null; then
@@ -131,21 +173,17 @@ if command -v clang++ >/dev/null && echo 'extern "C" int LLVMFuzzerTestOneInput(
   fuzz=$(printf '{"ran": true, "seconds": %s, "exit_code": %d, "executions": %s}' "$FUZZ_SECONDS" "$rc" "${runs:-0}")
   echo "fuzz: $fuzz"
 fi
+echo "{\"fuzz\": $fuzz}" > "$WORK/part-fuzz.json"
+fi
 
-/usr/bin/python3 - "$kiln_walk" "$sushy_walk" "$(cat "$WORK/b.json")" "$fuzz" "$BMCS" "$WALKS" <<'PY'
+shopt -s nullglob
+parts=("$WORK"/part-*.json)
+/usr/bin/python3 - "${parts[@]}" <<'PY'
 import json, os, sys
-kiln, sushy, fleet, fuzz = (json.loads(a) for a in sys.argv[1:5])
-bmcs, walks = int(sys.argv[5]), int(sys.argv[6])
 path = "bench/results/redfish.json"
 out = json.load(open(path)) if os.path.exists(path) else {}
-out["inventory_walk"] = {
-    "tree": "hpe-dl325", "walks": walks,
-    "kiln_seconds": kiln["seconds"], "kiln_requests": kiln["requests"],
-    "sushy_seconds": sushy["seconds"],
-    "ratio_sushy_over_kiln": sushy["seconds"] / kiln["seconds"] if kiln["seconds"] else None,
-}
-out["fleet_apply"] = dict(fleet, bmcs=bmcs, task_seconds=1, changes="BIOS firmware update + BIOS attribute per BMC")
-out["fuzz"] = fuzz
+for part in sys.argv[1:]:
+    out.update(json.load(open(part)))
 json.dump(out, open(path, "w"), indent=2, sort_keys=True)
 print(json.dumps(out, indent=2, sort_keys=True))
 PY

@@ -93,13 +93,26 @@ void BmcState::seed_update_service() {
     auto update = store_.resolve("/redfish/v1/UpdateService");
     if (!update) return;
     json body = store_.body(*update);
+    bool seeded = false;
     if (body.contains("MultipartHttpPushUri") && body["MultipartHttpPushUri"].is_string()) {
         push_uri_ = normalize_uri(body["MultipartHttpPushUri"].get<std::string>());
     } else {
         push_uri_ = kDefaultPushUri;
         body["MultipartHttpPushUri"] = push_uri_;
-        store_.seed(*update, std::move(body));
+        seeded = true;
     }
+    // SimpleUpdate takes @Redfish.OperationApplyTime: say so, as DSP0266
+    // asks of a service that does (trees that say otherwise are kept).
+    if (body.contains("Actions") && body["Actions"].is_object() &&
+        body["Actions"].contains("#UpdateService.SimpleUpdate") &&
+        body["Actions"]["#UpdateService.SimpleUpdate"].is_object() &&
+        !body["Actions"]["#UpdateService.SimpleUpdate"].contains("@Redfish.OperationApplyTimeSupport")) {
+        body["Actions"]["#UpdateService.SimpleUpdate"]["@Redfish.OperationApplyTimeSupport"] = {
+            {"@odata.type", "#Settings.v1_3_5.OperationApplyTimeSupport"},
+            {"SupportedValues", {"Immediate", "OnReset"}}};
+        seeded = true;
+    }
+    if (seeded) store_.seed(*update, std::move(body));
     // The ComputerSystem a power backend drives: the first one.
     if (auto systems = store_.resolve("/redfish/v1/Systems")) {
         const json& s = store_.body(*systems);

@@ -69,6 +69,14 @@ std::string random_token() {
     return out;
 }
 
+// The name only helps people reading BMC logs: keep it to URL-safe characters.
+std::string url_safe_name(const std::string& path) {
+    std::string name = std::filesystem::path(path).filename().string();
+    for (auto& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+    return name;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ArtifactServer>> ArtifactServer::start(const ArtifactServerConfig& config) {
@@ -114,10 +122,15 @@ ArtifactServer::~ArtifactServer() {
     for (auto& [path, e] : by_path_) close(e.fd);
 }
 
-Result<std::string> ArtifactServer::publish(const std::string& path, const std::string& sha256) {
+std::string ArtifactServer::served_suffix(const std::string& path, const std::string& sha256) {
+    return sha256.substr(0, 16) + "/" + url_safe_name(path);
+}
+
+Result<std::string> ArtifactServer::publish(const std::string& path, const std::string& sha256, bool digest_in_path) {
+    const std::string key = path + "\n" + sha256 + (digest_in_path ? "\nd" : "");
     {
         std::lock_guard<std::mutex> lock(mu_);
-        auto it = published_.find(path + "\n" + sha256);
+        auto it = published_.find(key);
         if (it != published_.end()) return base_url_ + it->second;
     }
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -151,14 +164,12 @@ Result<std::string> ArtifactServer::publish(const std::string& path, const std::
                           fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not served", path, digest,
                                       sha256));
     }
-    // The name only helps people reading BMC logs: keep it to URL-safe characters.
-    std::string name = std::filesystem::path(path).filename().string();
-    for (auto& c : name)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-    std::string url_path = "/artifacts/" + random_token() + "/" + name;
+    std::string name = url_safe_name(path);
+    std::string url_path =
+        "/artifacts/" + random_token() + "/" + (digest_in_path ? served_suffix(path, sha256) : name);
     std::lock_guard<std::mutex> lock(mu_);
     by_path_[url_path] = Entry{fd, static_cast<uint64_t>(off), name};
-    published_[path + "\n" + sha256] = url_path;
+    published_[key] = url_path;
     return base_url_ + url_path;
 }
 

@@ -39,7 +39,13 @@ public:
 
     // Verifies `path` against `sha256` (lowercase hex) and returns the URL it
     // is served at. Publishing the same verified file again returns the same URL.
-    Result<std::string> publish(const std::string& path, const std::string& sha256);
+    // With `digest_in_path` the URL ends in served_suffix() (host OS images:
+    // what a BMC shows as inserted then says which image it is, whichever
+    // kiln run or token served it).
+    Result<std::string> publish(const std::string& path, const std::string& sha256, bool digest_in_path = false);
+
+    // "<first 16 hex digits of sha256>/<file name, URL-safe>".
+    static std::string served_suffix(const std::string& path, const std::string& sha256);
 
     std::string base_url() const { return base_url_; }
     uint16_t port() const { return port_; }

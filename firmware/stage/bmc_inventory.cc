@@ -108,6 +108,43 @@ Status read_network_adapters(redfish::Client& client, const std::vector<std::str
     return ok_status();
 }
 
+// The first CD/DVD member of a VirtualMedia collection, if any.
+Status read_virtual_media(redfish::Client& client, const std::string& collection, BmcInventory& inv) {
+    inv.virtual_media_collections.push_back(collection);
+    KILN_TRY(coll, client.get(collection));
+    KILN_TRY(members, coll.view().members());
+    for (const auto& m : members) {
+        KILN_TRY(media, client.get(m));
+        JsonView v = media.view();
+        VirtualMediaSlot slot;
+        slot.uri = m;
+        slot.media_types = string_list(v, "MediaTypes");
+        bool cd = std::any_of(slot.media_types.begin(), slot.media_types.end(),
+                              [](const std::string& t) { return t == "CD" || t == "DVD"; });
+        if (!cd) continue;
+        KILN_TRY(image, v.opt_str("Image"));
+        slot.image = image;
+        slot.inserted = !image.empty();
+        if (auto ins = v.find("Inserted")) {
+            KILN_TRY(b, ins->boolean());
+            slot.inserted = b;
+        }
+        if (auto actions = v.find("Actions")) {
+            if (auto a = actions->find("#VirtualMedia.InsertMedia")) {
+                KILN_TRY(t, a->str("target"));
+                slot.insert_target = t;
+            }
+            if (auto a = actions->find("#VirtualMedia.EjectMedia")) {
+                KILN_TRY(t, a->str("target"));
+                slot.eject_target = t;
+            }
+        }
+        inv.cd = std::move(slot);
+        return ok_status();
+    }
+    return ok_status();
+}
+
 }  // namespace
 
 bool version_matches(const std::string& reported, const std::string& desired) {
@@ -161,6 +198,7 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         KILN_TRY(e, boot->opt_str("BootSourceOverrideEnabled"));
         inv.boot_target = t;
         inv.boot_enabled = e;
+        inv.boot_targets = string_list(*boot, "BootSourceOverrideTarget@Redfish.AllowableValues");
     }
     if (auto actions = s.find("Actions")) {
         if (auto reset = actions->find("#ComputerSystem.Reset")) {
@@ -183,6 +221,8 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
                 KILN_TRY(target, su->str("target"));
                 inv.simple_update_target = target;
                 inv.transfer_protocols = string_list(*su, "TransferProtocol@Redfish.AllowableValues");
+                if (auto support = su->find("@Redfish.OperationApplyTimeSupport"))
+                    inv.simple_update_apply_times = string_list(*support, "SupportedValues");
             }
         }
         if (!fi.empty()) {
@@ -209,6 +249,18 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         KILN_TRY(cc, client.get(chassis_uri));
         KILN_TRY(cm, cc.view().members());
         if (auto st = read_network_adapters(client, cm, inv); !st) return st.error();
+    }
+    if (options.virtual_media) {
+        inv.virtual_media_read = true;
+        // The system's first (DSP0266 moved VirtualMedia there), then the manager's.
+        KILN_TRY(sys_vm, s.opt_link("VirtualMedia"));
+        if (!sys_vm.empty())
+            if (auto st = read_virtual_media(client, sys_vm, inv); !st) return st.error();
+        if (!inv.cd && !manager_body.is_null()) {
+            KILN_TRY(mgr_vm, JsonView(manager_body, "GET " + inv.manager_uri).opt_link("VirtualMedia"));
+            if (!mgr_vm.empty())
+                if (auto st = read_virtual_media(client, mgr_vm, inv); !st) return st.error();
+        }
     }
     if (options.bios) {
         KILN_TRY(bios_uri, s.opt_link("Bios"));
@@ -298,8 +350,19 @@ json BmcInventory::to_json() const {
               {"bmc_version", bmc_version},
               {"components", comps},
               {"power_state", power_state},
-              {"boot", {{"target", boot_target}, {"enabled", boot_enabled}}},
+              {"boot", {{"target", boot_target}, {"enabled", boot_enabled}, {"targets", boot_targets}}},
               {"update", {{"simple_update", simple_update_target}, {"multipart", multipart_uri}}}};
+    if (virtual_media_read) {
+        j["virtual_media"] = nullptr;
+        if (cd)
+            j["virtual_media"] = {{"uri", cd->uri},
+                                  {"image", cd->image},
+                                  {"inserted", cd->inserted},
+                                  {"insert", cd->insert_target},
+                                  {"eject", cd->eject_target},
+                                  {"media_types", cd->media_types}};
+        j["virtual_media_collections"] = virtual_media_collections;
+    }
     if (bios)
         j["bios"] = {{"uri", bios->uri},
                      {"settings", bios->settings_uri},

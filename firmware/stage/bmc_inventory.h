@@ -37,6 +37,18 @@ struct BiosState {
     std::vector<std::string> apply_times;  // @Redfish.Settings.SupportedApplyTimes
 };
 
+// The BMC's virtual CD/DVD drive: the first VirtualMedia member whose
+// MediaTypes list CD or DVD, under the ComputerSystem (newer services) or
+// the Manager (iLO, iDRAC, older services).
+struct VirtualMediaSlot {
+    std::string uri;
+    std::string image;           // the inserted image's URI; "" when none
+    bool inserted = false;
+    std::string insert_target;   // "" when the BMC has no InsertMedia action (PATCH the resource)
+    std::string eject_target;    // "" when it has no EjectMedia action
+    std::vector<std::string> media_types;
+};
+
 struct BmcInventory {
     std::string vendor = "generic";
     std::string system_uri;
@@ -48,10 +60,19 @@ struct BmcInventory {
     std::string power_state;
     std::string boot_target;
     std::string boot_enabled;
+    std::vector<std::string> boot_targets;  // BootSourceOverrideTarget@Redfish.AllowableValues
+    // Read only with InventoryOptions::virtual_media: the collections looked
+    // at, and the CD/DVD slot found in them (none: the BMC cannot boot an ISO).
+    bool virtual_media_read = false;
+    std::vector<std::string> virtual_media_collections;
+    std::optional<VirtualMediaSlot> cd;
     std::string reset_target;
     std::vector<std::string> reset_types;
     std::string simple_update_target;
     std::vector<std::string> transfer_protocols;
+    // SimpleUpdate's @Redfish.OperationApplyTimeSupport.SupportedValues
+    // (empty: the BMC does not say).
+    std::vector<std::string> simple_update_apply_times;
     std::string multipart_uri;
     std::vector<std::string> update_apply_times;  // MultipartHttpPushUri apply times offered
     std::string tasks_uri;                        // TaskService Tasks collection
@@ -63,6 +84,7 @@ struct BmcInventory {
 struct InventoryOptions {
     bool bios = true;           // read Bios and its settings object
     bool network_adapters = true;
+    bool virtual_media = false;  // find the CD/DVD VirtualMedia slot (host OS boot)
 };
 
 Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options = {});

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "firmware/stage/host_os_boot.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/net/url.h"
 
@@ -177,7 +178,9 @@ Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
     auto c = client(ctx);
     if (!c) return c.error();
     ctx.progress("reading the BMC inventory");
-    auto inv = read_inventory(*c);
+    InventoryOptions opts;
+    opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
     c->session().add_busy_message_ids(prof.busy_message_ids, prof.retry_conflict);
@@ -240,6 +243,12 @@ Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ct
             actions.push_back(std::move(a));
         }
     }
+    // Last: the host boots its OS once firmware and BIOS are as wanted.
+    if (const auto* os = host_os_image(ctx.fleet(), ctx.node())) {
+        auto boot = plan_host_os_boot(ctx.node(), *os, st);
+        if (!boot) return boot.error();
+        if (*boot) actions.push_back(std::move(**boot));
+    }
     return actions;
 }
 
@@ -248,6 +257,7 @@ Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& act
     if (!c) return c.error();
     if (action.id.rfind("flash:", 0) == 0) return flash(ctx, *c, action);
     if (action.id.rfind("bios:", 0) == 0) return apply_bios(ctx, *c, action);
+    if (action.id.rfind("boot:", 0) == 0) return boot_host_os(ctx, *c, action);
     return stage_error("firmware.action", "unknown action " + action.id);
 }
 
@@ -288,6 +298,102 @@ Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& cli
     return ok_status();
 }
 
+// Sends the update: SimpleUpdate with an ImageURI on kiln's artifact
+// server, else a multipart push. Returns the BMC's 2xx reply (a task).
+Result<redfish::Response> FirmwareStage::start_update(engine::StageContext& ctx, redfish::Client& client,
+                                                      const BmcInventory& inv, const redfish::VendorProfile& prof,
+                                                      const config::FirmwareComponent& comp,
+                                                      const config::FirmwareProfile& fw, const json& targets) {
+    const bool on_reset = fw.apply_time == "OnReset";
+    auto unsupported = [&](const char* path, const std::vector<std::string>& offered) -> Result<redfish::Response> {
+        return stage_error("firmware.apply_time",
+                           fmt::format("{}: the BMC's {} offers apply times {}, firmware profile '{}' asks for {} "
+                                       "({})",
+                                       ctx.node().bmc.url, path, fmt::join(offered, ", "), fw.name, fw.apply_time,
+                                       fw.pos.str()));
+    };
+    bool http_ok = inv.transfer_protocols.empty() ||
+                   std::find(inv.transfer_protocols.begin(), inv.transfer_protocols.end(), "HTTP") !=
+                       inv.transfer_protocols.end();
+    Result<redfish::Response> started = stage_error("firmware.no_update_path", "");
+    if (!inv.simple_update_target.empty() && !prof.multipart_only && http_ok) {
+        const auto& times = inv.simple_update_apply_times;
+        if (on_reset && !times.empty() && std::find(times.begin(), times.end(), fw.apply_time) == times.end())
+            return unsupported("SimpleUpdate", times);
+        auto server = artifacts(ctx.fleet());
+        if (!server) return server.error();
+        auto url = (*server)->publish(comp.artifact, comp.sha256, on_reset);
+        if (!url) return url.error();
+        ctx.progress(fmt::format("{}: SimpleUpdate to {}", comp.name, comp.version));
+        json body = {{"ImageURI", *url}, {"TransferProtocol", "HTTP"}};
+        if (!targets.empty()) body["Targets"] = targets;
+        // Immediate is the default: sent only when asked otherwise, as
+        // before, for BMCs that refuse parameters they do not know.
+        if (on_reset) body["@Redfish.OperationApplyTime"] = fw.apply_time;
+        started = client.post(inv.simple_update_target, body);
+    } else if (!inv.multipart_uri.empty()) {
+        const auto& times = inv.update_apply_times;
+        if (on_reset && !times.empty() && std::find(times.begin(), times.end(), fw.apply_time) == times.end())
+            return unsupported("MultipartHttpPushUri", times);
+        auto digest = sha256_file(comp.artifact);
+        if (!digest)
+            return stage_error("firmware.artifact_io", fmt::format("artifact {}: {}", comp.artifact,
+                                                                   digest.error().message));
+        if (*digest != comp.sha256)
+            return stage_error("firmware.artifact_digest",
+                               fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not pushed",
+                                           comp.artifact, *digest, comp.sha256));
+        json params = {{"Targets", targets}, {"@Redfish.OperationApplyTime", fw.apply_time}};
+        std::vector<net::MultipartPart> parts;
+        parts.push_back({"UpdateParameters", "application/json", params.dump(), "", ""});
+        std::string filename = on_reset ? ArtifactServer::served_suffix(comp.artifact, comp.sha256) : "";
+        std::replace(filename.begin(), filename.end(), '/', '-');
+        parts.push_back({"UpdateFile", "application/octet-stream", "", comp.artifact, filename});
+        ctx.progress(fmt::format("{}: multipart push of {}", comp.name, comp.version));
+        started = client.post_multipart(inv.multipart_uri, std::move(parts), options_.push_timeout);
+    } else {
+        return stage_error("firmware.no_update_path",
+                           fmt::format("{}: the BMC offers neither SimpleUpdate over HTTP nor MultipartHttpPushUri",
+                                       ctx.node().bmc.url));
+    }
+    if (!started) return started.error();
+    if (!started->ok()) return redfish::status_error(*started);
+    return started;
+}
+
+// A finished update task that staged this image for `target` and waits for
+// a reset (DMTF Update registry AwaitToActivate, with the target and an
+// image name carrying `marker`, the digest prefix).
+bool FirmwareStage::update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,
+                                  const std::string& marker) {
+    if (inv.tasks_uri.empty()) return false;
+    auto coll = client.get(inv.tasks_uri);
+    if (!coll) return false;
+    auto members = coll->view().members();
+    if (!members) return false;
+    size_t n = std::min<size_t>(members->size(), 32);
+    for (size_t i = members->size() - n; i < members->size(); ++i) {
+        auto t = client.get((*members)[i]);
+        if (!t || !t->body.is_object() || t->body.value("TaskState", json("")) != "Completed") continue;
+        const json& msgs = t->body.value("Messages", json::array());
+        if (!msgs.is_array()) continue;
+        for (const auto& m : msgs) {
+            if (!m.is_object() || !m.contains("MessageId") || !m["MessageId"].is_string() ||
+                m["MessageId"].get<std::string>().find("AwaitToActivate") == std::string::npos)
+                continue;
+            bool for_target = false, ours = false;
+            for (const auto& arg : m.value("MessageArgs", json::array())) {
+                if (!arg.is_string()) continue;
+                const std::string a = arg.get<std::string>();
+                for_target |= a == target;
+                ours |= a.find(marker) != std::string::npos;
+            }
+            if (for_target && ours) return true;
+        }
+    }
+    return false;
+}
+
 Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* fw = firmware_profile(ctx.fleet(), ctx.node());
     std::string name = action.detail.value("component", "");
@@ -312,52 +418,31 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     }
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
     json targets = item->uri.empty() ? json::array() : json::array({item->uri});
-
-    bool http_ok = inv->transfer_protocols.empty() ||
-                   std::find(inv->transfer_protocols.begin(), inv->transfer_protocols.end(), "HTTP") !=
-                       inv->transfer_protocols.end();
-    Result<redfish::Response> started = stage_error("firmware.no_update_path", "");
-    if (!inv->simple_update_target.empty() && !prof.multipart_only && http_ok) {
-        auto server = artifacts(ctx.fleet());
-        if (!server) return server.error();
-        auto url = (*server)->publish(comp->artifact, comp->sha256);
-        if (!url) return url.error();
-        ctx.progress(fmt::format("{}: SimpleUpdate to {}", comp->name, comp->version));
-        json body = {{"ImageURI", *url}, {"TransferProtocol", "HTTP"}};
-        if (!targets.empty()) body["Targets"] = targets;
-        started = client.post(inv->simple_update_target, body);
-    } else if (!inv->multipart_uri.empty()) {
-        auto digest = sha256_file(comp->artifact);
-        if (!digest)
-            return stage_error("firmware.artifact_io", fmt::format("artifact {}: {}", comp->artifact,
-                                                                   digest.error().message));
-        if (*digest != comp->sha256)
-            return stage_error("firmware.artifact_digest",
-                               fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not pushed",
-                                           comp->artifact, *digest, comp->sha256));
-        json params = {{"Targets", targets}, {"@Redfish.OperationApplyTime", "Immediate"}};
-        std::vector<net::MultipartPart> parts;
-        parts.push_back({"UpdateParameters", "application/json", params.dump(), "", ""});
-        parts.push_back({"UpdateFile", "application/octet-stream", "", comp->artifact, ""});
-        ctx.progress(fmt::format("{}: multipart push of {}", comp->name, comp->version));
-        started = client.post_multipart(inv->multipart_uri, std::move(parts), options_.push_timeout);
+    // OnReset: the image's digest goes into its URL / file name, so an update
+    // staged by a run killed before its reset is recognised, not sent again.
+    const bool on_reset = fw->apply_time == "OnReset";
+    const std::string marker = comp->sha256.substr(0, 16);
+    std::string task_note = "staged by an earlier run";
+    if (on_reset && !item->uri.empty() && update_staged(client, *inv, item->uri, marker)) {
+        ctx.event("note", fmt::format("{} {} is staged on the BMC by an earlier run: resetting the host to activate "
+                                      "it, not flashing again",
+                                      comp->name, comp->version));
     } else {
-        return stage_error("firmware.no_update_path",
-                           fmt::format("{}: the BMC offers neither SimpleUpdate over HTTP nor MultipartHttpPushUri",
-                                       ctx.node().bmc.url));
+        auto started = start_update(ctx, client, *inv, prof, *comp, *fw, targets);
+        if (!started) return started.error();
+        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        opts.progress = [&](const std::string& state, int pct) {
+            ctx.progress(fmt::format("{}: update task {}", comp->name, state), pct);
+        };
+        auto task = redfish::follow_task(client, *started, opts);
+        if (!task) return task.error();
+        task_note = fmt::format("task {} {}", task->monitor, task->state);
     }
-    if (!started) return started.error();
-    if (!started->ok()) return redfish::status_error(*started);
-
-    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-    opts.progress = [&](const std::string& state, int pct) {
-        ctx.progress(fmt::format("{}: update task {}", comp->name, state), pct);
-    };
-    auto task = redfish::follow_task(client, *started, opts);
-    if (!task) return task.error();
 
     // Read the version back; the BMC may be restarting (its own update) or
-    // the update may wait for a host reset (apply time OnReset).
+    // the update may wait for a host reset (apply time OnReset: the first
+    // read finds the old version and resets; some BMCs wait for a reset
+    // even when asked for Immediate).
     bool reset_done = false;
     auto until = Clock::now() + options_.settle_timeout;
     std::string seen = item->version, last_error;
@@ -379,8 +464,8 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
         }
         if (Clock::now() >= until)
             return stage_error("firmware.verify",
-                               fmt::format("{} still reports {} after the update to {} (task {} {})", comp->name, seen,
-                                           comp->version, task->monitor, task->state),
+                               fmt::format("{} still reports {} after the update to {} ({})", comp->name, seen,
+                                           comp->version, task_note),
                                true);
         if (!ctx.wait_for(options_.settle_poll))
             return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
@@ -452,7 +537,9 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
 Status FirmwareStage::verify(engine::StageContext& ctx) {
     auto c = client(ctx);
     if (!c) return c.error();
-    auto inv = read_inventory(*c);
+    InventoryOptions opts;
+    opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
         for (const auto& comp : fw->components) {
@@ -471,7 +558,7 @@ Status FirmwareStage::verify(engine::StageContext& ctx) {
         if (!diff.empty())
             return stage_error("firmware.verify", fmt::format("BIOS attributes differ: {}", diff.dump()));
     }
-    return ok_status();
+    return verify_host_os(ctx, *inv);
 }
 
 }  // namespace kiln::firmware

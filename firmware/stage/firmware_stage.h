@@ -3,17 +3,23 @@
 //   observe  the BMC's inventory (bmc_inventory.h), BIOS attributes and
 //            pending settings, power and boot state, the attribute registry
 //   plan     one action per component whose version differs
-//            ("flash:<component>:<version>") and one for the BIOS
-//            attributes that differ ("bios:<digest of the desired set>")
+//            ("flash:<component>:<version>"), one for the BIOS
+//            attributes that differ ("bios:<digest of the desired set>"),
+//            and last one to boot the node's host OS image when the virtual
+//            CD does not hold it or holds it unbooted
+//            ("boot:<host_os>:<sha256 prefix>", host_os_boot.h)
 //   apply    flash: observe again (already there -> nothing; a running
 //            update task -> wait for it), sha256-check the artifact, serve it
 //            from kiln's artifact server for SimpleUpdate (or push it by
 //            multipart), follow the task through the BMC's own restart,
 //            reset the host when the update waits for one, read the version
-//            back. bios: PATCH the settings object (If-Match, apply time
-//            OnReset), reset the host, wait until Attributes hold the values
-//            and nothing is pending.
-//   verify   versions and attributes read back equal the desired ones.
+//            back (with the profile's apply_time OnReset the update is
+//            staged and the stage resets the host to activate it). bios:
+//            PATCH the settings object (If-Match, apply time OnReset), reset
+//            the host, wait until Attributes hold the values and nothing is
+//            pending. boot: host_os_boot.h.
+//   verify   versions and attributes read back equal the desired ones;
+//            the virtual CD holds the host OS image and its boot was used.
 // Resources: "bmc:<host:port>", so the scheduler's per_bmc limit applies.
 // Threads: the engine's worker pool runs node-stages (`limits.parallel` at
 // most); every wait here goes through StageContext::wait_for, so a stop or
@@ -72,6 +78,16 @@ private:
     Status apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
     Status reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
     Status wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
+    Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+                                           const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
+                                           const config::FirmwareProfile& fw, const nlohmann::json& targets);
+    bool update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,
+                       const std::string& marker);
+    // Host OS boot (firmware_stage_boot.cc).
+    Status boot_host_os(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
+    Status wait_booted(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+                       const std::string& what);
+    Status verify_host_os(engine::StageContext& ctx, const BmcInventory& inv);
 
     std::shared_ptr<net::HttpClient> http_;
     FirmwareStageOptions options_;

@@ -1,23 +1,30 @@
-// The `network` stage: the node's switch ports (and, once network/host's
-// applier is wired, its NICs) carry the node's RoCE profile.
+// The `network` stage: the node's switch ports and its host NICs carry the
+// node's RoCE profile.
 //   observe  for each switch the node is cabled to: render the profile for
-//            the node's ports, read the running config of those keys, diff
-//   plan     one action per switch that differs ("configure:<switch>");
+//            the node's ports, read the running config of those keys, diff;
+//            with a managed `host`, read each of the node's NICs through the
+//            host NIC applier (network/host/host_scope.h)
+//   plan     one action per switch that differs ("configure:<switch>"), and
+//            "host-nics:<node>" when a NIC setting drifts or failed to read;
 //            drift found on a converged node is work like any other
-//   apply    re-read, re-diff and apply that switch's change all or nothing
+//   apply    re-read, re-diff and apply that switch's change all or nothing;
+//            for the host, set what differs and read it back
 //            (a re-run after a crash finds nothing to do)
-//   verify   read back every switch; any difference left is an error
+//   verify   read back every switch and NIC; any difference left is an error
 // resources: "switch:<name>" per switch, so the scheduler's per_switch limit
 // keeps one change at a time on each switch (and so on each rail).
 //
-// Host NICs: the host-side applier (network/host/) is not called yet; the
-// observation says so under "host_nics" rather than skipping silently.
+// Host NICs that the fleet does not manage (no `host`) are said so under
+// "host_nics" in the observation, never skipped silently. Unsupported and
+// needs-reboot items are warnings (Observation::notes), not work, unless the
+// host's `require` lists them: then the plan fails.
 #pragma once
 
 #include <functional>
 #include <memory>
 
 #include "network/switch_driver.h"
+#include "provisioner/core/command.h"
 #include "provisioner/engine/stage.h"
 
 namespace kiln::network {
@@ -26,9 +33,11 @@ class NetworkStage : public engine::Stage {
 public:
     using DriverFactory =
         std::function<Result<std::unique_ptr<SwitchDriver>>(const config::Fleet&, const config::Switch&)>;
+    // How commands reach a node's host; default host::make_host_runner.
+    using HostRunnerFactory = std::function<Result<std::shared_ptr<CommandRunner>>(const config::Node&)>;
 
     // Default factory: make_switch_driver with the product's transports.
-    explicit NetworkStage(DriverFactory factory = {});
+    explicit NetworkStage(DriverFactory factory = {}, HostRunnerFactory hosts = {});
 
     std::string name() const override { return "network"; }
     std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
@@ -38,7 +47,11 @@ public:
     Status verify(engine::StageContext& ctx) override;
 
 private:
+    Status apply_host(engine::StageContext& ctx);
+    Status verify_host(engine::StageContext& ctx);
+
     DriverFactory factory_;
+    HostRunnerFactory hosts_;
 };
 
 }  // namespace kiln::network

@@ -178,7 +178,8 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
                       {"status", e.status},
                       {"input_hash", e.input_hash},
                       {"last_verified", e.last_verified.empty() ? json(nullptr) : json(e.last_verified)},
-                      {"actions", acts}};
+                      {"actions", acts},
+                      {"notes", e.notes}};
             if (e.status == "error") {
                 j["error"] = e.error;
                 j["error_code"] = e.error_code;
@@ -207,6 +208,7 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
                 why = e.error;
             std::printf("  %s%s%s\n", pad(e.stage, 10).c_str(), pad(e.status, 10).c_str(), why.c_str());
             for (const auto& a : e.actions) std::printf("    + %s\n", a.description.c_str());
+            for (const auto& n : e.notes) std::printf("    ! %s\n", n.c_str());
         }
         std::printf("Plan: %d node-stage%s with work (%d action%s), %d converged, %d error%s.\n", work,
                     work == 1 ? "" : "s", actions, actions == 1 ? "" : "s", converged, errors, errors == 1 ? "" : "s");

@@ -7,6 +7,8 @@
 
 #include "network/eos/eos_driver.h"
 #include "network/fabric.h"
+#include "network/host/host_runner.h"
+#include "network/host/host_scope.h"
 #include "network/nvue/nvue_driver.h"
 #include "network/sonic/render.h"
 #include "network/sonic/yang_validator.h"
@@ -138,11 +140,34 @@ int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
         checked.push_back(sw.name);
         for (const auto& c : cmp->changes) changes.push_back(network::change_json(sw.name, c));
     }
+    // Host NICs of nodes with a managed host; --switch narrows to that switch only.
+    json host_drift = json::array();
+    json host_warnings = json::array();
+    json hosts_checked = json::array();
+    for (const auto& node : fleet.nodes) {
+        if (!args.switch_name.empty()) break;
+        auto hs = network::host::host_scope_for_node(fleet, node);
+        if (!hs.managed) continue;
+        auto runner = network::host::make_host_runner(node);
+        auto seen = runner ? network::host::reconcile_host_nics(**runner, node, hs, false)
+                           : Result<std::vector<network::host::NicResult>>(runner.error());
+        if (!seen) {
+            errors.push_back({{"node", node.name}, {"error", seen.error().message}});
+            continue;
+        }
+        hosts_checked.push_back(node.name);
+        const json state = network::host::host_nics_json(node, *seen);
+        for (const auto& d : network::host::host_drift_entries(node.name, state)) host_drift.push_back(d);
+        const auto findings = network::host::host_nic_findings(state);
+        for (const auto& b : findings.blocking) errors.push_back({{"node", node.name}, {"error", b}});
+        for (const auto& w : findings.warnings) host_warnings.push_back({{"node", node.name}, {"warning", w}});
+    }
     if (args.json) {
-        std::printf("%s\n",
-                    json{{"fleet", fleet.name}, {"switches_checked", checked}, {"drift", changes}, {"errors", errors}}
-                        .dump(2)
-                        .c_str());
+        json doc = {{"fleet", fleet.name}, {"switches_checked", checked}, {"drift", changes}, {"errors", errors}};
+        doc["hosts_checked"] = hosts_checked;
+        doc["host_drift"] = host_drift;
+        doc["host_warnings"] = host_warnings;
+        std::printf("%s\n", doc.dump(2).c_str());
     } else {
         for (const auto& c : changes) {
             // A switch-wide leaf is named by its path: "switch-priority" alone is ambiguous.
@@ -153,21 +178,34 @@ int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
                         c["running"].is_null() ? "(absent)" : c["running"].dump().c_str(),
                         c["desired"].is_null() ? "(absent)" : c["desired"].dump().c_str());
         }
-        for (const auto& e : errors)
-            std::fprintf(stderr, "kiln: switch %s: %s\n", e["switch"].get<std::string>().c_str(),
+        for (const auto& d : host_drift)
+            std::printf("%s %s\n", d["node"].get<std::string>().c_str(), d["text"].get<std::string>().c_str());
+        for (const auto& w : host_warnings)
+            std::fprintf(stderr, "kiln: warning: node %s NIC %s\n", w["node"].get<std::string>().c_str(),
+                         w["warning"].get<std::string>().c_str());
+        for (const auto& e : errors) {
+            const bool is_node = e.contains("node");
+            std::fprintf(stderr, "kiln: %s %s: %s\n", is_node ? "node" : "switch",
+                         e[is_node ? "node" : "switch"].get<std::string>().c_str(),
                          e["error"].get<std::string>().c_str());
-        std::printf("Drift: %zu difference%s on %zu switch%s checked, %zu error%s.\n", changes.size(),
-                    changes.size() == 1 ? "" : "s", checked.size(), checked.size() == 1 ? "" : "es", errors.size(),
+        }
+        const size_t diffs = changes.size() + host_drift.size();
+        const std::string hosts = hosts_checked.empty() ? ""
+                                                        : fmt::format(" and {} host{}", hosts_checked.size(),
+                                                                      hosts_checked.size() == 1 ? "" : "s");
+        std::printf("Drift: %zu difference%s on %zu switch%s%s checked, %zu error%s.\n", diffs, diffs == 1 ? "" : "s",
+                    checked.size(), checked.size() == 1 ? "" : "es", hosts.c_str(), errors.size(),
                     errors.size() == 1 ? "" : "s");
     }
     if (!errors.empty()) return 1;
-    return changes.empty() ? 0 : 2;
+    return changes.empty() && host_drift.empty() ? 0 : 2;
 }
 
 }  // namespace
 
 void add_network_commands(CLI::App& app, NetworkArgs& args) {
-    auto* network = app.add_subcommand("network", "the RoCE fabric: render switch configs, find drift");
+    auto* network =
+        app.add_subcommand("network", "the RoCE fabric: render switch configs, find drift on switches and host NICs");
     network->require_subcommand(1);
     args.render = network->add_subcommand("render", "print the config kiln would put on switches (JSON)");
     args.render->add_option("fleet", args.fleet, "fleet.toml")->required();
@@ -176,9 +214,10 @@ void add_network_commands(CLI::App& app, NetworkArgs& args) {
         ->check(CLI::IsMember({"sonic", "nvue", "eos"}));
     args.render->add_flag("--validate", args.validate, "check SONiC tables against the YANG models");
     args.render->add_option("--yang-dir", args.yang_dir, "SONiC YANG models to validate with");
-    args.drift = network->add_subcommand("drift", "compare switches' running config with the profile");
+    args.drift =
+        network->add_subcommand("drift", "compare switches' running config and managed hosts' NICs with the profile");
     args.drift->add_option("fleet", args.fleet, "fleet.toml")->required();
-    args.drift->add_option("--switch", args.switch_name, "only this switch");
+    args.drift->add_option("--switch", args.switch_name, "only this switch (host NICs are then not checked)");
     args.drift->add_flag("--json", args.json, "as JSON");
 }
 

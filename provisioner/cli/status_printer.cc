@@ -18,6 +18,7 @@ const char* event_name(Kind kind) {
         case Kind::RunStart: return "run.start";
         case Kind::StageStart: return "stage.start";
         case Kind::Progress: return "stage.progress";
+        case Kind::Warning: return "stage.warning";
         case Kind::Action: return "action.start";
         case Kind::StageEnd: return "stage.end";
         case Kind::Retry: return "stage.retry";
@@ -64,6 +65,8 @@ void StatusPrinter::live(const engine::EngineEvent& e) {
         std::fprintf(out_, "\r\033[K%s %s: %s\n", e.outcome.c_str(), e.node.c_str(), e.message.c_str());
     } else if (e.kind == Kind::Retry || e.kind == Kind::Stop) {
         std::fprintf(out_, "\r\033[K%s%s%s\n", e.node.c_str(), e.node.empty() ? "" : ": ", e.message.c_str());
+    } else if (e.kind == Kind::Warning) {
+        std::fprintf(out_, "\r\033[Kwarning: %s %s: %s\n", e.node.c_str(), e.stage.c_str(), e.message.c_str());
     }
     if (e.kind == Kind::RunEnd) return;
     std::string text = fmt::format("[{}/{}] {} {}", e.done, e.total, e.stage, e.node);
@@ -85,6 +88,7 @@ void StatusPrinter::line(const engine::EngineEvent& e) {
         case Kind::Progress:
             what = e.percent >= 0 ? fmt::format("{} {}%", e.message, e.percent) : e.message;
             break;
+        case Kind::Warning: what = "warning: " + e.message; break;
         case Kind::Action: what = "action: " + e.message; break;
         case Kind::StageEnd: what = e.outcome + (e.message.empty() ? "" : " (" + e.message + ")"); break;
         case Kind::Retry: what = e.message; break;

@@ -43,6 +43,13 @@ const NodeNic* Node::find_nic(const std::string& nic_name) const {
     return nullptr;
 }
 
+std::string HostAccess::describe() const {
+    if (mode == "local") return "local";
+    if (mode == "netns") return "netns " + netns;
+    if (mode == "ssh") return "ssh " + (username.empty() ? "" : username + "@") + address;
+    return "not managed";
+}
+
 std::vector<const Cable*> Fleet::cables_of(const std::string& node) const {
     std::vector<const Cable*> out;
     for (const auto& c : cabling)
@@ -79,15 +86,22 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                     {"above_4g_decoding", opt_bool(b.above_4g_decoding)},
                     {"attributes", b.extra}};
         }
-        return {{"bmc",
-                 {{"url", node.bmc.url},
-                  {"username", node.bmc.username},
-                  {"password", secret_ref(node.bmc.password)},
-                  {"ca_bundle", node.bmc.ca_bundle},
-                  {"fingerprint", node.bmc.fingerprint},
-                  {"verify_tls", node.bmc.verify_tls}}},
-                {"firmware", comps},
-                {"bios", bios}};
+        json out = {{"bmc",
+                     {{"url", node.bmc.url},
+                      {"username", node.bmc.username},
+                      {"password", secret_ref(node.bmc.password)},
+                      {"ca_bundle", node.bmc.ca_bundle},
+                      {"fingerprint", node.bmc.fingerprint},
+                      {"verify_tls", node.bmc.verify_tls}}},
+                    {"firmware", comps},
+                    {"bios", bios}};
+        // Only when set, so fleets without them keep their input hashes.
+        if (auto it = fleet.firmware.find(node.firmware);
+            it != fleet.firmware.end() && it->second.apply_time != "Immediate")
+            out["apply_time"] = it->second.apply_time;
+        if (auto it = fleet.host_os.find(node.host_os); it != fleet.host_os.end())
+            out["host_os"] = {{"name", it->second.name}, {"image", it->second.image}, {"sha256", it->second.sha256}};
+        return out;
     }
     if (stage == "network") {
         json sws = json::array();
@@ -125,7 +139,25 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                        {"switch_mtu", p.switch_mtu},
                        {"buffer_policy", p.buffer_policy}};
         }
-        return {{"rack", node.rack}, {"switches", sws}, {"profile", profile}, {"cables", cables}};
+        json out = {{"rack", node.rack}, {"switches", sws}, {"profile", profile}, {"cables", cables}};
+        // Only a managed host adds inputs: nodes without one hash as before.
+        if (node.host.managed()) {
+            json nics = json::array();
+            for (const auto& n : node.nics)
+                nics.push_back({{"name", n.name},
+                                {"ifname", n.netdev()},
+                                {"vfs", n.vfs ? json(*n.vfs) : json(nullptr)},
+                                {"firmware", n.firmware}});
+            out["host"] = {{"mode", node.host.mode},
+                           {"address", node.host.address},
+                           {"username", node.host.username},
+                           {"ssh_key", node.host.ssh_key},
+                           {"known_hosts", node.host.known_hosts},
+                           {"netns", node.host.netns},
+                           {"require", node.host.require},
+                           {"nics", nics}};
+        }
+        return out;
     }
     if (stage == "image") {
         auto it = fleet.images.find(node.image);
@@ -133,7 +165,7 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
     }
     if (stage == "vm") {
         json shape = nullptr;
-        if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end())
+        if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end()) {
             shape = {{"split", it->second.split},
                      {"vcpus", it->second.vcpus},
                      {"memory_gib", it->second.memory_gib},
@@ -145,6 +177,9 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                      {"images_dir", it->second.images_dir},
                      {"base_image", it->second.base_image},
                      {"ssh_authorized_keys", it->second.ssh_authorized_keys}};
+            // Only for count splits, so that other shapes keep the digest they had.
+            if (it->second.split == "count") shape["count"] = it->second.count;
+        }
         return {{"shape", shape}, {"image", node.image}, {"libvirt_uri", node.libvirt_uri}};
     }
     if (stage == "smoke") {

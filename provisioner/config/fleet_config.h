@@ -37,6 +37,20 @@ struct FirmwareComponent {
 struct FirmwareProfile {
     std::string name;
     std::vector<FirmwareComponent> components;
+    // When updates take effect (Redfish @Redfish.OperationApplyTime):
+    // "Immediate" (the BMC applies at the end of its task) or "OnReset" (the
+    // BMC stages the image; the stage resets the host to activate it).
+    std::string apply_time = "Immediate";
+    SourcePos pos;
+};
+
+// [host_os.NAME]: the host OS (installer) image the firmware stage boots
+// through VirtualMedia.InsertMedia + a one-time Cd boot override + a reset,
+// served by kiln's artifact server like firmware artifacts.
+struct HostOsImage {
+    std::string name;
+    std::string image;   // path, resolved against the fleet file's folder
+    std::string sha256;  // lowercase hex, 64 chars
     SourcePos pos;
 };
 
@@ -83,7 +97,8 @@ struct ImageProfile {
 
 struct VmShape {
     std::string name;
-    std::string split = "whole";  // whole | numa
+    std::string split = "whole";  // whole | numa | count
+    int count = 0;                // split = "count": that many CPU-only VMs (hosts without GPUs)
     int vcpus = 0;                // 0: all host CPUs of the VM's NUMA nodes
     int memory_gib = 0;           // 0: derived from the host
     bool hugepages = true;
@@ -162,10 +177,42 @@ struct Switch {
     const SwitchPort* find_port(const std::string& name) const;
 };
 
-// A node NIC the fabric is cabled to ("mlx5_0", "ens1f0").
+// A node NIC the fabric is cabled to ("mlx5_0", "ens1f0"), written in
+// `nics` as its name alone or as a table with the host-side details the
+// network stage needs to set it (with a managed `host`).
 struct NodeNic {
     std::string name;
+    std::string ifname;       // the netdev on the host ("ens1f0np0"); "" = same as name
+    std::optional<int> vfs;   // SR-IOV VFs wanted (sriov_numvfs); unset = left alone
+    bool firmware = false;    // check ConnectX firmware (SRIOV_EN, NUM_OF_VFS = vfs, ATS_ENABLED)
     SourcePos pos;
+
+    const std::string& netdev() const { return ifname.empty() ? name : ifname; }
+};
+
+// `host`: how kiln reaches a node's operating system to set its NICs (the
+// network stage's host side). Exactly one way, or none (not managed):
+//   ssh    address = "HOST[:PORT]", with username, ssh_key, known_hosts as
+//          for a SONiC switch (key-only, host key checked strictly)
+//   local  local = true: kiln runs on the host itself
+//   netns  netns = "NAME": commands run through `ip netns exec NAME`, for
+//          rehearsal hosts emulated by a network namespace
+struct HostAccess {
+    std::string mode;          // "" (not managed) | ssh | local | netns
+    std::string address;       // ssh
+    std::string username;      // ssh; "" = ssh's default
+    std::string ssh_key;       // ssh; identity file (resolved path); "" = agent
+    std::string known_hosts;   // ssh; required
+    std::string netns;         // netns
+    // Settings ("mtu", "sriov", "dscp_trust", "pfc", "ecn", "firmware") whose
+    // unsupported or needs-reboot outcome stops the stage instead of warning.
+    std::vector<std::string> require;
+    Duration timeout{std::chrono::seconds(30)};  // each command on the host
+    SourcePos pos;
+
+    bool managed() const { return !mode.empty(); }
+    // "ssh root@10.0.0.5:2222", "local", "netns lab-gpu-01": for messages.
+    std::string describe() const;
 };
 
 // [[cabling]]: node NIC -> switch port. Each switch port and each NIC
@@ -200,12 +247,14 @@ struct Node {
     Bmc bmc;
     std::string firmware;        // FirmwareProfile name ("" = none)
     std::string bios;            // BiosProfile name
+    std::string host_os;         // HostOsImage name ("" = boot nothing)
     std::string network;         // RoceProfile name
     std::string image;           // ImageProfile name
     std::string vm;              // VmShape name
     std::string smoke;           // SmokeProfile name
     std::map<std::string, std::string> labels;
     std::vector<NodeNic> nics;   // RDMA NICs cabled to the fabric
+    HostAccess host;             // how the network stage reaches its NICs; not managed by default
     std::string libvirt_uri;     // hypervisor of this node's VMs; "" = qemu:///system (local)
     SourcePos pos;
 
@@ -235,6 +284,7 @@ struct Fleet {
     std::vector<Cable> cabling;  // in file order
     std::map<std::string, FirmwareProfile> firmware;
     std::map<std::string, BiosProfile> bios;
+    std::map<std::string, HostOsImage> host_os;
     std::map<std::string, RoceProfile> network;
     std::map<std::string, ImageProfile> images;
     std::map<std::string, VmShape> vm;

@@ -94,6 +94,22 @@ bool valid_node_name(const std::string& s) {
     return std::regex_match(s, re);
 }
 
+// A Linux interface name kiln can pass to ip, dcb and sysfs paths as is.
+bool valid_ifname(const std::string& s) {
+    static const std::regex re(R"(^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$)");
+    return std::regex_match(s, re);
+}
+
+// "host", "host:port", "[v6]" or "[v6]:port", as SSH takes them.
+bool valid_host_address(const std::string& s) {
+    static const std::regex re(R"(^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9._-]*)(:(\d{1,5}))?$)");
+    std::smatch m;
+    if (!std::regex_match(s, m, re)) return false;
+    if (!m[3].matched) return true;
+    const int port = std::stoi(m[3].str());
+    return port >= 1 && port <= 65535;
+}
+
 bool valid_profile_name(const std::string& s) {
     static const std::regex re(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)");
     return std::regex_match(s, re);
@@ -255,24 +271,161 @@ struct Loader {
 
     // nics = ["mlx5_0", "mlx5_1"] in a node or [defaults]; a node's own list
     // replaces the default one.
+    // nics = ["mlx5_0", { name = "mlx5_1", ifname = "ens1f1np1", vfs = 8, firmware = true }]
     void node_nics(TableReader& r, Node& n) {
-        auto v = r.strings("nics");
-        if (!v) return;
-        const toml::array* arr = r.table().get("nics")->as_array();
+        const toml::array* arr = r.array("nics");
+        if (!arr) return;
         n.nics.clear();
-        for (size_t k = 0; k < v->size(); ++k) {
-            const auto& where = arr->get(k)->source();
+        std::map<std::string, std::pair<std::string, SourcePos>> netdevs;  // ifname -> NIC, where
+        for (size_t k = 0; k < arr->size(); ++k) {
+            const toml::node& e = *arr->get(k);
             const std::string key = fmt::format("{}[{}]", r.key_path("nics"), k);
-            if ((*v)[k].empty()) {
-                ctx.error(where, key, "expected a NIC name");
+            NodeNic nic;
+            nic.pos = ctx.pos(e.source());
+            const toml::source_region* name_at = &e.source();
+            const toml::source_region* ifname_at = &e.source();
+            std::string name_key = key;
+            if (e.is_string()) {
+                nic.name = *e.value<std::string>();
+            } else if (e.is_table()) {
+                const toml::table& t = *e.as_table();
+                TableReader nr(ctx, t, key);
+                auto name = nr.str("name", true);
+                if (auto v = nr.str("ifname")) {
+                    ifname_at = &t.get("ifname")->source();
+                    if (!valid_ifname(*v))
+                        ctx.error(*ifname_at, key + ".ifname",
+                                  fmt::format("expected an interface name: 1 to 15 letters, digits, '_', '.' or '-', "
+                                              "not starting with '.' or '-', found \"{}\"",
+                                              *v));
+                    else
+                        nic.ifname = *v;
+                }
+                if (auto v = nr.integer("vfs", 0, 4096)) nic.vfs = static_cast<int>(*v);
+                if (auto v = nr.boolean("firmware")) nic.firmware = *v;
+                if (nic.firmware && !t.get("vfs"))
+                    ctx.error(t.get("firmware")->source(), key + ".firmware",
+                              "needs vfs: the firmware's NUM_OF_VFS is checked against it");
+                nr.finish();
+                if (!name) continue;  // reported by str()
+                nic.name = *name;
+                name_at = &t.get("name")->source();
+                name_key = key + ".name";
+                if (nic.ifname.empty()) ifname_at = name_at;
+            } else {
+                ctx.error(e.source(), key,
+                          fmt::format("expected a NIC name or a table {{ name, ifname, vfs, firmware }}, found {}",
+                                      toml_type_name(e)));
                 continue;
             }
-            if (n.find_nic((*v)[k])) {
-                ctx.error(where, key, fmt::format("NIC '{}' is listed twice", (*v)[k]));
+            if (nic.name.empty()) {
+                ctx.error(*name_at, name_key, "expected a NIC name");
                 continue;
             }
-            n.nics.push_back({(*v)[k], ctx.pos(where)});
+            if (n.find_nic(nic.name)) {
+                ctx.error(*name_at, name_key, fmt::format("NIC '{}' is listed twice", nic.name));
+                continue;
+            }
+            if (auto it = netdevs.find(nic.netdev()); it != netdevs.end()) {
+                ctx.error(*ifname_at, nic.ifname.empty() ? name_key : key + ".ifname",
+                          fmt::format("interface {} is NIC {}'s already (first at {})", nic.netdev(), it->second.first,
+                                      it->second.second.str()));
+                continue;
+            }
+            netdevs[nic.netdev()] = {nic.name, ctx.pos(*ifname_at)};
+            n.nics.push_back(std::move(nic));
         }
+    }
+
+    // host = { address = "HOST[:PORT]", username, ssh_key, known_hosts } | { local = true } |
+    // { netns = "NAME" }, plus require and timeout, for a node or [defaults]. Keys
+    // merge over `h` one by one; writing one of address, local or netns replaces
+    // the way in. True when the table is written.
+    bool host_access(TableReader& parent, HostAccess& h) {
+        const toml::table* t = parent.table("host");
+        if (!t) return false;
+        TableReader r(ctx, *t, parent.key_path("host"));
+        h.pos = r.pos();
+        const char* ways[] = {"address", "local", "netns"};
+        int written = 0;
+        for (const char* w : ways) written += t->get(w) ? 1 : 0;
+        if (written > 1)
+            ctx.error(t->source(), r.key_path("address"),
+                      "expected one of address (SSH), local = true or netns, not several");
+        if (written) {
+            h.mode.clear();
+            h.address.clear();
+            h.netns.clear();
+        }
+        if (auto v = r.str("address")) {
+            if (!valid_host_address(*v))
+                ctx.error(
+                    t->get("address")->source(), r.key_path("address"),
+                    v->find('@') != std::string::npos
+                        ? "expected HOST or HOST:PORT; write the user in username"
+                        : fmt::format("expected HOST or HOST:PORT (IPv6 as [ADDR] or [ADDR]:PORT), found \"{}\"", *v));
+            h.mode = "ssh";
+            h.address = *v;
+        }
+        if (auto v = r.boolean("local")) {
+            if (!*v)
+                ctx.error(t->get("local")->source(), r.key_path("local"),
+                          "expected true; leave local out for an SSH or netns host");
+            else
+                h.mode = "local";
+        }
+        if (auto v = r.str("netns")) {
+            static const std::regex netns_re(R"(^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$)");
+            if (!std::regex_match(*v, netns_re))
+                ctx.error(
+                    t->get("netns")->source(), r.key_path("netns"),
+                    fmt::format("expected a network namespace name: letters, digits, '_', '.', '-', found \"{}\"", *v));
+            h.mode = "netns";
+            h.netns = *v;
+        }
+        if (auto v = r.str("username")) h.username = *v;
+        if (auto v = r.str("ssh_key")) h.ssh_key = v->empty() ? "" : resolve_path(fleet.dir, *v);
+        if (auto v = r.str("known_hosts")) h.known_hosts = v->empty() ? "" : resolve_path(fleet.dir, *v);
+        // SSH settings beside local or netns in the same table are a mix-up.
+        if (t->get("local") || t->get("netns"))
+            for (const char* k : {"username", "ssh_key", "known_hosts"})
+                if (const toml::node* n = t->get(k))
+                    ctx.error(n->source(), r.key_path(k), "only used with address (SSH)");
+        if (auto v = r.strings("require")) {
+            static const std::vector<std::string> known = {"mtu", "sriov", "dscp_trust", "pfc", "ecn", "firmware"};
+            const toml::array* arr = t->get("require")->as_array();
+            h.require.clear();
+            for (size_t i = 0; i < v->size(); ++i) {
+                const std::string& s = (*v)[i];
+                if (std::find(known.begin(), known.end(), s) == known.end())
+                    ctx.error(arr->get(i)->source(), fmt::format("{}[{}]", r.key_path("require"), i),
+                              fmt::format("expected one of {}, found \"{}\"", fmt::join(known, ", "), s));
+                else if (std::find(h.require.begin(), h.require.end(), s) == h.require.end())
+                    h.require.push_back(s);
+            }
+        }
+        if (auto v = r.duration("timeout")) {
+            if (v->count() <= 0)
+                ctx.error(t->get("timeout")->source(), r.key_path("timeout"), "expected a duration > 0");
+            else
+                h.timeout = *v;
+        }
+        r.finish();
+        return true;
+    }
+
+    // A node's host after [defaults] merged in: a way in, and for SSH a known_hosts file.
+    void check_host(const toml::table& node_table, const std::string& path, bool written, const HostAccess& h) {
+        const toml::node* own = node_table.get("host");
+        const SourcePos at = own ? ctx.pos(own->source()) : (h.pos.line ? h.pos : ctx.pos(node_table.source()));
+        if (written && !h.managed()) {
+            ctx.errors->push_back(
+                {at, path + ".host", "expected address, local = true or netns: how kiln reaches the node's host"});
+            return;
+        }
+        if (h.mode == "ssh" && h.known_hosts.empty())
+            ctx.errors->push_back(
+                {at, path + ".host.known_hosts", "required with address: kiln checks SSH host keys strictly"});
     }
 
     // [[cabling]] { node, nic, switch, port }: read after the nodes.
@@ -392,6 +545,7 @@ struct Loader {
             FirmwareProfile p;
             p.name = name;
             p.pos = r.pos();
+            if (auto v = r.choice("apply_time", {"Immediate", "OnReset"})) p.apply_time = *v;
             if (const toml::array* comps = r.array("components", true)) {
                 for (size_t i = 0; i < comps->size(); ++i) {
                     const toml::node& n = *comps->get(i);
@@ -418,6 +572,20 @@ struct Loader {
                 }
             }
             fleet.firmware[name] = std::move(p);
+        });
+        named_tables(root, "host_os", [&](const std::string& name, TableReader& r) {
+            HostOsImage h;
+            h.name = name;
+            h.pos = r.pos();
+            if (auto v = r.str("image", true)) h.image = resolve_path(fleet.dir, *v);
+            if (auto v = r.str("sha256", true)) {
+                if (!is_hex64(*v))
+                    ctx.error(r.table().get("sha256")->source(), r.key_path("sha256"),
+                              fmt::format("expected 64 hex digits, found {} characters", v->size()));
+                else
+                    h.sha256 = lower(*v);
+            }
+            fleet.host_os[name] = std::move(h);
         });
         named_tables(root, "bios", [&](const std::string& name, TableReader& r) {
             BiosProfile p;
@@ -553,7 +721,15 @@ struct Loader {
             VmShape p;
             p.name = name;
             p.pos = r.pos();
-            if (auto v = r.choice("split", {"whole", "numa"})) p.split = *v;
+            if (auto v = r.choice("split", {"whole", "numa", "count"})) p.split = *v;
+            if (auto v = r.integer("count", 1, 64)) p.count = static_cast<int>(*v);
+            if (p.split == "count" && p.count == 0) {
+                pair_error(r, "count", "split", "split = \"count\" needs count = N (1..64)",
+                           "split = \"count\" needs count = N (1..64)");
+            } else if (p.split != "count" && p.count != 0) {
+                pair_error(r, "count", "split", "count is only for split = \"count\"",
+                           "count is only for split = \"count\"");
+            }
             if (auto v = r.integer("vcpus", 0, 4096)) p.vcpus = static_cast<int>(*v);
             if (auto v = r.integer("memory_gib", 0, 65536)) p.memory_gib = static_cast<int>(*v);
             if (auto v = r.boolean("hugepages")) p.hugepages = *v;
@@ -682,6 +858,7 @@ struct Loader {
     void profile_refs(TableReader& r, Node& n) {
         ref(r, "firmware", fleet.firmware, "firmware", n.firmware);
         ref(r, "bios", fleet.bios, "bios", n.bios);
+        ref(r, "host_os", fleet.host_os, "host_os", n.host_os);
         ref(r, "network", fleet.network, "network", n.network);
         ref(r, "image", fleet.images, "image", n.image);
         ref(r, "vm", fleet.vm, "vm", n.vm);
@@ -710,6 +887,7 @@ struct Loader {
         profile_refs(r, defaults.node);
         bmc(r, defaults.node.bmc);
         node_nics(r, defaults.node);
+        host_access(r, defaults.node.host);
         r.finish();
     }
 
@@ -752,6 +930,8 @@ struct Loader {
             profile_refs(r, n);
             bmc(r, n.bmc);
             node_nics(r, n);
+            const bool host_written = host_access(r, n.host);
+            if (host_written || n.host.managed()) check_host(t, path, host_written, n.host);
             if (auto v = r.str("libvirt_uri")) {
                 if (v->find(':') == std::string::npos)
                     ctx.error(t.get("libvirt_uri")->source(), path + ".libvirt_uri",

@@ -246,6 +246,7 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
                 Result<std::vector<Action>> actions = observed ? stage->plan(ctx, *observed)
                                                                : Result<std::vector<Action>>(observed.error());
                 gate.release(job);
+                if (observed) e.notes = observed->notes;
                 if (!actions) {
                     e.status = "error";
                     e.error_code = actions.error().code;
@@ -420,6 +421,10 @@ Result<RunReport> Engine::run(const RunOptions& options) {
 
         auto observed = stage->observe(ctx);
         if (!observed) return fail(observed.error());
+        for (const auto& note : observed->notes) {
+            ctx.event("warning", note);
+            emit({EngineEvent::Kind::Warning, node.name, stage_name, note, "", -1, done_before, total});
+        }
         auto planned = stage->plan(ctx, *observed);
         if (!planned) return fail(planned.error());
         if (planned->empty() && *last && **last == hash && !options.reimage) {

@@ -34,7 +34,8 @@ struct RunOptions {
 
 // What the engine tells its printer (live status line, JSON stream, logs).
 struct EngineEvent {
-    enum class Kind { RunStart, StageStart, Progress, Action, StageEnd, Retry, NodeEnd, Stop, RunEnd };
+    // Warning: an observation's note (Observation::notes), not an error.
+    enum class Kind { RunStart, StageStart, Progress, Warning, Action, StageEnd, Retry, NodeEnd, Stop, RunEnd };
     Kind kind = Kind::Progress;
     std::string node;
     std::string stage;
@@ -77,6 +78,7 @@ struct PlanEntry {
     std::string input_hash;
     std::string last_verified;            // "" when never verified
     std::vector<Action> actions;
+    std::vector<std::string> notes;       // the observation's warnings (Observation::notes)
     std::string error;
     std::string error_code;
 };

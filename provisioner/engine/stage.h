@@ -30,6 +30,10 @@ struct Action {
 
 struct Observation {
     nlohmann::json state = nlohmann::json::object();
+    // Warnings for people about what was seen but is not work (a setting the
+    // hardware lacks, a change waiting for a reboot). `kiln plan` prints them
+    // under the node-stage; runs journal each as a "warning" event and print it.
+    std::vector<std::string> notes;
 };
 
 // What a stage may see and use while it runs on one node.

@@ -49,6 +49,18 @@ Result<std::vector<VmPlacement>> choose_vms(const HostTopology& host, const Plac
         vms.push_back(std::move(vm));
         return vms;
     }
+    if (req.split == Split::count) {
+        if (!host.gpus.empty()) {
+            return refuse(req, "gpus", {"the host has " + std::to_string(host.gpus.size()) +
+                                        " GPUs: split them whole or by numa, count is for hosts without GPUs"});
+        }
+        const auto first = std::find_if(host.nodes.begin(), host.nodes.end(),
+                                        [](const NumaNode& n) { return !n.cpus.empty(); });
+        if (first == host.nodes.end()) return refuse(req, "resources", {"no NUMA node has CPUs"});
+        if (req.count < 1) return refuse(req, "resources", {"count must be at least 1"});
+        for (int i = 0; i < req.count; ++i) vms.push_back(VmPlacement{"part" + std::to_string(i), {VmCell{first->id}}});
+        return vms;
+    }
     std::set<int> nodes;
     std::vector<std::string> problems;
     for (const auto& g : host.gpus) {
@@ -252,6 +264,18 @@ Status assign_memory(const HostTopology& host, const PlacementRequest& req, std:
             }
         }
     }
+    // count: the VMs share one node, so their sum must fit in it too.
+    if (req.split == Split::count && problems.empty() && !vms.empty()) {
+        const NumaNode* node = host.node(vms.front().cells.front().host_node);
+        uint64_t total = 0;
+        for (const auto& vm : vms) total += req.hugepages ? vm.cells.front().hugepages : vm.cells.front().memory_kib;
+        const uint64_t have = req.hugepages ? node->pool(req.hugepage_kib)->free : node->memory_free_kib;
+        if (total > have) {
+            const std::string unit = req.hugepages ? " " + pages : " KiB";
+            problems.push_back(std::to_string(vms.size()) + " VMs need " + std::to_string(total) + unit + " on node " +
+                               std::to_string(node->id) + ", " + std::to_string(have) + " free");
+        }
+    }
     if (!problems.empty()) return refuse(req, "resources", problems);
     return ok_status();
 }
@@ -259,7 +283,12 @@ Status assign_memory(const HostTopology& host, const PlacementRequest& req, std:
 }  // namespace
 
 const char* split_name(Split split) {
-    return split == Split::whole ? "whole" : "numa";
+    switch (split) {
+        case Split::whole: return "whole";
+        case Split::numa: return "numa";
+        case Split::count: return "count";
+    }
+    return "whole";
 }
 
 Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
@@ -268,11 +297,21 @@ Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
         req.split = Split::whole;
     } else if (shape.split == "numa") {
         req.split = Split::numa;
+    } else if (shape.split == "count") {
+        req.split = Split::count;
+        req.count = shape.count;
+        if (req.count < 1) return make_error("vm", "shape", "vm." + shape.name + ": split \"count\" needs count >= 1");
     } else {
-        return make_error("vm", "shape", "vm." + shape.name + ": split \"" + shape.split + "\" is not whole or numa");
+        return make_error("vm", "shape",
+                          "vm." + shape.name + ": split \"" + shape.split + "\" is not whole, numa or count");
     }
     if (shape.vcpus < 0 || shape.memory_gib < 0) {
         return make_error("vm", "shape", "vm." + shape.name + ": vcpus and memory_gib must not be negative");
+    }
+    if (req.split == Split::count && req.count > 1 && shape.memory_gib == 0) {
+        // 0 means "all of the node's free memory", which only one VM can have.
+        return make_error("vm", "shape", "vm." + shape.name + ": split \"count\" with " + std::to_string(req.count) +
+                                             " VMs needs memory_gib per VM");
     }
     req.vcpus = shape.vcpus;
     req.memory_gib = shape.memory_gib;

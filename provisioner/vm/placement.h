@@ -3,6 +3,10 @@
 //          a guest NUMA cell per host node
 //   numa   one VM per NUMA node that has GPUs, with that node's GPUs, their
 //          paired NICs, CPUs and memory
+//   count  N CPU-only VMs on a host without GPUs (rehearsal, CI, CPU nodes):
+//          each with the request's vcpus and memory from the first node that
+//          has CPUs; their vCPUs share that node's CPUs (overcommitted when
+//          N x vcpus exceeds them), their memory is checked in total
 // A NIC with VFs is given as one VF (the PF stays with the host); one
 // without is given whole. Devices that are neither a GPU, its paired NIC
 // nor an NVSwitch stay with the host (the management NIC, disks).
@@ -25,18 +29,19 @@
 
 namespace kiln::vm {
 
-enum class Split { whole, numa };
+enum class Split { whole, numa, count };
 const char* split_name(Split split);
 
 struct PlacementRequest {
     Split split = Split::whole;
+    int count = 1;       // VMs, for Split::count
     int vcpus = 0;       // per VM; 0: every CPU of the VM's nodes
     int memory_gib = 0;  // per VM; 0: every free hugepage (or free GiB) of its nodes
     bool hugepages = true;
     uint64_t hugepage_kib = kHugePage1G;  // 1G or 2M
 };
 
-// From a fleet [vm.<name>] shape; "split" must be whole or numa.
+// From a fleet [vm.<name>] shape; "split" must be whole, numa or count.
 Result<PlacementRequest> request_from_shape(const config::VmShape& shape);
 
 // The GPUs of one host PCIe switch and the NIC functions given with them:
@@ -59,7 +64,7 @@ struct VmCell {
 };
 
 struct VmPlacement {
-    std::string name;  // "whole", "numa0", "numa1", ...
+    std::string name;  // "whole", "numa0", "numa1", ..., "part0", "part1", ...
     std::vector<VmCell> cells;
 
     size_t vcpus() const;

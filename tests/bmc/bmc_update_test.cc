@@ -155,6 +155,9 @@ TEST_CASE("bmc update SimpleUpdate downloads the image and its task runs New, Ru
     test::ImageServer images({{"/bios.bin", test::kiln_image("BIOS", "2.4.1")}});
     Bmc bmc(kDmtf);
     CHECK(bmc.get("/redfish/v1/UpdateService")["MultipartHttpPushUri"] == kPush);
+    // It takes @Redfish.OperationApplyTime, and says so on the action.
+    CHECK(bmc.get("/redfish/v1/UpdateService")["Actions"]["#UpdateService.SimpleUpdate"]
+                 ["@Redfish.OperationApplyTimeSupport"]["SupportedValues"] == json::array({"Immediate", "OnReset"}));
 
     auto r = bmc.call("POST", kSimpleUpdate,
                       {{"ImageURI", images.url("/bios.bin")},

@@ -18,6 +18,7 @@ std::string write_fleet(const kiln::test::TempDir& dir, const FleetSpec& spec) {
     t += "[defaults]\nrole = \"fw\"\n";
     if (spec.firmware_toml.find("[firmware.p]") != std::string::npos) t += "firmware = \"p\"\n";
     if (spec.bios_toml.find("[bios.b]") != std::string::npos) t += "bios = \"b\"\n";
+    if (spec.extra_toml.find("[host_os.os]") != std::string::npos) t += "host_os = \"os\"\n";
     t += "bmc = { username = \"admin\", password = \"env:KILN_FW_TEST_PASSWORD\" }\n";
     for (size_t i = 0; i < spec.bmc_urls.size(); ++i)
         t += fmt::format("[[nodes]]\nname = \"node-{}\"\nrack = \"r1\"\nbmc = {{ url = \"{}\" }}\n", i, spec.bmc_urls[i]);

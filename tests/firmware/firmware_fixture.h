@@ -21,7 +21,7 @@ struct FleetSpec {
     std::vector<std::string> bmc_urls;  // one node per URL: node-0, node-1, ...
     std::string firmware_toml;          // [firmware.p] section(s), or ""
     std::string bios_toml;              // [bios.b] section, or ""
-    std::string extra_toml;             // more sections
+    std::string extra_toml;             // more sections ([host_os.os] is then every node's host_os)
 };
 
 // Writes fleet.toml (+ pipelines/fw.toml with only the firmware stage) and

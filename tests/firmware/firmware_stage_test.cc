@@ -6,11 +6,13 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "firmware/stage/firmware_stage.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/journal/sqlite_store.h"
+#include "provisioner/net/url.h"
 #include "tests/bmc/bmc_test_util.h"
 #include "tests/firmware/fake_bmc.h"
 #include "tests/firmware/firmware_fixture.h"
@@ -423,4 +425,295 @@ TEST_CASE("multipart push is used where SimpleUpdate is not offered") {
     CHECK(parts[1].name == "UpdateFile");
     CHECK(parts[1].file_path.find("bios-2.0.bin") != std::string::npos);
     CHECK(stage.artifact_server() == nullptr);  // nothing served: pushed
+}
+
+// ---- host OS boot through virtual media; update apply time OnReset --------
+
+namespace {
+
+// The real transport, remembering every request that changes something on
+// a BMC ("METHOD /path"), logins and logouts aside.
+class WriteLog : public net::HttpClient {
+public:
+    Result<net::HttpResponse> send(const net::HttpRequest& request) override {
+        auto parts = net::split_url(request.url);
+        std::string path = parts ? parts->target : request.url;
+        if (request.method != "GET" && path.find("/SessionService/Sessions") == std::string::npos) {
+            std::lock_guard<std::mutex> lock(mu_);
+            writes_.push_back(request.method + " " + path);
+        }
+        return inner_.send(request);
+    }
+    std::vector<std::string> writes() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return writes_;
+    }
+    void clear() {
+        std::lock_guard<std::mutex> lock(mu_);
+        writes_.clear();
+    }
+
+private:
+    net::CurlHttpClient inner_;
+    std::mutex mu_;
+    std::vector<std::string> writes_;
+};
+
+json bmc_call(const BmcChild& bmc, const std::string& method, const std::string& path, const json& body = nullptr) {
+    net::CurlHttpClient http;
+    net::HttpRequest req;
+    req.method = method;
+    req.url = bmc.url() + path;
+    req.basic_user = "admin";
+    req.basic_password = kBmcPassword;
+    if (!body.is_null()) {
+        req.body = body.dump();
+        req.headers.emplace_back("Content-Type", "application/json");
+    }
+    auto r = http.send(req);
+    REQUIRE(r);
+    INFO(method << " " << path << ": " << r->body);
+    REQUIRE(r->status / 100 == 2);
+    return r->body.empty() ? json() : json::parse(r->body);
+}
+
+struct HostOs {
+    std::string toml;
+    std::string sha256;
+    std::string suffix;  // how the served URL ends: /<sha256 prefix>/installer.iso
+};
+
+// [host_os.os] with an image under the fleet folder, named relative to it.
+HostOs host_os(const kiln::test::TempDir& dir, const std::string& content, const std::string& sha = "") {
+    dir.write("iso/installer.iso", content);
+    HostOs h;
+    h.sha256 = sha256_hex(content);
+    h.suffix = "/" + h.sha256.substr(0, 16) + "/installer.iso";
+    h.toml = "[host_os.os]\nimage = \"iso/installer.iso\"\nsha256 = \"" + (sha.empty() ? h.sha256 : sha) + "\"\n";
+    return h;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("host OS boot on kiln-bmc arms a one-time Cd boot inserts the image and resets the host once") {
+    BmcChild bmc;
+    start(bmc, "hpe-dl325");  // iLO: the CD is the Manager's VirtualMedia/2
+    kiln::test::TempDir dir;
+    auto os = host_os(dir, "ISO 9660 " + std::string(50000, 'i'));
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .extra_toml = os.toml}));
+    auto http = std::make_shared<WriteLog>();
+    FirmwareStage stage(http, fast_options());
+
+    auto first = run_stage(stage, fleet, fleet.nodes[0]);
+    INFO((first.error ? first.error->str() : std::string("ok")));
+    REQUIRE_FALSE(first.error);
+    CHECK(first.actions == std::vector<std::string>{"boot:os:" + os.sha256.substr(0, 12)});
+    CHECK(http->writes() == std::vector<std::string>{
+                                "PATCH /redfish/v1/Systems/1",
+                                "POST /redfish/v1/Managers/1/VirtualMedia/2/Actions/VirtualMedia.InsertMedia",
+                                "POST /redfish/v1/Systems/1/Actions/ComputerSystem.Reset"});
+    auto media = bmc_call(bmc, "GET", "/redfish/v1/Managers/1/VirtualMedia/2");
+    CHECK(media["Inserted"] == true);
+    CHECK(media["WriteProtected"] == true);
+    CHECK(ends_with(media["Image"].get<std::string>(), os.suffix));
+    // The boot the reset started read the CD, and used the override up.
+    auto boot = bmc_control(bmc, "GET", "state")["last_boot"];
+    CHECK(boot["source"] == "Cd");
+    CHECK(boot["reset_type"] == "ForceRestart");
+    CHECK(boot["media"]["image"] == media["Image"]);
+    auto sys = bmc_call(bmc, "GET", "/redfish/v1/Systems/1");
+    CHECK(sys["Boot"]["BootSourceOverrideEnabled"] == "Disabled");
+    CHECK(sys["PowerState"] == "On");
+
+    // A re-run (even by another kiln, another artifact server) plans nothing.
+    http->clear();
+    FirmwareStage again(http, fast_options());
+    auto second = run_stage(again, fleet, fleet.nodes[0]);
+    REQUIRE_FALSE(second.error);
+    CHECK(second.actions.empty());
+    CHECK(http->writes().empty());
+}
+
+TEST_CASE("host OS boot replaces the inserted image and powers on a host that is off") {
+    BmcChild bmc;
+    start(bmc, "dmtf-public-rackmount1");  // CD under the ComputerSystem, an image already in
+    const std::string sys_uri = "/redfish/v1/Systems/437XR1138R2";
+    bmc_call(bmc, "POST", sys_uri + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceOff"}});
+    kiln::test::TempDir dir;
+    auto os = host_os(dir, "installer image");
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .extra_toml = os.toml}));
+    auto http = std::make_shared<WriteLog>();
+    FirmwareStage stage(http, fast_options());
+    auto run = run_stage(stage, fleet, fleet.nodes[0]);
+    INFO((run.error ? run.error->str() : std::string("ok")));
+    REQUIRE_FALSE(run.error);
+    CHECK(http->writes() ==
+          std::vector<std::string>{"PATCH " + sys_uri, "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
+                                   "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia",
+                                   "POST " + sys_uri + "/Actions/ComputerSystem.Reset"});
+    auto boot = bmc_control(bmc, "GET", "state")["last_boot"];
+    CHECK(boot["reset_type"] == "On");
+    CHECK(boot["source"] == "Cd");
+    CHECK(ends_with(boot["media"]["image"].get<std::string>(), os.suffix));
+    CHECK(bmc_call(bmc, "GET", sys_uri)["PowerState"] == "On");
+}
+
+TEST_CASE("a host OS image whose sha256 differs fails before anything is sent to the BMC") {
+    BmcChild bmc;
+    start(bmc, "hpe-dl325");
+    kiln::test::TempDir dir;
+    auto os = host_os(dir, "not the installer", std::string(64, 'c'));
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .extra_toml = os.toml}));
+    auto http = std::make_shared<WriteLog>();
+    FirmwareStage stage(http, fast_options());
+    auto run = run_stage(stage, fleet, fleet.nodes[0]);
+    REQUIRE(run.error);
+    CHECK(run.error->code == "firmware.artifact_digest");
+    CHECK(run.error->message.find("installer.iso") != std::string::npos);
+    CHECK(http->writes().empty());
+    CHECK(bmc_call(bmc, "GET", "/redfish/v1/Managers/1/VirtualMedia/2")["Inserted"] == false);
+    CHECK(bmc_control(bmc, "GET", "state")["last_boot"].is_null());
+}
+
+TEST_CASE("a BMC without a virtual CD fails the plan with a named reason") {
+    kiln::test::TempDir dir;
+    FakeBmc bmc;
+    bmc.minimal_tree();
+    auto os = host_os(dir, "iso");
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"}, .extra_toml = os.toml}));
+    std::shared_ptr<net::HttpClient> transport(std::shared_ptr<void>(), &bmc);
+    FirmwareStage stage(transport, fast_options());
+    auto run = run_stage(stage, fleet, fleet.nodes[0]);
+    REQUIRE(run.error);
+    CHECK(run.error->code == "firmware.no_virtual_media");
+    CHECK(run.error->message.find("node node-0: host_os 'os'") != std::string::npos);
+    CHECK(run.error->message.find("no virtual CD/DVD drive") != std::string::npos);
+    CHECK(run.actions.empty());
+    for (const auto& r : bmc.requests())
+        CHECK((r.method == "GET" || r.url.find("/SessionService/Sessions") != std::string::npos));
+}
+
+TEST_CASE("a BMC whose VirtualMedia has no InsertMedia action gets the image by PATCH") {
+    kiln::test::TempDir dir;
+    FakeBmc bmc;
+    bmc.minimal_tree();
+    const std::string sys = "/redfish/v1/Systems/S1", cd = "/redfish/v1/Systems/S1/VirtualMedia/CD";
+    auto system = [&](const std::string& target, const std::string& enabled) {
+        return json_reply({{"@odata.id", sys},
+                           {"PowerState", "On"},
+                           {"VirtualMedia", {{"@odata.id", sys + "/VirtualMedia"}}},
+                           {"Boot", {{"BootSourceOverrideTarget", target}, {"BootSourceOverrideEnabled", enabled}}},
+                           {"Actions",
+                            {{"#ComputerSystem.Reset",
+                              {{"target", sys + "/Actions/ComputerSystem.Reset"},
+                               {"ResetType@Redfish.AllowableValues", {"On", "ForceRestart"}}}}}}},
+                          200, {{"ETag", "\"" + target + enabled + "\""}});
+    };
+    bmc.on("GET", sys, system("None", "Disabled"));
+    bmc.on("GET", sys + "/VirtualMedia", json_reply({{"Members", {{{"@odata.id", cd}}}}}));
+    bmc.on("GET", cd, json_reply({{"MediaTypes", {"CD"}}, {"Image", nullptr}, {"Inserted", false}}, 200, {{"ETag", "\"e1\""}}));
+    bmc.on("PATCH", sys, json_reply({}, 200));
+    bmc.on("PATCH", cd, json_reply({}, 200));
+    bmc.on("POST", sys + "/Actions/ComputerSystem.Reset", Reply{204, "", {}, ""});
+    bmc.hook = [&](const net::HttpRequest& req, const std::string& path) {
+        if (req.method == "PATCH" && path == sys) bmc.on("GET", sys, system("Cd", "Once"));
+        if (req.method == "PATCH" && path == cd) {
+            auto body = json::parse(req.body);
+            bmc.on("GET", cd, json_reply({{"MediaTypes", {"CD"}}, {"Image", body["Image"]}, {"Inserted", body["Inserted"]}}));
+        }
+        if (req.method == "POST" && path == sys + "/Actions/ComputerSystem.Reset") bmc.on("GET", sys, system("Cd", "Disabled"));
+    };
+    auto os = host_os(dir, "iso bytes");
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"}, .extra_toml = os.toml}));
+    std::shared_ptr<net::HttpClient> transport(std::shared_ptr<void>(), &bmc);
+    FirmwareStage stage(transport, fast_options());
+    auto run = run_stage(stage, fleet, fleet.nodes[0]);
+    INFO((run.error ? run.error->str() : std::string("ok")));
+    REQUIRE_FALSE(run.error);
+    json media;
+    std::string boot_if_match;
+    for (const auto& r : bmc.requests()) {
+        if (r.method == "PATCH" && r.url.find("/VirtualMedia/CD") != std::string::npos) media = json::parse(r.body);
+        if (r.method == "PATCH" && ends_with(r.url, sys)) {
+            CHECK(json::parse(r.body) == json{{"Boot", {{"BootSourceOverrideTarget", "Cd"}, {"BootSourceOverrideEnabled", "Once"}}}});
+            for (const auto& [k, v] : r.headers)
+                if (k == "If-Match") boot_if_match = v;
+        }
+    }
+    CHECK(boot_if_match == "\"NoneDisabled\"");
+    CHECK(ends_with(media.value("Image", ""), os.suffix));
+    CHECK(media["Inserted"] == true);
+    CHECK(media["WriteProtected"] == true);
+    CHECK(bmc.count("POST", sys + "/Actions/ComputerSystem.Reset") == 1);
+}
+
+TEST_CASE("an update with apply_time OnReset is staged by the BMC and activated by one host reset") {
+    BmcChild bmc;
+    start_updating(bmc, "dmtf-public-rackmount1");
+    kiln::test::TempDir dir;
+    std::string fw = "[firmware.p]\napply_time = \"OnReset\"\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin");
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = fw}));
+    auto http = std::make_shared<WriteLog>();
+    FirmwareStage stage(http, fast_options());
+    auto first = run_stage(stage, fleet, fleet.nodes[0]);
+    INFO((first.error ? first.error->str() : std::string("ok")));
+    REQUIRE_FALSE(first.error);
+    CHECK(first.actions == std::vector<std::string>{"flash:BIOS:P79 v1.46"});
+    CHECK(http->writes() == std::vector<std::string>{"POST /redfish/v1/UpdateService/Actions/SimpleUpdate",
+                                                     "POST /redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset"});
+    auto state = bmc_control(bmc, "GET", "state");
+    REQUIRE(state["updates"].size() == 1);
+    CHECK(state["pending_updates"].empty());
+    CHECK(state["last_boot"]["reset_type"] == "ForceRestart");
+    // The task said the image waited for a reset.
+    auto task = bmc_call(bmc, "GET", "/redfish/v1/TaskService/Tasks/" + state["updates"][0]["task"].get<std::string>());
+    CHECK(task.dump().find("AwaitToActivate") != std::string::npos);
+
+    auto second = run_stage(stage, fleet, fleet.nodes[0]);
+    REQUIRE_FALSE(second.error);
+    CHECK(second.actions.empty());
+}
+
+TEST_CASE("an update staged OnReset by a run killed before its reset is activated not flashed again") {
+    BmcChild bmc;
+    start_updating(bmc, "dmtf-public-rackmount1");
+    kiln::test::TempDir dir;
+    std::string fw = "[firmware.p]\napply_time = \"OnReset\"\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin");
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = fw}));
+    const auto& comp = fleet.firmware.at("p").components[0];
+    // The killed run: the image served as kiln serves it, SimpleUpdate
+    // OnReset sent, the task followed to its end, and no reset.
+    auto server = ArtifactServer::start({});
+    REQUIRE(server);
+    auto url = (*server)->publish(comp.artifact, comp.sha256, true);
+    REQUIRE(url);
+    json accepted = bmc_call(bmc, "POST", "/redfish/v1/UpdateService/Actions/SimpleUpdate",
+                             {{"ImageURI", *url},
+                              {"Targets", {"/redfish/v1/UpdateService/FirmwareInventory/BIOS"}},
+                              {"@Redfish.OperationApplyTime", "OnReset"}});
+    const std::string task_uri = accepted["@odata.id"];
+    json task;
+    for (int i = 0; i < 600; ++i) {  // polled until the emulator says Completed (0.3 s task)
+        task = bmc_call(bmc, "GET", task_uri);
+        if (task["TaskState"] != "New" && task["TaskState"] != "Running") break;
+        std::this_thread::sleep_for(milliseconds(20));
+    }
+    REQUIRE(task["TaskState"] == "Completed");
+    REQUIRE(bmc_control(bmc, "GET", "state")["pending_updates"].size() == 1);
+
+    auto http = std::make_shared<WriteLog>();
+    FirmwareStage stage(http, fast_options());
+    auto run = run_stage(stage, fleet, fleet.nodes[0]);
+    INFO((run.error ? run.error->str() : std::string("ok")));
+    REQUIRE_FALSE(run.error);
+    CHECK(run.actions == std::vector<std::string>{"flash:BIOS:P79 v1.46"});
+    CHECK(http->writes() == std::vector<std::string>{"POST /redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset"});
+    CHECK(bmc_control(bmc, "GET", "state")["updates"].size() == 1);
+    bool noted = false;
+    for (const auto& e : run.events) noted |= e.find("staged on the BMC by an earlier run") != std::string::npos;
+    CHECK(noted);
 }

@@ -156,3 +156,169 @@ TEST_CASE("fabric config: a NIC listed twice on a node") {
     auto f = write_fleet(text);
     expect_error(*f, "defaults.nics[1]", "NIC 'mlx5_0' is listed twice");
 }
+
+// ---- node host access and NIC details (the network stage's host side) ----
+
+namespace {
+
+// The two-switch fleet with `host_line` (and optionally `nics_line`) written in node n1.
+std::string with_host(const std::string& host_line, const std::string& nics_line = "") {
+    auto text = fleet_toml(two_switches(), 1);
+    text.replace(text.find("name = \"n1\"\n"), 12, "name = \"n1\"\n" + host_line + "\n" + nics_line);
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("host config: ssh, local and netns hosts load, and table NICs with ifname and vfs beside the string form") {
+    auto f = write_fleet(with_host(
+        "host = { address = \"gpu-01.lab:2222\", username = \"root\", ssh_key = \"keys/id\", known_hosts = "
+        "\"keys/kh\", require = [\"pfc\", \"dscp_trust\"], timeout = \"45s\" }",
+        "nics = [{ name = \"mlx5_0\", ifname = \"ens1f0np0\", vfs = 8, firmware = true }, \"mlx5_1\"]\n"));
+    INFO(f->errors());
+    REQUIRE(f->loaded.fleet);
+    const auto& n = f->loaded.fleet->nodes[0];
+    CHECK(n.host.mode == "ssh");
+    CHECK(n.host.address == "gpu-01.lab:2222");
+    CHECK(n.host.describe() == "ssh root@gpu-01.lab:2222");
+    CHECK(n.host.ssh_key == f->dir.path() + "/keys/id");
+    CHECK(n.host.known_hosts == f->dir.path() + "/keys/kh");
+    CHECK(n.host.require == std::vector<std::string>{"pfc", "dscp_trust"});
+    CHECK(n.host.timeout == std::chrono::seconds(45));
+    REQUIRE(n.nics.size() == 2);
+    CHECK(n.nics[0].netdev() == "ens1f0np0");
+    CHECK(n.nics[0].vfs == 8);
+    CHECK(n.nics[0].firmware);
+    CHECK(n.nics[1].netdev() == "mlx5_1");  // the string form: the name is the netdev
+    CHECK_FALSE(n.nics[1].vfs);
+    // A managed host is part of the node's network inputs; an unmanaged one adds nothing.
+    auto net = kiln::config::node_section_json(*f->loaded.fleet, n, "network");
+    CHECK(net["host"]["mode"] == "ssh");
+    CHECK(net["host"]["nics"][0]["ifname"] == "ens1f0np0");
+    auto plain = write_fleet(fleet_toml(two_switches(), 1));
+    REQUIRE(plain->loaded.fleet);
+    CHECK_FALSE(kiln::config::node_section_json(*plain->loaded.fleet, plain->loaded.fleet->nodes[0], "network")
+                    .contains("host"));
+    CHECK_FALSE(plain->loaded.fleet->nodes[0].host.managed());
+
+    auto local = write_fleet(with_host("host = { local = true }"));
+    REQUIRE(local->loaded.fleet);
+    CHECK(local->loaded.fleet->nodes[0].host.describe() == "local");
+    auto ns = write_fleet(with_host("host = { netns = \"lab-gpu-01\" }"));
+    REQUIRE(ns->loaded.fleet);
+    CHECK(ns->loaded.fleet->nodes[0].host.describe() == "netns lab-gpu-01");
+}
+
+TEST_CASE("host config: [defaults] host merges key by key, a node's way in replaces the default's") {
+    auto text = fleet_toml(two_switches(), 2);
+    text.replace(text.find("[defaults]\n"), 11,
+                 "[defaults]\nhost = { username = \"root\", known_hosts = \"kh\", require = [\"mtu\"] }\n");
+    text.replace(text.find("name = \"n1\"\n"), 12, "name = \"n1\"\nhost = { address = \"10.0.0.21\" }\n");
+    text.replace(text.find("name = \"n2\"\n"), 12, "name = \"n2\"\nhost = { netns = \"rehearse-n2\" }\n");
+    auto f = write_fleet(text);
+    INFO(f->errors());
+    REQUIRE(f->loaded.fleet);
+    const auto& n1 = f->loaded.fleet->nodes[0];
+    CHECK(n1.host.describe() == "ssh root@10.0.0.21");
+    CHECK(n1.host.known_hosts == f->dir.path() + "/kh");
+    CHECK(n1.host.require == std::vector<std::string>{"mtu"});
+    CHECK(f->loaded.fleet->nodes[1].host.describe() == "netns rehearse-n2");
+}
+
+TEST_CASE("host config: bad host tables are refused at FILE:LINE:COL") {
+    SECTION("two ways in") {
+        const auto text = with_host("host = { address = \"10.0.0.5\", netns = \"x\", known_hosts = \"kh\" }");
+        auto f = write_fleet(text);
+        INFO(f->errors());
+        REQUIRE_FALSE(f->loaded.fleet);
+        CHECK(f->loaded.errors[0].key == "nodes[0].host.address");
+        CHECK_THAT(f->loaded.errors[0].message,
+                   Catch::Contains("expected one of address (SSH), local = true or netns, not several"));
+        CHECK(f->loaded.errors[0].pos.line == line_of(text, "host = {"));
+        CHECK(f->loaded.errors[0].pos.column == 8);
+    }
+    SECTION("ssh without known_hosts") {
+        auto f = write_fleet(with_host("host = { address = \"10.0.0.5\" }"));
+        expect_error(*f, "nodes[0].host.known_hosts", "required with address: kiln checks SSH host keys strictly");
+    }
+    SECTION("a user in the address") {
+        auto f = write_fleet(with_host("host = { address = \"root@10.0.0.5\", known_hosts = \"kh\" }"));
+        expect_error(*f, "nodes[0].host.address", "expected HOST or HOST:PORT; write the user in username");
+    }
+    SECTION("a bad port") {
+        auto f = write_fleet(with_host("host = { address = \"h:70000\", known_hosts = \"kh\" }"));
+        expect_error(*f, "nodes[0].host.address", "expected HOST or HOST:PORT (IPv6 as [ADDR] or [ADDR]:PORT)");
+    }
+    SECTION("SSH keys beside netns") {
+        const auto text = with_host("host = { netns = \"x\", username = \"root\" }");
+        auto f = write_fleet(text);
+        expect_error(*f, "nodes[0].host.username", "only used with address (SSH)");
+        CHECK(f->loaded.errors[0].pos.line == line_of(text, "username = \"root\""));
+        CHECK(f->loaded.errors[0].pos.column == 34);
+    }
+    SECTION("local = false") {
+        auto f = write_fleet(with_host("host = { local = false }"));
+        INFO(f->errors());
+        REQUIRE(f->loaded.errors.size() == 2);
+        CHECK(f->loaded.errors[0].key == "nodes[0].host");
+        CHECK_THAT(f->loaded.errors[0].message, Catch::Contains("expected address, local = true or netns"));
+        CHECK(f->loaded.errors[1].key == "nodes[0].host.local");
+        CHECK_THAT(f->loaded.errors[1].message, Catch::Contains("expected true; leave local out"));
+    }
+    SECTION("an unknown key, and no way in") {
+        auto f = write_fleet(with_host("host = { adress = \"10.0.0.5\" }"));
+        INFO(f->errors());
+        REQUIRE(f->loaded.errors.size() == 2);
+        CHECK(f->loaded.errors[0].key == "nodes[0].host");
+        CHECK(f->loaded.errors[1].key == "nodes[0].host.adress");
+        CHECK_THAT(f->loaded.errors[1].message, Catch::Contains("unknown key 'adress'; expected one of: address"));
+    }
+    SECTION("an unknown require") {
+        auto f = write_fleet(with_host("host = { local = true, require = [\"pfc\", \"dcb\"] }"));
+        expect_error(*f, "nodes[0].host.require[1]",
+                     "expected one of mtu, sriov, dscp_trust, pfc, ecn, firmware, found \"dcb\"");
+    }
+    SECTION("a bad namespace name") {
+        auto f = write_fleet(with_host("host = { netns = \"../etc\" }"));
+        expect_error(*f, "nodes[0].host.netns", "expected a network namespace name");
+    }
+    SECTION("host written as a string") {
+        auto f = write_fleet(with_host("host = \"10.0.0.5\""));
+        expect_error(*f, "nodes[0].host", "expected table, found string");
+    }
+}
+
+TEST_CASE("host config: bad NIC tables are refused at FILE:LINE:COL") {
+    SECTION("an interface name Linux cannot have") {
+        const auto text = with_host("", "nics = [{ name = \"mlx5_0\", ifname = \"ens1/0\" }, \"mlx5_1\"]\n");
+        auto f = write_fleet(text);
+        expect_error(*f, "nodes[0].nics[0].ifname", "expected an interface name: 1 to 15 letters");
+        CHECK(f->loaded.errors[0].pos.line == line_of(text, "ifname"));
+        CHECK(f->loaded.errors[0].pos.column == 37);
+    }
+    SECTION("firmware without vfs") {
+        auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", firmware = true }, \"mlx5_1\"]\n"));
+        expect_error(*f, "nodes[0].nics[0].firmware", "needs vfs: the firmware's NUM_OF_VFS is checked against it");
+    }
+    SECTION("a table without a name") {
+        auto f = write_fleet(with_host("", "nics = [{ ifname = \"ens1f0\" }, \"mlx5_0\", \"mlx5_1\"]\n"));
+        expect_error(*f, "nodes[0].nics[0].name", "required key is missing");
+    }
+    SECTION("an unknown NIC key") {
+        auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", vf = 8 }, \"mlx5_1\"]\n"));
+        expect_error(*f, "nodes[0].nics[0].vf", "unknown key 'vf'; expected one of: firmware, ifname, name, vfs");
+    }
+    SECTION("neither a name nor a table") {
+        auto f = write_fleet(with_host("", "nics = [0, \"mlx5_0\", \"mlx5_1\"]\n"));
+        expect_error(*f, "nodes[0].nics[0]", "expected a NIC name or a table { name, ifname, vfs, firmware }");
+    }
+    SECTION("two NICs on one interface") {
+        auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", ifname = \"mlx5_1\" }, \"mlx5_1\"]\n"));
+        INFO(f->errors());
+        // The refused NIC is then missing for its cable too.
+        REQUIRE(f->loaded.errors.size() == 2);
+        CHECK(f->loaded.errors[0].key == "nodes[0].nics[1]");
+        CHECK_THAT(f->loaded.errors[0].message, Catch::Contains("interface mlx5_1 is NIC mlx5_0's already (first at"));
+        CHECK(f->loaded.errors[1].key == "cabling[1].nic");
+    }
+}

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "tests/network/veth_netns.h"
 #include "network/host/host_nic.h"
 #include "network/ssh_runner.h"
 
@@ -39,33 +40,6 @@ private:
     ProcessRunner real_;
 };
 
-CommandResult sh(std::vector<std::string> argv) {
-    ProcessRunner r;
-    CommandSpec s;
-    s.argv = std::move(argv);
-    s.timeout = std::chrono::seconds(20);
-    auto res = r.run(s);
-    REQUIRE(res);
-    return *res;
-}
-
-struct VethPair {
-    std::string ns = "kiln-hn-" + std::to_string(::getpid());
-    VethPair() {
-        sh({"ip", "netns", "del", ns});
-        auto a = sh({"ip", "netns", "add", ns});
-        REQUIRE(a.success());
-        REQUIRE(sh({"ip", "netns", "exec", ns, "ip", "link", "add", "rdma0", "type", "veth", "peer", "name", "rdma1"})
-                    .success());
-        REQUIRE(sh({"ip", "netns", "exec", ns, "ip", "link", "set", "rdma0", "up"}).success());
-    }
-    ~VethPair() { sh({"ip", "netns", "del", ns}); }
-    int mtu(const std::string& dev) {
-        auto r = sh({"ip", "netns", "exec", ns, "ip", "-j", "link", "show", "dev", dev});
-        return json::parse(r.out)[0]["mtu"].get<int>();
-    }
-};
-
 // Scripted answers by argv[0], for the firmware path no test machine has.
 class ScriptedRunner : public CommandRunner {
 public:
@@ -89,7 +63,7 @@ CommandResult ok_out(std::string out) {
 }  // namespace
 
 TEST_CASE("host nic applier sets the MTU on a veth and reads it back") {
-    VethPair v;
+    ::kiln::test::VethNetns v{"kiln-hn-"};
     auto runner = std::make_shared<NetnsRunner>(v.ns);
     HostNicApplier applier(runner);
     NicDesired want;
@@ -119,7 +93,7 @@ TEST_CASE("host nic applier sets the MTU on a veth and reads it back") {
 }
 
 TEST_CASE("host nic applier reports an MTU above the NIC's maximum as unsupported") {
-    VethPair v;
+    ::kiln::test::VethNetns v{"kiln-hn-"};
     HostNicApplier applier(std::make_shared<NetnsRunner>(v.ns));
     NicDesired want;
     want.ifname = "rdma0";
@@ -132,7 +106,7 @@ TEST_CASE("host nic applier reports an MTU above the NIC's maximum as unsupporte
 }
 
 TEST_CASE("host nic applier reports DCB, SR-IOV, ECN and firmware on a veth as unsupported") {
-    VethPair v;
+    ::kiln::test::VethNetns v{"kiln-hn-"};
     auto runner = std::make_shared<NetnsRunner>(v.ns);
     HostNicApplier applier(runner);
     config::RoceProfile profile;
@@ -168,7 +142,7 @@ TEST_CASE("host nic applier reports DCB, SR-IOV, ECN and firmware on a veth as u
 }
 
 TEST_CASE("host nic applier fails cleanly for a missing interface") {
-    VethPair v;
+    ::kiln::test::VethNetns v{"kiln-hn-"};
     HostNicApplier applier(std::make_shared<NetnsRunner>(v.ns));
     NicDesired want;
     want.ifname = "nosuch0";

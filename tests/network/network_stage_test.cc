@@ -5,6 +5,8 @@
 // repairs it; `kiln network render` in each format, with --validate.
 #include <catch2/catch.hpp>
 
+#include "network/host/host_runner.h"
+#include "network/ssh_runner.h"
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
 #include "provisioner/engine/cancel.h"
@@ -64,7 +66,11 @@ TEST_CASE("network stage: observe, one action per switch, apply, verify: then no
                              engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
     auto obs = stage.observe(ctx);
     REQUIRE(obs);
-    CHECK_THAT(obs->state["host_nics"].get<std::string>(), Catch::Contains("not observed"));
+    // No `host` in this fleet: said so, never skipped silently.
+    CHECK(obs->state["host_nics"]["managed"] == false);
+    CHECK_THAT(obs->state["host_nics"]["why"].get<std::string>(),
+               Catch::Contains("node n2 has no host table (nodes[].host), so kiln does not set its NICs"));
+    CHECK(obs->notes.empty());
     auto plan = stage.plan(ctx, *obs);
     REQUIRE(plan);
     REQUIRE(plan->size() == 2);
@@ -193,4 +199,137 @@ TEST_CASE("kiln CLI: network render --validate names table, key and field of a c
     INFO(r.out + r.err);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("switch leaf-s: table PFC_WD, key Ethernet0, field detection_time"));
+}
+
+// ---- host NICs through a scripted host: ConnectX firmware needing a reboot ----
+
+namespace {
+
+// Answers like a converged mlx5 host whose firmware still has ATS off.
+class ConnectXHost : public CommandRunner {
+public:
+    Result<CommandResult> run(const CommandSpec& spec) override {
+        calls.push_back(spec.argv);
+        const auto& a = spec.argv;
+        const std::string last = a.back();
+        auto out = [](std::string text) {
+            CommandResult r;
+            r.exit_code = 0;
+            r.out = std::move(text);
+            return r;
+        };
+        if (a[0] == "ip") return out(R"([{"ifname":"ens1f0np0","mtu":9000,"max_mtu":9978}])");
+        if (a[0] == "cat" && last.ends_with("sriov_totalvfs")) return out("8\n");
+        if (a[0] == "cat" && last.ends_with("sriov_numvfs")) return out("8\n");
+        if (a[0] == "cat" && last.find("/ecn/") != std::string::npos) return out("1\n");
+        if (a[0] == "dcb" && a[2] == "app") return out(R"({"dscp_prio":[[26,3],[48,6]]})");
+        if (a[0] == "dcb" && a[2] == "pfc")
+            return out(
+                R"({"prio_pfc":{"0":false,"1":false,"2":false,"3":true,"4":false,"5":false,"6":false,"7":false}})");
+        if (a[0] == "readlink") return out("/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0\n");
+        if (a[0] == "mlxconfig")
+            return out(
+                "Configurations:   Next Boot\n   NUM_OF_VFS   8\n   SRIOV_EN   True(1)\n   ATS_ENABLED   False(0)\n");
+        return make_error("exec", "not-found", a[0] + ": not found");
+    }
+    std::vector<std::vector<std::string>> calls;
+};
+
+std::unique_ptr<FleetFile> connectx_fleet(const std::string& require) {
+    return write_fleet(
+        "schema = 1\n[fleet]\nname = \"cx\"\npipelines = \"pipelines\"\n[[racks]]\nname = \"r1\"\n[network.roce]\n"
+        "[[nodes]]\nname = \"gpu-01\"\nrack = \"r1\"\nrole = \"net\"\nnetwork = \"roce\"\n"
+        "host = { local = true" + require + " }\n"
+        "nics = [{ name = \"mlx5_0\", ifname = \"ens1f0np0\", vfs = 8, firmware = true }]\n");
+}
+
+}  // namespace
+
+TEST_CASE("network stage host NICs: firmware needing a reboot is a warning with its mlxconfig plan, never an action") {
+    auto fleet = connectx_fleet("");
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    auto host = std::make_shared<ConnectXHost>();
+    network::NetworkStage stage({}, [host](const config::Node&) { return std::shared_ptr<CommandRunner>(host); });
+    engine::StopToken stop;
+    engine::StageContext ctx(*fleet->loaded.fleet, fleet->loaded.fleet->nodes[0], "network", stop,
+                             engine::StageContext::Clock::now() + std::chrono::minutes(1), nullptr, nullptr);
+    auto obs = stage.observe(ctx);
+    INFO((obs ? obs->state.dump(2) : obs.error().str()));
+    REQUIRE(obs);
+    CHECK(obs->state["host_nics"]["counts"]["needs-reboot"] == 1);
+    CHECK(obs->state["host_nics"]["counts"]["ok"].get<int>() >= 6);  // mtu, VFs, DCB, ECN, SRIOV_EN, NUM_OF_VFS
+    REQUIRE(obs->notes.size() == 1);
+    CHECK(obs->notes[0] ==
+          "host NIC mlx5_0 (ens1f0np0): needs a host reboot: firmware ATS_ENABLED 0 -> 1: mlxconfig -d 0000:3b:00.0 "
+          "-y set ATS_ENABLED=1, then reboot the host (not run by kiln)");
+    // Nothing kiln can do about it: no action, so a re-run does not plan again, and verify holds.
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan);
+    CHECK(plan->empty());
+    CHECK(stage.verify(ctx));
+    for (const auto& c : host->calls) {
+        CHECK(c[0] != "tee");  // nothing written
+        if (c[0] == "mlxconfig") CHECK(c[3] == "query");
+    }
+
+    // Listed in the host's `require`, it stops the plan instead.
+    auto strict = connectx_fleet(", require = [\"firmware\"]");
+    REQUIRE(strict->loaded.fleet);
+    engine::StageContext sctx(*strict->loaded.fleet, strict->loaded.fleet->nodes[0], "network", stop,
+                              engine::StageContext::Clock::now() + std::chrono::minutes(1), nullptr, nullptr);
+    auto sobs = stage.observe(sctx);
+    REQUIRE(sobs);
+    auto splan = stage.plan(sctx, *sobs);
+    REQUIRE_FALSE(splan);
+    CHECK(splan.error().code == "host-nic-required");
+    CHECK_THAT(splan.error().message,
+               Catch::StartsWith("node gpu-01: mlx5_0 (ens1f0np0) firmware ATS_ENABLED is required (host.require) "
+                                 "but needs-reboot: mlxconfig -d 0000:3b:00.0"));
+    CHECK_FALSE(stage.verify(sctx));
+}
+
+TEST_CASE("host runner: SSH hosts use the switches' SSH settings, netns hosts run through ip netns exec") {
+    auto fleet = write_fleet(
+        "schema = 1\n[fleet]\nname = \"hr\"\npipelines = \"pipelines\"\n[[racks]]\nname = \"r1\"\n"
+        "[defaults]\nrole = \"net\"\nhost = { username = \"root\", ssh_key = \"id\", known_hosts = \"kh\" }\n"
+        "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nhost = { address = \"10.0.0.21:2222\" }\n"
+        "[[nodes]]\nname = \"b\"\nrack = \"r1\"\nhost = { netns = \"rehearse-b\" }\n"
+        "[[nodes]]\nname = \"c\"\nrack = \"r1\"\n");
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    const auto& nodes = fleet->loaded.fleet->nodes;
+
+    auto ssh = network::host::make_host_runner(nodes[0]);
+    REQUIRE(ssh);
+    auto* runner = dynamic_cast<network::SshRunner*>(ssh->get());
+    REQUIRE(runner);
+    auto argv = runner->ssh_argv({"ip", "-V"});
+    REQUIRE(argv);
+    const std::string line = describe_argv(*argv);
+    CHECK_THAT(line,
+               Catch::Contains("-o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + fleet->dir.path() + "/kh"));
+    CHECK_THAT(line, Catch::Contains("-i " + fleet->dir.path() + "/id -p 2222 -l root -- 10.0.0.21 'ip -V'"));
+
+    struct Recorder : CommandRunner {
+        std::vector<std::string> argv;
+        Result<CommandResult> run(const CommandSpec& spec) override {
+            argv = spec.argv;
+            CommandResult r;
+            r.exit_code = 0;
+            return r;
+        }
+    };
+    auto rec = std::make_shared<Recorder>();
+    auto ns = network::host::make_host_runner(nodes[1], rec);
+    REQUIRE(ns);
+    CommandSpec spec;
+    spec.argv = {"dcb", "-j", "pfc", "show", "dev", "rdma0", "prio-pfc"};
+    REQUIRE((*ns)->run(spec));
+    CHECK(rec->argv == std::vector<std::string>{"ip", "netns", "exec", "rehearse-b", "dcb", "-j", "pfc", "show", "dev",
+                                                "rdma0", "prio-pfc"});
+
+    auto none = network::host::make_host_runner(nodes[2]);
+    REQUIRE_FALSE(none);
+    CHECK(none.error().code == "host-not-managed");
 }

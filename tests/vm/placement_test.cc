@@ -250,5 +250,53 @@ TEST_CASE("a fleet vm shape becomes a placement request", "[vm][placement]") {
     shape.split = "socket";
     auto bad = request_from_shape(shape);
     REQUIRE_FALSE(bad.ok());
-    CHECK(bad.error().str() == "vm: vm.half: split \"socket\" is not whole or numa");
+    CHECK(bad.error().str() == "vm: vm.half: split \"socket\" is not whole, numa or count");
+}
+
+TEST_CASE("count splits a host without GPUs into CPU-only VMs that fit its node together", "[vm][placement]") {
+    const HostTopology h = load_fixture("cpu-only");
+    PlacementRequest req;
+    req.split = Split::count;
+    req.count = 3;
+    req.vcpus = 2;
+    req.memory_gib = 4;
+    req.hugepages = false;
+    auto r = place(h, req);
+    REQUIRE(r.ok());
+    REQUIRE(r->vms.size() == 3);
+    for (size_t i = 0; i < 3; ++i) {
+        CHECK(r->vms[i].name == "part" + std::to_string(i));
+        REQUIRE(r->vms[i].cells.size() == 1);
+        CHECK(r->vms[i].vcpus() == 2);
+        CHECK(r->vms[i].memory_kib() == 4ull * 1024 * 1024);
+        CHECK(r->vms[i].devices().empty());
+    }
+
+    // 40 VMs of 4 GiB do not fit the node's free memory together, though one does.
+    req.count = 40;
+    auto big = place(h, req);
+    REQUIRE_FALSE(big.ok());
+    CHECK_THAT(big.error().message, Catch::Contains("40 VMs need"));
+    CHECK_THAT(big.error().message, Catch::StartsWith("count split refused"));
+
+    // A GPU host is split whole or by numa.
+    req.count = 2;
+    auto gpu = place(load_fixture("azure-ndv5"), req);
+    REQUIRE_FALSE(gpu.ok());
+    CHECK_THAT(gpu.error().message, Catch::Contains("the host has 8 GPUs"));
+}
+
+TEST_CASE("a count shape needs memory per VM", "[vm][placement]") {
+    kiln::config::VmShape shape;
+    shape.name = "cpu";
+    shape.split = "count";
+    shape.count = 2;
+    auto r = request_from_shape(shape);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().str() == "vm: vm.cpu: split \"count\" with 2 VMs needs memory_gib per VM");
+    shape.memory_gib = 1;
+    auto ok = request_from_shape(shape);
+    REQUIRE(ok.ok());
+    CHECK(ok->split == Split::count);
+    CHECK(ok->count == 2);
 }
