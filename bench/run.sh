@@ -18,3 +18,5 @@ echo "bench/redfish: inventory walk kiln vs python3-sushy; ${KILN_BENCH_BMCS:-50
 bench/redfish/run.sh > /dev/null
 echo "bench/images: gpu-guest-lite cold (kiln vs mmdebstrap+virt-customize), last-layer and no-op rebuilds (slow under TCG; KILN_BENCH_FULL=1 adds gpu-guest)"
 bench/images/images_bench.sh > /dev/null
+echo "bench/lab: cold lab bring-up (image from an empty cache unless KILN_BENCH_LAB_IMAGE_CACHE) and the warm re-run, by stage"
+bench/lab/lab_bench.sh > /dev/null

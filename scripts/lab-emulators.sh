@@ -14,10 +14,15 @@
 # Idempotent: what already runs is left running.
 #   scripts/lab-emulators.sh         start, wait until each listens
 #   scripts/lab-emulators.sh stop    stop them all
+# A second lab beside this one (the lab integration test) sets
+# KILN_LAB_STATE (state folder), KILN_LAB_BMC_PORT (first of two),
+# KILN_LAB_SONIC_PORT, KILN_LAB_NVUE_PORT and KILN_LAB_HOSTS (namespaces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-lab=examples/lab/.kiln
+lab=${KILN_LAB_STATE:-examples/lab/.kiln}
+bmc_port=${KILN_LAB_BMC_PORT:-8443}
+sonic_port=${KILN_LAB_SONIC_PORT:-2222}
 bmc_dir=$lab/bmc
 sonic_dir=$lab/sonic-leaf-1
 mkdir -p "$bmc_dir" "$sonic_dir"
@@ -38,8 +43,8 @@ fi
 
 # BMCs. Update tasks take 2 s here (a real BMC takes minutes).
 if ! alive "$bmc_dir/kiln-bmc.pid"; then
-  KILN_BMC_PASSWORD=$KILN_LAB_BMC_PASSWORD build/kiln-bmc \
-    --mockup ../shared/redfish/mockups/hpe-dl325 --listen 127.0.0.1:8443 --bmc-count 2 \
+  KILN_BMC_PASSWORD=$KILN_LAB_BMC_PASSWORD "${BUILD_DIR:-build}/kiln-bmc" \
+    --mockup ../shared/redfish/mockups/hpe-dl325 --listen "127.0.0.1:$bmc_port" --bmc-count 2 \
     --user root --tls-generate "$bmc_dir" --state-dir "$bmc_dir" --task-seconds 2 \
     >"$bmc_dir/kiln-bmc.log" 2>&1 &
   echo $! >"$bmc_dir/kiln-bmc.pid"
@@ -60,11 +65,11 @@ if ! alive "$sonic_dir/sshd.pid"; then
     stock=$(mktemp)
     cp "$sonic_dir/state/config_db.json" "$stock"
   fi
-  KILN_SONIC_TARGET_PORT=2222 tests/network/sonic_ssh_target.sh start "$sonic_dir" build/kiln-sonic-sim \
+  KILN_SONIC_TARGET_PORT=$sonic_port tests/network/sonic_ssh_target.sh start "$sonic_dir" "${BUILD_DIR:-build}/kiln-sonic-sim" \
     ../shared/network/sonic-yang ${stock:+"$stock"}
   [ -z "$stock" ] || rm -f "$stock"
 fi
-echo "lab: lab-leaf-1 (sonic) on ssh://127.0.0.1:2222"
+echo "lab: lab-leaf-1 (sonic) on ssh://127.0.0.1:$sonic_port"
 
 scripts/lab-switches.sh
 

@@ -10,7 +10,7 @@
 #   scripts/lab-hosts.sh stop    delete the namespaces
 set -euo pipefail
 
-nodes=(kiln-lab-gpu-01 kiln-lab-gpu-02)
+read -r -a nodes <<<"${KILN_LAB_HOSTS:-kiln-lab-gpu-01 kiln-lab-gpu-02}"
 
 if [ "${1:-start}" = "stop" ]; then
   for ns in "${nodes[@]}"; do

@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-state=examples/lab/.kiln/switches
+state=${KILN_LAB_STATE:-examples/lab/.kiln}/switches
+port=${KILN_LAB_NVUE_PORT:-8765}
 pidfile=$state/kiln-switch.pid
 log=$state/kiln-switch.log
 mkdir -p "$state"
@@ -27,7 +28,7 @@ if running; then
   echo "lab-switches: kiln-switch already running (pid $(cat "$pidfile"))"
   exit 0
 fi
-build/kiln-switch --listen 127.0.0.1:8765 --switch lab-leaf-2:nvue \
+"${BUILD_DIR:-build}/kiln-switch" --listen "127.0.0.1:$port" --switch lab-leaf-2:nvue \
   --password-env KILN_LAB_SWITCH_PASSWORD --state-dir "$state" >"$log" 2>&1 &
 echo $! >"$pidfile"
 # It prints "switch <name> (<os>): <url>" once it listens; wait for that, bounded.

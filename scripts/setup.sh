@@ -13,7 +13,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev libfmt-dev catch2
   libyang2-dev libvirt-dev libmicrohttpd-dev
   # tools the tests and benchmarks call
-  sqlite3 python3 libyang2-tools libvirt-clients openssl curl
+  sqlite3 python3 libyang2-tools libvirt-clients openssl curl jq
   # real Redfish clients the BMC emulator is checked against
   python3-sushy redfishtool
   # images: rootfs bootstrap, the libguestfs appliance (it boots the

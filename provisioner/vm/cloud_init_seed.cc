@@ -39,9 +39,16 @@ std::string seed_meta_data(const SeedConfig& seed) {
 std::string seed_network_config() {
     // Network config v2: DHCP on the virtio NIC (QEMU user networking or
     // passt answers it). Passed-through RDMA NICs are left to the guest.
+    // set-name: renderers without match support (Debian's ifupdown/ENI)
+    // write the entry's key as the interface name, so the key must be the
+    // name the NIC ends up with; cloud-init renames it before networking.
     json doc = {{"version", 2},
                 {"ethernets",
-                 {{"primary", {{"match", {{"driver", "virtio_net"}}}, {"dhcp4", true}, {"dhcp6", false}}}}}};
+                 {{"eth0",
+                   {{"match", {{"driver", "virtio_net"}}},
+                    {"set-name", "eth0"},
+                    {"dhcp4", true},
+                    {"dhcp6", false}}}}}};
     return doc.dump(2) + "\n";
 }
 

@@ -99,6 +99,12 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
             auto xml = (*hv)->definition(v.name);
             if (!xml) return xml.error();
             o["hash"] = stamped_hash(*xml);
+            if ((*info)->state == DomainState::running) {
+                // A run stopped while it waited leaves a running VM that has
+                // not printed the marker yet: the plan waits for it again.
+                auto serial = (*hv)->serial_output(v.name);
+                o["ready"] = serial ? find_ready_marker(*serial).has_value() : serial.error().code == "remote_serial";
+            }
         }
         list.push_back(o);
     }
@@ -113,31 +119,39 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
     return obs;
 }
 
+// Each VM's define/redefine/reimage and start come first, without waiting,
+// then one "ready" action waits for every started VM's marker: the VMs of a
+// node boot side by side instead of one after another.
 Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     std::vector<engine::Action> out;
     for (const auto& n : observed.state.value("stale", json::array())) {
         out.push_back({"undefine:" + n.get<std::string>(), "undefine leftover domain " + n.get<std::string>()});
     }
+    std::vector<std::string> waits;
     for (const auto& v : observed.state.value("vms", json::array())) {
         const std::string name = v["name"];
         if (!v["defined"].get<bool>()) {
             out.push_back({"define:" + name, "define " + name + " on a fresh overlay disk"});
-            out.push_back({"start:" + name, "start " + name + " and wait for " + kReadyMarker});
-            continue;
-        }
-        if (ctx.reimage()) {
-            out.push_back({"reimage:" + name, "reimage " + name + ": new overlay disk, same domain, wait for " + kReadyMarker});
-            continue;
-        }
-        if (v.value("hash", "") != v["desired_hash"].get<std::string>()) {
+            out.push_back({"start:" + name, "start " + name});
+        } else if (ctx.reimage()) {
+            out.push_back({"reimage:" + name, "reimage " + name + ": new overlay disk, same domain, started"});
+        } else if (v.value("hash", "") != v["desired_hash"].get<std::string>()) {
             out.push_back({"redefine:" + name, "redefine " + name + " (its definition differs from the wanted one)",
                            {{"had", v.value("hash", "")}, {"wants", v["desired_hash"]}}});
-            out.push_back({"start:" + name, "start " + name + " and wait for " + kReadyMarker});
+            out.push_back({"start:" + name, "start " + name});
+        } else if (v.value("state", "") != "running") {
+            out.push_back({"start:" + name, "start " + name + " (" + v.value("state", "") + ")"});
+        } else if (v.value("ready", true)) {
             continue;
         }
-        if (v.value("state", "") != "running") {
-            out.push_back({"start:" + name, "start " + name + " (" + v.value("state", "") + ") and wait for " + kReadyMarker});
-        }
+        waits.push_back(name);
+    }
+    if (!waits.empty()) {
+        std::string list;
+        for (const auto& w : waits) list += (list.empty() ? "" : ",") + w;
+        std::string text = "wait for " + std::string(kReadyMarker) + " on ";
+        for (size_t i = 0; i < waits.size(); ++i) text += (i ? ", " : "") + waits[i];
+        out.push_back({"ready:" + list, text});
     }
     return out;
 }
@@ -169,20 +183,25 @@ Status VmStage::define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms&
     return hv.define(*xml);
 }
 
-Status VmStage::start_and_wait(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i) {
-    const NodeVm& v = vms.vms[i];
+// The VMs were started side by side, so waiting for them one after another
+// takes as long as the slowest boot; each wait is bounded by boot_timeout
+// from now.
+Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms,
+                           const std::vector<std::string>& names) {
     DomainManager dm(hv, *deps_.runner);
-    if (auto s = dm.start(v.name); !s) return s;
-    ctx.progress(v.name + ": waiting for " + kReadyMarker);
-    ReadyWait w;
-    w.timeout = vms.shape->boot_timeout;
-    w.sleep = [&ctx](std::chrono::milliseconds d) { return ctx.wait_for(d); };
-    auto r = dm.wait_ready(v.name, w);
-    if (!r) {
-        if (r.error().code == "remote_serial") return ok_status();  // verify checks running
-        return r.error();
+    for (const auto& name : names) {
+        if (index_of(vms, name) < 0) return make_error("vm", "plan", "ready names " + name + ", which this node does not want");
+        ctx.progress(name + ": waiting for " + kReadyMarker);
+        ReadyWait w;
+        w.timeout = vms.shape->boot_timeout;
+        w.sleep = [&ctx](std::chrono::milliseconds d) { return ctx.wait_for(d); };
+        auto r = dm.wait_ready(name, w);
+        if (!r) {
+            if (r.error().code == "remote_serial") continue;  // verify checks running
+            return r.error();
+        }
+        ctx.event("ready", name + ": " + r->line);
     }
-    ctx.event("ready", v.name + ": " + r->line);
     return ok_status();
 }
 
@@ -195,6 +214,15 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     const std::string name = action_target(action);
     DomainManager dm(**hv, *deps_.runner);
     if (kind == "undefine") return dm.undefine(name);
+    if (kind == "ready") {
+        std::vector<std::string> names;
+        for (size_t b = 0; b <= name.size();) {
+            const size_t e = std::min(name.find(',', b), name.size());
+            if (e > b) names.push_back(name.substr(b, e - b));
+            b = e + 1;
+        }
+        return wait_ready(ctx, **hv, *vms, names);
+    }
     const int i = index_of(*vms, name);
     if (i < 0) return make_error("vm", "plan", "action " + action.id + " names no VM this node wants");
     const size_t idx = static_cast<size_t>(i);
@@ -207,12 +235,12 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
         if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/false); !s) return s;
         return define(ctx, **hv, *vms, idx);
     }
-    if (kind == "start") return start_and_wait(ctx, **hv, *vms, idx);
+    if (kind == "start") return dm.start(name);
     if (kind == "reimage") {
         if (auto s = dm.stop(name); !s) return s;
         if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/true); !s) return s;
         if (auto s = define(ctx, **hv, *vms, idx); !s) return s;  // same name and UUID; refreshed if the config moved
-        return start_and_wait(ctx, **hv, *vms, idx);
+        return dm.start(name);
     }
     return make_error("vm", "plan", "unknown action " + action.id);
 }

@@ -4,10 +4,14 @@
 //            of the node (a shape that now gives fewer VMs)
 //   plan     define + start a missing VM; redefine + start one whose
 //            stamped hash differs; start a stopped one; reimage every VM
-//            under `kiln reimage`; undefine leftovers. Empty when converged
-//   apply    one action; start, redefine and reimage wait for the guest's
-//            readiness marker (bounded by the shape's boot_timeout and the
-//            stage deadline, cut short by a stop)
+//            under `kiln reimage`; undefine leftovers; then one
+//            "ready:<vm>,<vm>" action for every VM started, and for a
+//            running VM that has not printed its marker (a run stopped
+//            while it waited). Empty when converged
+//   apply    one action; start and reimage do not wait, so a node's VMs
+//            boot side by side; "ready" waits for each marker (bounded by
+//            the shape's boot_timeout and the stage deadline, cut short by
+//            a stop)
 //   verify   every wanted VM defined with the wanted hash, running, and
 //            (on a local hypervisor) its marker on the serial log
 // The hypervisor, the command runner and the accelerator probe are
@@ -58,7 +62,8 @@ private:
     Result<std::unique_ptr<Hypervisor>> connect(const NodeVms& vms);
     Status prepare_files(engine::StageContext& ctx, const NodeVms& vms, size_t i, bool new_disk);
     Status define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i);
-    Status start_and_wait(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i);
+    Status wait_ready(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms,
+                      const std::vector<std::string>& names);
 
     VmStageDeps deps_;
     NodeVmPlanner planner_;

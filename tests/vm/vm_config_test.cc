@@ -7,7 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "provisioner/config/fleet_loader.h"
+#include "provisioner/vm/cloud_init_seed.h"
 
 using namespace kiln::config;
 namespace fs = std::filesystem;
@@ -81,4 +84,17 @@ TEST_CASE("bad vm keys are reported at FILE:LINE:COL with their key", "[vm][conf
     CHECK(u->result.errors[0].pos.line == 10);
     CHECK(u->result.errors[0].key == "nodes[0].libvirt_uri");
     CHECK(u->result.errors[0].message.find("qemu+ssh://") != std::string::npos);
+}
+
+// Debian's cloud-init renders to ifupdown, which takes each ethernets key as
+// the interface name: a key that is not the NIC's name leaves the guest
+// without a network (the smoke ring then cannot reach its peers).
+TEST_CASE("the seed's network config names the interface it configures", "[vm][seed]") {
+    const auto doc = nlohmann::json::parse(kiln::vm::seed_network_config());
+    CHECK(doc["version"] == 2);
+    REQUIRE(doc["ethernets"].size() == 1);
+    const auto& [key, nic] = *doc["ethernets"].items().begin();
+    CHECK(nic["match"]["driver"] == "virtio_net");
+    CHECK(nic["set-name"] == key);
+    CHECK(nic["dhcp4"] == true);
 }

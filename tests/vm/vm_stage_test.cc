@@ -126,7 +126,8 @@ TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][s
     auto plan = stage.plan(ctx, *obs);
     REQUIRE(plan.ok());
     CHECK(ids(*plan) == std::vector<std::string>{"define:kiln-gpu-01-vm0", "start:kiln-gpu-01-vm0",
-                                                 "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1"});
+                                                 "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1",
+                                                 "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.probes == 1);  // auto: probed once, answer kept
@@ -171,7 +172,7 @@ TEST_CASE("the vm stage restarts a stopped VM, redefines a changed one and remov
     REQUIRE(plan.ok());
     CHECK(ids(*plan) == std::vector<std::string>{"undefine:kiln-gpu-01-vm7", "redefine:kiln-gpu-01-vm0",
                                                  "start:kiln-gpu-01-vm0", "redefine:kiln-gpu-01-vm1",
-                                                 "start:kiln-gpu-01-vm1"});
+                                                 "start:kiln-gpu-01-vm1", "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.hv.domains.count("kiln-gpu-01-vm7") == 0);
@@ -192,7 +193,8 @@ TEST_CASE("reimage gives each VM a new overlay and keeps the domain", "[vm][stag
     REQUIRE(obs.ok());
     auto plan = stage.plan(ctx, *obs);
     REQUIRE(plan.ok());
-    CHECK(ids(*plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1"});
+    CHECK(ids(*plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
+                                                 "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(inode(disk) != before);
@@ -261,4 +263,23 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
         CHECK(s.error().message.find("fleet.toml:40:1: vm.gpu.base_image") == 0);
         CHECK(f.hv.count("define") == 0);
     }
+}
+
+TEST_CASE("a running VM that has not printed its marker is waited for again, and only that", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    REQUIRE(run_stage(stage, ctx).ok());
+    // As if kiln stopped while vm1 was still booting.
+    f.hv.serial["kiln-gpu-01-vm1"] = "Booting Linux\n";
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    CHECK(ids(*plan) == std::vector<std::string>{"ready:kiln-gpu-01-vm1"});
+    CHECK(stage.verify(ctx).error().message == "kiln-gpu-01-vm1 is running but has not printed KILN_READY");
+    f.hv.serial["kiln-gpu-01-vm1"] = "KILN_READY host=kiln-gpu-01-vm1\n";
+    REQUIRE(stage.apply(ctx, plan->front()).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(f.hv.count("start") == 2);  // nothing restarted
 }
