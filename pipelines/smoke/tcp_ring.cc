@@ -159,12 +159,18 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
     const std::string next_name = peers[static_cast<size_t>(next)].host + ":" +
                                   std::to_string(peers[static_cast<size_t>(next)].port);
     int connecting = -1;
+    // Sent our rank, waiting for next's answer: a forwarder (QEMU's user
+    // networking hostfwd) accepts a connection before the guest behind it
+    // listens, so only next's answer proves the link.
+    int awaiting = -1;
+    auto ack_by = Clock::now();
     std::vector<int> hello;  // accepted, rank not yet read
     auto retry_at = Clock::now();
     std::string last_connect_error = "no answer";
     auto cleanup = [&] {
         ::close(lfd);
         if (connecting >= 0) ::close(connecting);
+        if (awaiting >= 0) ::close(awaiting);
         for (int fd : hello) ::close(fd);
     };
 
@@ -178,7 +184,13 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
                 fail(err, "rank " + std::to_string(prev) + " never connected before the deadline");
             return nullptr;
         }
-        if (ring->next_fd_ < 0 && connecting < 0 && Clock::now() >= retry_at) {
+        if (awaiting >= 0 && Clock::now() >= ack_by) {
+            last_connect_error = "connected, but no answer from the rank behind it";
+            ::close(awaiting);
+            awaiting = -1;
+            retry_at = Clock::now() + std::chrono::milliseconds(100);
+        }
+        if (ring->next_fd_ < 0 && connecting < 0 && awaiting < 0 && Clock::now() >= retry_at) {
             connecting = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             set_nonblocking(connecting);
             int rc = ::connect(connecting, reinterpret_cast<sockaddr*>(&next_sa), sizeof next_sa);
@@ -192,6 +204,7 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
         std::vector<pollfd> fds;
         fds.push_back({lfd, POLLIN, 0});
         if (connecting >= 0) fds.push_back({connecting, POLLOUT, 0});
+        if (awaiting >= 0) fds.push_back({awaiting, POLLIN, 0});
         for (int fd : hello) fds.push_back({fd, POLLIN, 0});
         poll(fds.data(), fds.size(), std::max(1, ms_left(deadline, 100)));
 
@@ -209,8 +222,8 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
                     const int32_t me = htonl(static_cast<uint32_t>(rank));
                     std::string e;
                     if (send_all(connecting, &me, sizeof me, deadline, &e)) {
-                        set_nodelay(connecting);
-                        ring->next_fd_ = connecting;
+                        awaiting = connecting;
+                        ack_by = std::min(deadline, Clock::now() + std::chrono::seconds(30));
                     } else {
                         last_connect_error = e;
                         ::close(connecting);
@@ -225,6 +238,23 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
             }
             ++k;
         }
+        if (awaiting >= 0) {
+            if (fds[k].revents) {
+                int32_t who = -1;
+                std::string e;
+                if (recv_all(awaiting, &who, sizeof who, std::min(deadline, Clock::now() + std::chrono::seconds(2)), &e) &&
+                    static_cast<int>(ntohl(static_cast<uint32_t>(who))) == next) {
+                    set_nodelay(awaiting);
+                    ring->next_fd_ = awaiting;
+                } else {
+                    last_connect_error = e.empty() ? "answered as another rank" : e;
+                    ::close(awaiting);
+                    retry_at = Clock::now() + std::chrono::milliseconds(100);
+                }
+                awaiting = -1;
+            }
+            ++k;
+        }
         std::vector<int> still;
         for (int fd : hello) {
             if (!(fds[k++].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -233,8 +263,10 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
             }
             int32_t who = -1;
             std::string e;
+            const int32_t me = htonl(static_cast<uint32_t>(rank));
             if (recv_all(fd, &who, sizeof who, std::min(deadline, Clock::now() + std::chrono::seconds(2)), &e) &&
-                static_cast<int>(ntohl(static_cast<uint32_t>(who))) == prev && ring->prev_fd_ < 0) {
+                static_cast<int>(ntohl(static_cast<uint32_t>(who))) == prev && ring->prev_fd_ < 0 &&
+                send_all(fd, &me, sizeof me, std::min(deadline, Clock::now() + std::chrono::seconds(2)), &e)) {
                 set_nodelay(fd);
                 ring->prev_fd_ = fd;
             } else {

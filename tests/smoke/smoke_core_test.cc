@@ -2,6 +2,12 @@
 // the watchdog, the thresholds and the training loop's determinism.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -68,6 +74,107 @@ TEST_CASE("a peer that connects and then stalls fails the exchange at its deadli
     CHECK(err.find("rank 1") != std::string::npos);
     release.set_value();
     silent.join();
+}
+
+namespace {
+
+// Stands in for QEMU's user-networking hostfwd: it accepts every connection
+// at once; until `open` it closes them (the guest behind it is not
+// listening yet), afterwards it relays bytes to `target`.
+struct Forwarder {
+    int lfd = -1;
+    int port = 0;
+    int target = 0;
+    std::atomic<bool> open{false}, stop{false};
+    std::atomic<int> refused{0};
+    std::thread server;
+    std::vector<std::thread> threads;  // relays, started by the server only
+
+    explicit Forwarder(int target_port) : target(target_port) {
+        lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+        socklen_t len = sizeof sa;
+        ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len);
+        port = ntohs(sa.sin_port);
+        REQUIRE(::listen(lfd, 16) == 0);
+        server = std::thread([this] { serve(); });
+    }
+    ~Forwarder() {
+        stop = true;
+        ::shutdown(lfd, SHUT_RDWR);
+        ::close(lfd);
+        server.join();
+        for (auto& t : threads) t.join();
+    }
+    static void pump(int from, int to) {
+        char buf[65536];
+        for (;;) {
+            ssize_t n = ::recv(from, buf, sizeof buf, 0);
+            if (n <= 0 || ::send(to, buf, size_t(n), MSG_NOSIGNAL) != n) break;
+        }
+        ::shutdown(to, SHUT_WR);
+    }
+    void serve() {
+        while (!stop) {
+            int c = ::accept(lfd, nullptr, nullptr);
+            if (c < 0) return;
+            if (!open) {
+                ++refused;
+                ::close(c);
+                continue;
+            }
+            int t = ::socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in sa{};
+            sa.sin_family = AF_INET;
+            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            sa.sin_port = htons(uint16_t(target));
+            if (::connect(t, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+                ::close(c);
+                ::close(t);
+                continue;
+            }
+            threads.emplace_back([c, t] { pump(c, t); });
+            threads.emplace_back([c, t] {
+                pump(t, c);
+                ::close(c);
+                ::close(t);
+            });
+        }
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a link through a forwarder that accepts before its peer listens is retried until the peer answers") {
+    int base = kiln::test::free_port_range(2);
+    REQUIRE(base > 0);
+    Forwarder fwd(base + 1);  // rank 0 reaches rank 1 only through it
+    std::vector<Endpoint> peers = {{"127.0.0.1", base}, {"127.0.0.1", fwd.port}};
+    std::string err0, err1;
+    std::vector<float> v0(1000, 1.0f), v1(1000, 2.0f);
+    std::thread r0([&] {
+        auto ring = TcpRing::connect(0, peers, "127.0.0.1", 0, in(20s), &err0);
+        if (ring && !ring_allreduce(*ring, v0, in(20s), &err0)) v0.clear();
+        if (!ring) v0.clear();
+    });
+    // Rank 0 meets only a closing forwarder for a while: no link yet.
+    while (fwd.refused < 3) std::this_thread::sleep_for(10ms);
+    fwd.open = true;
+    std::thread r1([&] {
+        auto ring = TcpRing::connect(1, peers, "127.0.0.1", base + 1, in(20s), &err1);
+        if (ring && !ring_allreduce(*ring, v1, in(20s), &err1)) v1.clear();
+        if (!ring) v1.clear();
+    });
+    r0.join();
+    r1.join();
+    INFO("rank 0: " << err0 << "; rank 1: " << err1);
+    REQUIRE(v0.size() == 1000);
+    REQUIRE(v1.size() == 1000);
+    CHECK(v0[999] == 3.0f);
+    CHECK(v1[0] == 3.0f);
 }
 
 TEST_CASE("the watchdog turns a check that never returns into a failed check") {
