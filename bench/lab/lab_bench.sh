@@ -20,10 +20,14 @@ export KILN_LAB_STATE=$work/.kiln KILN_LAB_BMC_PORT=28443 KILN_LAB_SONIC_PORT=22
 export KILN_LAB_HOSTS="kiln-benchl-gpu-01 kiln-benchl-gpu-02"
 export KILN_LAB_BMC_PASSWORD=bench-bmc-password KILN_LAB_SWITCH_PASSWORD=bench-switch-password
 export LIBGUESTFS_BACKEND=${LIBGUESTFS_BACKEND:-direct}
+# QEMU runs as libvirt's user: the work folder must be traversable, and a
+# given layer cache is copied in (it may live under /root).
+chmod 755 "$work"
+cache=$work/image-cache image_cache=cold
+mkdir -p "$cache"
 if [ -n "${KILN_BENCH_LAB_IMAGE_CACHE:-}" ]; then
-  cache=$KILN_BENCH_LAB_IMAGE_CACHE image_cache=warm
-else
-  cache=$work/image-cache image_cache=cold
+  cp -a "$KILN_BENCH_LAB_IMAGE_CACHE/." "$cache/"
+  image_cache=warm
 fi
 cleanup() {
   for d in $(virsh -c qemu:///system list --all --name 2>/dev/null | grep '^kiln-benchl-gpu-' || true); do

@@ -42,7 +42,13 @@ trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-fleet=$("$repo/scripts/lab-copy.sh" "$work" labt "$cache")
+# QEMU runs as libvirt's user: it must reach the VM disks and their backing
+# image, so the work folder is world-traversable and the image cache is a
+# copy of the shared one (under /root, which QEMU cannot enter).
+chmod 755 "$work"
+mkdir -p "$work/image-cache"
+cp -a "$cache/." "$work/image-cache/"
+fleet=$("$repo/scripts/lab-copy.sh" "$work" labt "$work/image-cache")
 
 cd "$repo"
 export BUILD_DIR=$build
