@@ -201,10 +201,21 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
                 retry_at = Clock::now() + std::chrono::milliseconds(100);
             }
         }
+        // Where each socket sits in `fds`: a socket that changes role below
+        // (connecting -> awaiting) must not read another socket's entry.
         std::vector<pollfd> fds;
         fds.push_back({lfd, POLLIN, 0});
-        if (connecting >= 0) fds.push_back({connecting, POLLOUT, 0});
-        if (awaiting >= 0) fds.push_back({awaiting, POLLIN, 0});
+        const size_t no_entry = static_cast<size_t>(-1);
+        size_t connecting_at = no_entry, awaiting_at = no_entry;
+        if (connecting >= 0) {
+            connecting_at = fds.size();
+            fds.push_back({connecting, POLLOUT, 0});
+        }
+        if (awaiting >= 0) {
+            awaiting_at = fds.size();
+            fds.push_back({awaiting, POLLIN, 0});
+        }
+        const size_t hello_at = fds.size();
         for (int fd : hello) fds.push_back({fd, POLLIN, 0});
         poll(fds.data(), fds.size(), std::max(1, ms_left(deadline, 100)));
 
@@ -212,9 +223,8 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
         // `hello` after this round, and is polled from the next one.
         int accepted = -1;
         if (fds[0].revents & POLLIN) accepted = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        size_t k = 1;
-        if (connecting >= 0) {
-            if (fds[k].revents) {
+        if (connecting_at != no_entry) {
+            if (fds[connecting_at].revents) {
                 int so = 0;
                 socklen_t len = sizeof so;
                 getsockopt(connecting, SOL_SOCKET, SO_ERROR, &so, &len);
@@ -236,10 +246,9 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
                 }
                 connecting = -1;
             }
-            ++k;
         }
-        if (awaiting >= 0) {
-            if (fds[k].revents) {
+        if (awaiting_at != no_entry) {
+            if (fds[awaiting_at].revents) {
                 int32_t who = -1;
                 std::string e;
                 if (recv_all(awaiting, &who, sizeof who, std::min(deadline, Clock::now() + std::chrono::seconds(2)), &e) &&
@@ -253,9 +262,9 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
                 }
                 awaiting = -1;
             }
-            ++k;
         }
         std::vector<int> still;
+        size_t k = hello_at;
         for (int fd : hello) {
             if (!(fds[k++].revents & (POLLIN | POLLHUP | POLLERR))) {
                 still.push_back(fd);

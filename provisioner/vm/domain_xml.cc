@@ -67,18 +67,29 @@ std::string uuid_from_name(const std::string& name) {
            h.substr(20, 12);
 }
 
-std::string stamped_hash(const std::string& xml) {
-    // libvirt re-serializes metadata with its own quoting: accept both.
+namespace {
+
+// An attribute of kiln's metadata element. libvirt re-serializes metadata
+// with its own quoting: accept both.
+std::string stamped_attr(const std::string& xml, const std::string& attr) {
     const size_t tag = xml.find("<kiln:vm ");
     if (tag == std::string::npos) return "";
     const size_t end = xml.find('>', tag);
-    const size_t h = xml.find("hash=", tag);
-    if (h == std::string::npos || h > end || h + 6 > xml.size()) return "";
-    const char quote = xml[h + 5];
-    const size_t close = xml.find(quote, h + 6);
-    if (close == std::string::npos) return "";
-    return xml.substr(h + 6, close - h - 6);
+    const std::string key = " " + attr + "=";
+    const size_t h = xml.find(key, tag);
+    const size_t q = h + key.size();
+    if (h == std::string::npos || h > end || q + 1 > xml.size()) return "";
+    const char quote = xml[q];
+    if (quote != '"' && quote != '\'') return "";
+    const size_t close = xml.find(quote, q + 1);
+    if (close == std::string::npos || close > end) return "";
+    return xml.substr(q + 1, close - q - 1);
 }
+
+}  // namespace
+
+std::string stamped_hash(const std::string& xml) { return stamped_attr(xml, "hash"); }
+std::string stamped_base(const std::string& xml) { return stamped_attr(xml, "base"); }
 
 bool wants_viommu(const VmPlacement& vm, Viommu mode) {
     if (mode != Viommu::automatic) return mode == Viommu::on;
@@ -129,7 +140,9 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
     w.text("description", "kiln vm " + vm.name + " (accelerator " + accelerator_name(opt.accelerator) + ")");
     if (!opt.desired_hash.empty()) {
         w.open("metadata");
-        w.empty("kiln:vm", {{"xmlns:kiln", kKilnXmlns}, {"hash", opt.desired_hash}, {"placement", vm.name}});
+        Attrs meta = {{"xmlns:kiln", kKilnXmlns}, {"hash", opt.desired_hash}, {"placement", vm.name}};
+        if (!opt.base_identity.empty()) meta.emplace_back("base", opt.base_identity);
+        w.empty("kiln:vm", meta);
         w.close();
     }
     w.text("memory", std::to_string(vm.memory_kib()), {{"unit", "KiB"}});

@@ -65,12 +65,17 @@ struct DomainOptions {
     // Stamped into <metadata> so observe can tell whether the defined
     // domain is the one wanted; "" = no metadata.
     std::string desired_hash;
+    // base_image_identity() of the disk's base when the overlay was made;
+    // stamped beside the hash.
+    std::string base_identity;
 };
 
 inline constexpr const char* kKilnXmlns = "urn:kiln:vm:1";
 
 // The desired_hash stamped in a domain's XML ("" when there is none).
 std::string stamped_hash(const std::string& domain_xml);
+// The base image identity stamped in a domain's XML ("" when there is none).
+std::string stamped_base(const std::string& domain_xml);
 
 // Options for a VM of `placement`: hugepages from its request.
 DomainOptions domain_options(const Placement& placement, const std::string& name);

@@ -1,4 +1,5 @@
 #include "provisioner/vm/node_vms.h"
+#include "provisioner/vm/overlay_disk.h"
 
 #include "provisioner/core/sha256.h"
 #include "provisioner/vm/guest_contract.h"
@@ -143,6 +144,8 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
         hash.update(seed_user_data(v.seed));
         hash.update("accelerator=" + shape.accelerator);
         hash.update("base_image=" + shape.base_image);
+        v.options.base_identity = base_image_identity(shape.base_image);
+        hash.update("base_identity=" + v.options.base_identity);
         v.desired_hash = hash.hex();
         // instance-id changes with the wanted config; reimage adds its own.
         v.seed.instance_id = v.name + "-" + v.desired_hash.substr(0, 12);

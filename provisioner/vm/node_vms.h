@@ -29,7 +29,7 @@ struct NodeVm {
     std::string nccl_topology;
     SeedConfig seed;
     DomainOptions options;     // everything but the accelerator, which apply resolves
-    std::string desired_hash;  // over the domain XML (accelerator aside), the seed and the shape's accelerator
+    std::string desired_hash;  // over the domain XML (accelerator aside), the seed, the shape's accelerator and base image identity
 };
 
 struct NodeVms {

@@ -1,6 +1,7 @@
 #include "provisioner/vm/overlay_disk.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,24 @@ Status create_overlay(CommandRunner& runner, const std::string& base, const std:
     fs::rename(tmp, overlay, ec);
     if (ec) return make_error("vm", "disk", "cannot move the overlay into place at " + overlay + ": " + ec.message());
     return ok_status();
+}
+
+std::string base_image_identity(const std::string& base) {
+    std::error_code ec;
+    const auto st = fs::status(base, ec);
+    if (ec || !fs::is_regular_file(st)) return "";
+    std::ifstream in(base + ".manifest.json");
+    if (in) {
+        auto m = nlohmann::json::parse(in, nullptr, false);
+        if (m.is_object() && m.contains("image_sha256") && m["image_sha256"].is_string() &&
+            !m["image_sha256"].get<std::string>().empty())
+            return "sha256:" + m["image_sha256"].get<std::string>();
+    }
+    const auto size = fs::file_size(base, ec);
+    if (ec) return "";
+    const auto mtime = fs::last_write_time(base, ec);
+    if (ec) return "";
+    return "file:" + std::to_string(size) + ":" + std::to_string(mtime.time_since_epoch().count());
 }
 
 }  // namespace kiln::vm

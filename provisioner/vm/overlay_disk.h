@@ -14,4 +14,13 @@ namespace kiln::vm {
 // replacing any overlay already there. Errors: "vm"/"disk".
 Status create_overlay(CommandRunner& runner, const std::string& base, const std::string& overlay);
 
+// What identifies the content of a base image, cheaply: an overlay is only
+// valid on the exact base it was created on, so a change here means the
+// VM needs a new overlay (reimage), not just a redefine.
+// - "sha256:<hex>" from the image build's manifest beside it
+//   (<image>.manifest.json, written by the image stage);
+// - "file:<bytes>:<mtime ns>" for an image kiln did not build;
+// - "" when the file does not exist.
+std::string base_image_identity(const std::string& base);
+
 }  // namespace kiln::vm

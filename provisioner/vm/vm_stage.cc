@@ -18,6 +18,11 @@ namespace {
 
 std::string prefix_of(const std::string& node) { return "kiln-" + node + "-vm"; }
 
+// "sha256:" plus 12 hex digits reads well in a plan line; file identities whole.
+std::string short_identity(const std::string& id) {
+    return id.rfind("sha256:", 0) == 0 ? id.substr(0, 19) : id;
+}
+
 int index_of(const NodeVms& vms, const std::string& name) {
     for (size_t i = 0; i < vms.vms.size(); ++i) {
         if (vms.vms[i].name == name) return static_cast<int>(i);
@@ -93,12 +98,16 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
     for (const auto& v : vms->vms) {
         auto info = (*hv)->lookup(v.name);
         if (!info) return info.error();
-        json o = {{"name", v.name}, {"desired_hash", v.desired_hash}, {"defined", info->has_value()}};
+        json o = {{"name", v.name},
+                  {"desired_hash", v.desired_hash},
+                  {"desired_base", v.options.base_identity},
+                  {"defined", info->has_value()}};
         if (*info) {
             o["state"] = state_name((*info)->state);
             auto xml = (*hv)->definition(v.name);
             if (!xml) return xml.error();
             o["hash"] = stamped_hash(*xml);
+            o["base"] = stamped_base(*xml);
             if ((*info)->state == DomainState::running) {
                 // A run stopped while it waited leaves a running VM that has
                 // not printed the marker yet: the plan waits for it again.
@@ -135,6 +144,14 @@ Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, con
             out.push_back({"start:" + name, "start " + name});
         } else if (ctx.reimage()) {
             out.push_back({"reimage:" + name, "reimage " + name + ": new overlay disk, same domain, started"});
+        } else if (const std::string had = v.value("base", ""), wants = v.value("desired_base", "");
+                   !had.empty() && !wants.empty() && had != wants) {
+            // The overlay records its base's blocks, not its content: on a
+            // rebuilt base it reads as a corrupt disk. Only a new overlay is safe.
+            out.push_back({"reimage:" + name,
+                           "reimage " + name + ": its base image changed (" + short_identity(had) + " -> " +
+                               short_identity(wants) + "), so its overlay disk is replaced",
+                           {{"had_base", had}, {"wants_base", wants}}});
         } else if (v.value("hash", "") != v["desired_hash"].get<std::string>()) {
             out.push_back({"redefine:" + name, "redefine " + name + " (its definition differs from the wanted one)",
                            {{"had", v.value("hash", "")}, {"wants", v["desired_hash"]}}});

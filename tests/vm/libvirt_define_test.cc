@@ -28,6 +28,7 @@ TEST_CASE("libvirtd accepts the domain of every fixture host and split, and unde
             o.serial_log = "/var/lib/kiln/vm/" + o.name + ".serial.log";
             o.smoke_host_port = kSmokeHostPortBase + static_cast<int>(i);
             o.desired_hash = "feedface" + std::to_string(i);
+            o.base_identity = "sha256:" + std::string(64, static_cast<char>('a' + i));
             for (auto accel : {Accelerator::kvm, Accelerator::tcg}) {
                 for (auto net : {NetBackend::slirp, NetBackend::passt}) {
                     o.accelerator = accel;
@@ -57,6 +58,7 @@ TEST_CASE("libvirtd accepts the domain of every fixture host and split, and unde
                     // What observe relies on: the stamp survives libvirt's re-serialization,
                     // and so do the expander buses' NUMA nodes and the passthrough devices.
                     CHECK(stamped_hash(*stored) == o.desired_hash);
+                    CHECK(stamped_base(*stored) == o.base_identity);
                     const XmlDoc doc(*stored);
                     CHECK(doc.values("/domain/devices/hostdev[@managed='yes']").size() == p.vms[i].devices().size());
                     CHECK(doc.values("/domain/devices/controller[@model='pcie-expander-bus']/target/node").size() ==

@@ -93,7 +93,9 @@ TEST_CASE("the seed's network config names the interface it configures", "[vm][s
     const auto doc = nlohmann::json::parse(kiln::vm::seed_network_config());
     CHECK(doc["version"] == 2);
     REQUIRE(doc["ethernets"].size() == 1);
-    const auto& [key, nic] = *doc["ethernets"].items().begin();
+    const auto& ethernets = doc["ethernets"];
+    const std::string key = ethernets.begin().key();
+    const auto& nic = ethernets.begin().value();
     CHECK(nic["match"]["driver"] == "virtio_net");
     CHECK(nic["set-name"] == key);
     CHECK(nic["dhcp4"] == true);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "provisioner/vm/domain_xml.h"
 #include "provisioner/vm/guest_contract.h"
@@ -200,6 +201,59 @@ TEST_CASE("reimage gives each VM a new overlay and keeps the domain", "[vm][stag
     CHECK(inode(disk) != before);
     CHECK(f.hv.domains.at("kiln-gpu-01-vm0").xml.find(uuid_line) != std::string::npos);
     CHECK(f.hv.count("undefine") == 0);
+}
+
+// A qcow2 overlay holds block references into its base, not a copy: on a
+// rebuilt base it is a corrupt disk, so a changed base asks for a new overlay.
+TEST_CASE("a rebuilt base image reimages the VMs on it, and a second plan is empty", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    const std::string base = f.dir + "/base.qcow2";
+    auto write_manifest = [&](const std::string& sha) {
+        std::ofstream(base + ".manifest.json") << "{\"image_sha256\": \"" << sha << "\"}";
+    };
+    write_manifest(std::string(64, 'a'));
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    REQUIRE(run_stage(stage, ctx).ok());
+    CHECK(stamped_base(f.hv.domains.at("kiln-gpu-01-vm0").xml) == "sha256:" + std::string(64, 'a'));
+    const std::string disk = f.dir + "/vms/gpu-01/kiln-gpu-01-vm0.qcow2";
+    const ino_t before = inode(disk);
+
+    SECTION("the image stage's manifest names a new digest") { write_manifest(std::string(64, 'b')); }
+    SECTION("an image kiln did not build changes size") {
+        std::filesystem::remove(base + ".manifest.json");
+        REQUIRE(run_stage(stage, ctx).ok());  // stamps the file identity first
+        ProcessRunner runner;
+        auto r = runner.run({.argv = {"qemu-img", "create", "-q", "-f", "qcow2", base, "32M"}});
+        REQUIRE(r.ok());
+        REQUIRE(r->success());
+    }
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    CHECK(ids(*plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
+                                                 "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+    CHECK((*plan)[0].description.find("base image changed") != std::string::npos);
+    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(inode(disk) != before);
+    auto again = stage.observe(ctx);
+    REQUIRE(again.ok());
+    auto none = stage.plan(ctx, *again);
+    REQUIRE(none.ok());
+    CHECK(none->empty());
+}
+
+TEST_CASE("verify refuses a VM whose base image changed under it", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    REQUIRE(run_stage(stage, ctx).ok());
+    std::ofstream(f.dir + "/base.qcow2.manifest.json") << "{\"image_sha256\": \"" << std::string(64, 'c') << "\"}";
+    auto v = stage.verify(ctx);
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.error().message.find("kiln-gpu-01-vm0") != std::string::npos);
 }
 
 TEST_CASE("a guest that never prints the marker fails the start, and verify says so", "[vm][stage]") {
