@@ -342,11 +342,17 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
                                                     {"KILN_LAYER", L.name},
                                                     {"SOURCE_DATE_EPOCH", std::to_string(plan.epoch)},
                                                     {"LC_ALL", "C.UTF-8"}};
+    const std::chrono::seconds step_timeout = L.timeout.value_or(options.command_timeout);
     auto run_step = [&](const std::string& what, const std::string& script) -> Status {
-        auto r = g.run(script, env, options.command_timeout);
+        auto r = g.run(script, env, step_timeout);
         if (!r) return r.error();
+        if (r->exit_code == 124)
+            return image_error("layer-timeout",
+                               fmt::format("layer '{}': {} ran past {}s (the layer's timeout; raise it with "
+                                           "timeout = \"...\" in the layer); its output:\n{}",
+                                           L.name, what, step_timeout.count(), tail_of(r->output, 6000)));
         if (r->exit_code != 0)
-            return image_error(r->exit_code == 124 ? "layer-timeout" : "layer-command",
+            return image_error("layer-command",
                                fmt::format("layer '{}': {} failed (exit {}); its output:\n{}", L.name, what,
                                            r->exit_code, tail_of(r->output, 6000)));
         return ok_status();
@@ -423,8 +429,7 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
         say("enable " + join(L.services, " "));
         if (auto st = run_step("systemctl enable", "systemctl enable " + join(L.services, " ")); !st) return st.error();
     }
-    auto meta = finish_layer(g, plan.root_uuid, args_through(recipe, static_cast<int>(layer_index)),
-                             options.command_timeout);
+    auto meta = finish_layer(g, plan.root_uuid, args_through(recipe, static_cast<int>(layer_index)), step_timeout);
     if (!meta) return meta.error();
     if (auto st = g.shutdown(); !st) return st.error();
     return meta;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/config/fleet_loader.h"
 #include "provisioner/config/toml_reader.h"
 
 namespace kiln::images {
@@ -283,6 +284,14 @@ struct Parser {
         }
         if (auto v = r.strings("commands")) layer.commands = *v;
         if (auto v = r.strings("kernel_args")) layer.kernel_args = *v;
+        if (auto v = r.str("timeout")) {
+            auto d = config::parse_duration(*v);
+            if (!d || *d < std::chrono::seconds(1))
+                ctx.error(t.get("timeout")->source(), r.key_path("timeout"),
+                          "expected a duration of a second or more, such as \"90m\" or \"4h\"");
+            else
+                layer.timeout = std::chrono::duration_cast<std::chrono::seconds>(*d);
+        }
         if (auto v = r.strings("services")) {
             layer.services = *v;
             check_names(t.get("services"), layer.services, r.key_path("services"), kServiceRe, "unit name");

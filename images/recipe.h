@@ -4,6 +4,8 @@
 // as FILE:LINE:COL: KEY: MESSAGE.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -48,6 +50,10 @@ struct LayerSpec {
     std::vector<std::string> commands;     // /bin/sh -c inside the image, in order, after files
     std::vector<std::string> kernel_args;  // appended to the kernel command line
     std::vector<std::string> services;     // systemctl enable
+    // Bound on each step inside the appliance (apt-get, a command): the
+    // builder's default when unset. Not part of the layer's key: it does
+    // not change what the layer contains.
+    std::optional<std::chrono::seconds> timeout;
     config::SourcePos pos;
 
     bool needs_network() const { return !packages.empty() || !repos.empty() || !debs.empty(); }

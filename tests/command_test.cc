@@ -31,6 +31,21 @@ TEST_CASE("command: stdin is delivered and large output is captured whole", "[co
     CHECK_FALSE(res->truncated);
 }
 
+// A hook that fails before reading its input: the write to its stdin gets
+// EPIPE; SIGPIPE's default action would end the test process (and kiln).
+TEST_CASE("command: a child that closes stdin unread is its exit status, not a SIGPIPE", "[command]") {
+    ProcessRunner r;
+    CommandSpec spec{{"/bin/sh", "-c", "exec 0<&-; echo closed; sleep 0.2; exit 3"}};
+    spec.stdin_data.assign(8u << 20, 'x');  // far past the pipe buffer: the write must meet the closed end
+    auto res = r.run(spec);
+    REQUIRE(res.ok());
+    CHECK(res->exit_code == 3);
+    CHECK(res->out == "closed\n");
+    sigset_t pending;
+    sigpending(&pending);
+    CHECK(sigismember(&pending, SIGPIPE) == 0);  // none left behind for a later unblock
+}
+
 TEST_CASE("command: exit codes and stderr are reported", "[command]") {
     ProcessRunner r;
     auto res = r.run({{"sh", "-c", "echo oops >&2; exit 3"}});

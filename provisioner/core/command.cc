@@ -18,6 +18,42 @@ namespace kiln {
 
 namespace {
 
+// A child that exits without reading its stdin makes the write raise
+// SIGPIPE, whose default action kills kiln (a handover hook that fails
+// early must be an error, not a crash). Blocked on this thread for the
+// write, and a SIGPIPE the write raised is taken off the pending set.
+class SigpipeBlocked {
+public:
+    SigpipeBlocked() {
+        sigemptyset(&pipe_);
+        sigaddset(&pipe_, SIGPIPE);
+        sigset_t pending;
+        sigpending(&pending);
+        was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+        pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    }
+    ~SigpipeBlocked() {
+        sigset_t pending;
+        sigpending(&pending);
+        if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+            const timespec none{0, 0};
+            while (sigtimedwait(&pipe_, nullptr, &none) < 0 && errno == EINTR) {
+            }
+        }
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    SigpipeBlocked(const SigpipeBlocked&) = delete;
+    SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+private:
+    sigset_t pipe_{}, old_{};
+    bool was_pending_ = false;
+};
+
+}  // namespace
+
+namespace {
+
 using Clock = std::chrono::steady_clock;
 
 // Closes what it owns.
@@ -190,9 +226,15 @@ Result<CommandResult> ProcessRunner::run(const CommandSpec& spec) {
             }
         }
         if (in_w.fd >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            ssize_t w = ::write(in_w.fd, spec.stdin_data.data() + written, spec.stdin_data.size() - written);
+            ssize_t w;
+            int werr = 0;
+            {
+                SigpipeBlocked quiet;
+                w = ::write(in_w.fd, spec.stdin_data.data() + written, spec.stdin_data.size() - written);
+                werr = errno;
+            }
             if (w > 0) written += static_cast<size_t>(w);
-            if (w < 0 && errno != EAGAIN && errno != EINTR) in_w.reset();  // the child closed stdin
+            if (w < 0 && werr != EAGAIN && werr != EINTR) in_w.reset();  // the child closed stdin (EPIPE)
             if (written == spec.stdin_data.size()) in_w.reset();
         }
     }

@@ -156,6 +156,22 @@ TEST_CASE("recipe error: sizes, modes, names") {
               .find("layers[1].services[0]") != std::string::npos);
 }
 
+TEST_CASE("a layer's timeout is parsed, checked, and left out of its key") {
+    RecipeLoad plain = parse_recipe(kValid, "/tmp/recipe.toml", {});
+    RecipeLoad slow = parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"4h\""), "/tmp/recipe.toml", {});
+    REQUIRE(plain.recipe.has_value());
+    REQUIRE(slow.recipe.has_value());
+    CHECK_FALSE(plain.recipe->layers[0].timeout.has_value());
+    REQUIRE(slow.recipe->layers[0].timeout.has_value());
+    CHECK(slow.recipe->layers[0].timeout->count() == 4 * 3600);
+    // A longer bound builds the same content: the cache key must not move.
+    CHECK(slow.recipe->layers[0].canonical() == plain.recipe->layers[0].canonical());
+    CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"soon\"")) ==
+          "/tmp/recipe.toml:14:11: layers[0].timeout: expected a duration of a second or more, such as \"90m\" or \"4h\"");
+    CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"0s\"")).find("layers[0].timeout") !=
+          std::string::npos);
+}
+
 TEST_CASE("recipe error: files need an absolute path and exactly one source") {
     CHECK(only_error(with("path = \"/etc/kiln/ready\"", "path = \"etc/kiln/ready\""))
               .find("layers[1].files[1].path: expected an absolute path") != std::string::npos);
