@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -492,6 +493,11 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
     const std::string final_key = plan.layers.back().key;
     std::error_code ec;
     fs::create_directories(fs::path(out).parent_path(), ec);
+    // Nodes sharing an image build it at once (one thread each, or other
+    // kiln processes on the same cache): the output is written by one of
+    // them, and the others find it done once they hold the lock.
+    auto out_lock = cache_.lock("output-" + sha256_hex(fs::absolute(out, ec).string()).substr(0, 32));
+    if (!out_lock) return out_lock.error();
     if (auto existing = read_manifest(result.manifest_path)) {
         if (existing->value("final_key", "") == final_key && existing->value("format", "") == recipe.output.format &&
             existing->value("compressed", false) == recipe.output.compress && fs::exists(out, ec) &&
@@ -504,7 +510,8 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
     }
     const auto t0 = std::chrono::steady_clock::now();
     if (options.progress) options.progress("output", "qemu-img convert -> " + out);
-    const std::string tmp = out + fmt::format(".tmp-{}", ::getpid());
+    static std::atomic<int> seq{0};
+    const std::string tmp = out + fmt::format(".tmp-{}-{}", ::getpid(), seq++);
     CommandSpec conv;
     conv.argv = {"qemu-img", "convert", "-q", "-O", recipe.output.format};
     if (recipe.output.compress) conv.argv.push_back("-c");

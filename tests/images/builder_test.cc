@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "images/build_log.h"
 #include "images/builder.h"
@@ -220,4 +223,70 @@ TEST_CASE("builder: the manifest lists packages sorted, layer keys and the outpu
     auto on_disk = read_manifest(r->manifest_path);
     REQUIRE(on_disk.has_value());
     CHECK(*on_disk == m);
+}
+
+namespace {
+
+// qemu-img convert that waits (3 s at most) until `expected` converts have
+// begun: without a lock on the output, two builds of one image meet here.
+struct Meeting {
+    std::mutex m;
+    std::condition_variable cv;
+    int arrived = 0, converts = 0;
+};
+
+class MeetingTools : public FakeTools {
+public:
+    explicit MeetingTools(Meeting& meet) : meet_(meet) {}
+    kiln::Result<kiln::CommandResult> run(const kiln::CommandSpec& spec) override {
+        if (spec.argv.size() > 1 && spec.argv[0] == "qemu-img" && spec.argv[1] == "convert") {
+            std::unique_lock<std::mutex> l(meet_.m);
+            ++meet_.converts;
+            ++meet_.arrived;
+            meet_.cv.notify_all();
+            meet_.cv.wait_for(l, std::chrono::seconds(3), [&] { return meet_.arrived >= 2; });
+        }
+        return FakeTools::run(spec);
+    }
+
+private:
+    Meeting& meet_;
+};
+
+}  // namespace
+
+// Two nodes of a fleet build the same image at once (the lab's two nodes
+// did): one writes the output, the other finds it written.
+TEST_CASE("builder: two builds of one image at once write its output once") {
+    Rig rig;
+    REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());  // layers cached
+    fs::remove(rig.opts.output);
+    fs::remove(Builder::manifest_path_for(rig.opts.output));
+    const Recipe recipe = rig.recipe();
+
+    Meeting meet;
+    struct Side {
+        MeetingTools tools;
+        FakeDiskWorld world;
+        FakeDiskFactory disks{world};
+        LayerCache cache;
+        Builder builder{tools, disks, cache};
+        kiln::Result<BuildResult> result = kiln::make_error("test", "unset", "not run");
+        Side(Meeting& m, const std::string& dir) : tools(m), cache(dir) {}
+    };
+    Side a(meet, rig.cache.dir()), b(meet, rig.cache.dir());
+    REQUIRE(a.cache.open().ok());
+    REQUIRE(b.cache.open().ok());
+    std::thread ta([&] { a.result = a.builder.build(recipe, rig.opts); });
+    std::thread tb([&] { b.result = b.builder.build(recipe, rig.opts); });
+    ta.join();
+    tb.join();
+    REQUIRE(a.result.ok());
+    REQUIRE(b.result.ok());
+    CHECK(meet.converts == 1);
+    CHECK(a.result->output_cached != b.result->output_cached);
+    CHECK(fs::exists(rig.opts.output));
+    auto m = read_manifest(Builder::manifest_path_for(rig.opts.output));
+    REQUIRE(m.has_value());
+    CHECK((*m)["image_sha256"] == a.result->manifest["image_sha256"]);
 }
