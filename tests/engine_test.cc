@@ -395,3 +395,29 @@ TEST_CASE("engine: input hashes chain, so an upstream change re-runs what follow
     REQUIRE(p3->entries[1].input_hash == p1->entries[1].input_hash);
     REQUIRE_FALSE(p3->has_work());
 }
+
+// kiln reimage runs another pipeline over some of the node's stages; what it
+// verifies must count for the node's own pipeline, or the next plan redoes
+// everything after a reimage.
+TEST_CASE("engine: a reimage run leaves the node's own pipeline converged", "[engine]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    h.ledger_stage("beta");
+    h.ledger_stage("gamma");
+    auto fleet = kiln::test::make_fleet(1, 1, {"alpha", "beta", "gamma"});
+    kiln::config::Pipeline reimage;
+    reimage.name = "reimage";
+    reimage.stages = {"beta", "gamma"};
+    fleet.pipelines["reimage"] = reimage;
+    h.run(fleet);
+    RunOptions again;
+    again.pipeline = "reimage";
+    again.reimage = true;
+    auto r = h.run(fleet, again);
+    REQUIRE(outcome(r, "n001").state != "failed");
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    auto p = e.plan({});
+    REQUIRE(p.ok());
+    for (const auto& entry : p->entries) CHECK(entry.status == "converged");
+    CHECK_FALSE(p->has_work());
+}
