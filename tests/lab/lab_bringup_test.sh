@@ -8,7 +8,8 @@
 #      leaves and the veth host NICs, two TCG VMs per node, kiln-smoke's
 #      ring all-reduce across each node's two VMs, handover hook;
 #   2. a second plan finds nothing (exit 0) and a second apply says so;
-#   3. reimage of one node gives it fresh VMs and a new smoke result;
+#   3. reimage of one node gives it fresh VMs and a new smoke result, and
+#      the plan after it is still converged;
 #   4. the report is written.
 # Leaves nothing behind: domains undefined, namespaces and emulators gone.
 # Usage: lab_bringup_test.sh REPO BUILD IMAGE_CACHE
@@ -109,6 +110,12 @@ after=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")
 [ "$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-02.json")" = "$other" ] || fail "reimage touched labt-gpu-02"
 state=$("$kiln" status "$fleet" --json | jq -r '.nodes[] | select(.name == "labt-gpu-01") | .state')
 [ "$state" = ready ] || fail "labt-gpu-01 is $state after reimage"
+# What the reimage verified counts for the node's own pipeline: converged.
+set +e
+"$kiln" plan "$fleet" --detailed-exitcode >"$work/plan3.txt" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || { cat "$work/plan3.txt"; fail "the plan after reimage exited $rc, want 0 (converged)"; }
 
 "$kiln" report "$fleet" --html "$work/report.html" >/dev/null
 grep -q "labt-gpu-02" "$work/report.html" || fail "the report lacks a node"
