@@ -16,7 +16,7 @@ build/bench/kiln-bench-vm --out bench/results/vm.json --work build/bench-vm --in
   --fixtures tests/fixtures/sysfs > /dev/null
 echo "bench/redfish: inventory walk kiln vs python3-sushy; ${KILN_BENCH_BMCS:-500} emulated BMCs updated by kiln apply; 256 MiB multipart push kiln vs curl -F; fuzz"
 bench/redfish/run.sh > /dev/null
-echo "bench/images: gpu-guest-lite cold (kiln vs mmdebstrap+virt-customize), last-layer and no-op rebuilds (slow under TCG; KILN_BENCH_FULL=1 adds gpu-guest)"
+echo "bench/images: gpu-guest-lite cold (kiln vs mmdebstrap+virt-customize), last-layer and no-op rebuilds (slow under TCG; KILN_BENCH_FULL=1 adds gpu-guest; KILN_BENCH_IMAGES_PARTS picks parts, e = reproducibility)"
 bench/images/images_bench.sh > /dev/null
 echo "bench/lab: cold lab bring-up (image from an empty cache unless KILN_BENCH_LAB_IMAGE_CACHE) and the warm re-run, by stage"
 bench/lab/lab_bench.sh > /dev/null
