@@ -50,10 +50,6 @@ private:
     bool was_pending_ = false;
 };
 
-}  // namespace
-
-namespace {
-
 using Clock = std::chrono::steady_clock;
 
 // Closes what it owns.

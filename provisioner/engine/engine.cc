@@ -156,19 +156,12 @@ Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options)
         // otherwise the next plan of the node's role sees "inputs changed"
         // and redoes smoke and handover after every reimage.
         if (auto own = fleet_.pipelines.find(n->role); own != fleet_.pipelines.end() && &own->second != &pipeline) {
-            std::vector<std::string> shared;
-            for (const auto& s : sel.stages)
-                if (std::find(own->second.stages.begin(), own->second.stages.end(), s) != own->second.stages.end())
-                    shared.push_back(s);
-            auto own_hashes = pipeline_hashes(*n, own->second, shared);
+            const auto& stages = own->second.stages;
+            auto own_hashes = pipeline_hashes(*n, own->second, stages);  // one per stage, in order
             if (!own_hashes) return own_hashes.error();
-            // pipeline_hashes returns them in the own pipeline's order.
-            std::vector<std::string> order;
-            for (const auto& s : own->second.stages)
-                if (std::find(shared.begin(), shared.end(), s) != shared.end()) order.push_back(s);
             for (size_t k = 0; k < sel.stages.size(); ++k) {
-                auto at = std::find(order.begin(), order.end(), sel.stages[k]);
-                if (at != order.end()) sel.hashes[k] = (*own_hashes)[static_cast<size_t>(at - order.begin())];
+                auto at = std::find(stages.begin(), stages.end(), sel.stages[k]);
+                if (at != stages.end()) sel.hashes[k] = (*own_hashes)[static_cast<size_t>(at - stages.begin())];
             }
         }
         out.push_back(std::move(sel));

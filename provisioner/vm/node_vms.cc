@@ -1,9 +1,9 @@
 #include "provisioner/vm/node_vms.h"
-#include "provisioner/vm/overlay_disk.h"
 
 #include "provisioner/core/sha256.h"
 #include "provisioner/vm/guest_contract.h"
 #include "provisioner/vm/nccl_topo.h"
+#include "provisioner/vm/overlay_disk.h"
 
 namespace kiln::vm {
 

@@ -116,20 +116,26 @@ ino_t inode(const std::string& p) {
     return st.st_ino;
 }
 
+// The stage's plan for what it observes now.
+std::vector<engine::Action> planned(VmStage& stage, engine::StageContext& ctx) {
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    return *plan;
+}
+
 }  // namespace
 
 TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][stage]") {
     StageFixture f("azure-ndv5");
     VmStage stage = f.stage();
     auto ctx = f.ctx();
-    auto obs = stage.observe(ctx);
-    REQUIRE(obs.ok());
-    auto plan = stage.plan(ctx, *obs);
-    REQUIRE(plan.ok());
-    CHECK(ids(*plan) == std::vector<std::string>{"define:kiln-gpu-01-vm0", "start:kiln-gpu-01-vm0",
+    const auto plan = planned(stage, ctx);
+    CHECK(ids(plan) == std::vector<std::string>{"define:kiln-gpu-01-vm0", "start:kiln-gpu-01-vm0",
                                                  "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1",
                                                  "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
-    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.probes == 1);  // auto: probed once, answer kept
     CHECK(f.hv.count("define") == 2);
@@ -142,11 +148,7 @@ TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][s
     CHECK(xml.find("hostfwd=tcp:127.0.0.1:29601-:29500") != std::string::npos);
     CHECK_FALSE(stamped_hash(xml).empty());
 
-    auto again = stage.observe(ctx);
-    REQUIRE(again.ok());
-    auto none = stage.plan(ctx, *again);
-    REQUIRE(none.ok());
-    CHECK(none->empty());
+    CHECK(planned(stage, ctx).empty());
 }
 
 TEST_CASE("smoke ports follow the fleet-wide VM ordinal", "[vm][stage]") {
@@ -167,14 +169,11 @@ TEST_CASE("the vm stage restarts a stopped VM, redefines a changed one and remov
     f.hv.domains.at("kiln-gpu-01-vm0").state = DomainState::shutoff;
     f.hv.domains["kiln-gpu-01-vm7"] = {"<domain><name>kiln-gpu-01-vm7</name></domain>", DomainState::running};
     f.fleet.vm["gpu"].vcpus = 8;  // a changed shape: both VMs change
-    auto obs = stage.observe(ctx);
-    REQUIRE(obs.ok());
-    auto plan = stage.plan(ctx, *obs);
-    REQUIRE(plan.ok());
-    CHECK(ids(*plan) == std::vector<std::string>{"undefine:kiln-gpu-01-vm7", "redefine:kiln-gpu-01-vm0",
+    const auto plan = planned(stage, ctx);
+    CHECK(ids(plan) == std::vector<std::string>{"undefine:kiln-gpu-01-vm7", "redefine:kiln-gpu-01-vm0",
                                                  "start:kiln-gpu-01-vm0", "redefine:kiln-gpu-01-vm1",
                                                  "start:kiln-gpu-01-vm1", "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
-    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.hv.domains.count("kiln-gpu-01-vm7") == 0);
     CHECK(f.hv.domains.at("kiln-gpu-01-vm0").xml.find("<vcpu placement='static'>8</vcpu>") != std::string::npos);
@@ -190,13 +189,10 @@ TEST_CASE("reimage gives each VM a new overlay and keeps the domain", "[vm][stag
     const std::string uuid_line = f.hv.domains.at("kiln-gpu-01-vm0").xml.substr(
         f.hv.domains.at("kiln-gpu-01-vm0").xml.find("<uuid>"), 50);
     ctx.set_reimage(true);
-    auto obs = stage.observe(ctx);
-    REQUIRE(obs.ok());
-    auto plan = stage.plan(ctx, *obs);
-    REQUIRE(plan.ok());
-    CHECK(ids(*plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
+    const auto plan = planned(stage, ctx);
+    CHECK(ids(plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
                                                  "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
-    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(inode(disk) != before);
     CHECK(f.hv.domains.at("kiln-gpu-01-vm0").xml.find(uuid_line) != std::string::npos);
@@ -230,21 +226,14 @@ TEST_CASE("a rebuilt base image reimages the VMs on it, and a second plan is emp
         REQUIRE(r.ok());
         REQUIRE(r->success());
     }
-    auto obs = stage.observe(ctx);
-    REQUIRE(obs.ok());
-    auto plan = stage.plan(ctx, *obs);
-    REQUIRE(plan.ok());
-    CHECK(ids(*plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
+    const auto plan = planned(stage, ctx);
+    CHECK(ids(plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
                                                  "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
-    CHECK((*plan)[0].description.find("base image changed") != std::string::npos);
-    for (const auto& a : *plan) REQUIRE(stage.apply(ctx, a).ok());
+    CHECK(plan[0].description.find("base image changed") != std::string::npos);
+    for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(inode(disk) != before);
-    auto again = stage.observe(ctx);
-    REQUIRE(again.ok());
-    auto none = stage.plan(ctx, *again);
-    REQUIRE(none.ok());
-    CHECK(none->empty());
+    CHECK(planned(stage, ctx).empty());
 }
 
 TEST_CASE("verify refuses a VM whose base image changed under it", "[vm][stage]") {
@@ -328,14 +317,11 @@ TEST_CASE("a running VM that has not printed its marker is waited for again, and
     REQUIRE(run_stage(stage, ctx).ok());
     // As if kiln stopped while vm1 was still booting.
     f.hv.serial["kiln-gpu-01-vm1"] = "Booting Linux\n";
-    auto obs = stage.observe(ctx);
-    REQUIRE(obs.ok());
-    auto plan = stage.plan(ctx, *obs);
-    REQUIRE(plan.ok());
-    CHECK(ids(*plan) == std::vector<std::string>{"ready:kiln-gpu-01-vm1"});
+    const auto plan = planned(stage, ctx);
+    CHECK(ids(plan) == std::vector<std::string>{"ready:kiln-gpu-01-vm1"});
     CHECK(stage.verify(ctx).error().message == "kiln-gpu-01-vm1 is running but has not printed KILN_READY");
     f.hv.serial["kiln-gpu-01-vm1"] = "KILN_READY host=kiln-gpu-01-vm1\n";
-    REQUIRE(stage.apply(ctx, plan->front()).ok());
+    REQUIRE(stage.apply(ctx, plan.front()).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.hv.count("start") == 2);  // nothing restarted
 }
