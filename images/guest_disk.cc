@@ -2,9 +2,11 @@
 
 #include <guestfs.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -163,7 +165,11 @@ Result<std::unique_ptr<GuestDisk>> GuestfsDiskFactory::open() {
     GuestfsHandle h(g);
     // Errors come back as values (guestfs_last_error), not on stderr.
     guestfs_set_error_handler(g, nullptr, nullptr);
-    guestfs_set_memsize(g, 1536);
+    // Layer commands (DKMS above all) run make -j$(nproc) inside the
+    // appliance: give it the host's cores, up to 8, and memory to match.
+    const unsigned cpus = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+    guestfs_set_smp(g, static_cast<int>(cpus));
+    guestfs_set_memsize(g, static_cast<int>(1536 + 512 * (cpus - 1)));
     return std::unique_ptr<GuestDisk>(new GuestfsDisk(std::move(h)));
 }
 

@@ -2,6 +2,7 @@
 // with its exact FILE:LINE:COL and key.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -727,4 +728,69 @@ TEST_CASE("config: durations", "[config]") {
     CHECK_FALSE(parse_duration("3 weeks").has_value());
     CHECK_FALSE(parse_duration("99999999999999999999s").has_value());
     CHECK_FALSE(parse_duration("9223372036854775807d").has_value());  // would overflow
+}
+
+TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][errors]") {
+    // Lines 6-7: the profile; then two nodes of rack r1 and one of r2.
+    const std::string base = "schema = 1\n[fleet]\nname = \"t\"\n[[racks]]\nname = \"r1\"\n";
+    auto fleet = [&](const std::string& scope, const std::string& limits, const std::string& uri_b = "") {
+        return base + "[[racks]]\nname = \"r2\"\n" + limits + "[smoke.ring]\nscope = \"" + scope + "\"\n" +
+               "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nrole = \"reimage\"\nsmoke = \"ring\"\n" +
+               "[[nodes]]\nname = \"b\"\nrack = \"r1\"\nrole = \"reimage\"\nsmoke = \"ring\"\n" + uri_b +
+               "[[nodes]]\nname = \"c\"\nrack = \"r2\"\nrole = \"reimage\"\nsmoke = \"ring\"\n";
+    };
+    auto names = [](const std::vector<const kiln::config::Node*>& ring) {
+        std::vector<std::string> out;
+        for (const auto* n : ring) out.push_back(n->name);
+        return out;
+    };
+    SECTION("rack: the nodes of one rack; fleet: all of them; node: each alone") {
+        auto rack = load_text(fleet("rack", ""));
+        expect_ok(*rack);
+        const auto& f = *rack->result.fleet;
+        CHECK(f.smoke.at("ring").scope == "rack");
+        CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b"});
+        CHECK(names(f.smoke_ring(f.nodes[2])) == std::vector<std::string>{"c"});
+        // The ring is an input of the smoke stage: a node joining it reruns it.
+        auto in = kiln::config::node_section_json(f, f.nodes[1], "smoke");
+        CHECK(in["ring"] == nlohmann::json::array({"a", "b"}));
+        CHECK(in["scope"] == "rack");
+
+        auto all = load_text(fleet("fleet", ""));
+        expect_ok(*all);
+        const auto& g = *all->result.fleet;
+        CHECK(names(g.smoke_ring(g.nodes[2])) == std::vector<std::string>{"a", "b", "c"});
+
+        auto alone = load_text(fleet("node", ""));
+        expect_ok(*alone);
+        const auto& h = *alone->result.fleet;
+        CHECK(names(h.smoke_ring(h.nodes[0])) == std::vector<std::string>{"a"});
+        // Node rings keep the inputs (and digests) they had before scopes existed.
+        CHECK_FALSE(kiln::config::node_section_json(h, h.nodes[0], "smoke").contains("ring"));
+    }
+    SECTION("a node whose pipeline has no smoke stage is not in the ring") {
+        auto l = load_text(fleet("fleet", "") + "[[nodes]]\nname = \"d\"\nrack = \"r2\"\nrole = \"gpu-node\"\n"
+                                               "smoke = \"ring\"\nbmc = { url = \"https://h\" }\n");
+        expect_ok(*l);
+        kiln::config::Fleet f = *l->result.fleet;
+        CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b", "c", "d"});
+        auto& st = f.pipelines.at("gpu-node").stages;
+        st.erase(std::find(st.begin(), st.end(), "smoke"));
+        CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b", "c"});
+    }
+    SECTION("errors at the scope key") {
+        expect_one(*load_text(fleet("rack", "[limits]\nparallel = 1\n")), 11, 9, "smoke.ring.scope",
+                   "the smoke ring of ring (2 nodes, rack r1) needs its nodes in the smoke stage at once, but "
+                   "[limits] parallel = 1");
+        expect_one(*load_text(fleet("fleet", "[limits]\nmax_unavailable = 2\n")), 11, 9, "smoke.ring.scope",
+                   "(3 nodes) needs its nodes out of service at once, but [limits] max_unavailable = 2");
+        expect_one(*load_text(fleet("fleet", "[limits]\nper_rack = 1\n")), 11, 9, "smoke.ring.scope",
+                   "has 2 nodes in rack r1, but [limits] per_rack = 1");
+        expect_one(*load_text(fleet("rack", "", "libvirt_uri = \"qemu+ssh://h2/system\"\n")), 9, 9,
+                   "smoke.ring.scope",
+                   "spans hypervisors (a on 'qemu:///system', b on 'qemu+ssh://h2/system')");
+        // A scope it does not know: that error alone, no ring follows from it.
+        expect_one(*load_text(fleet("pod", "[limits]\nparallel = 1\n")), 11, 9, "smoke.ring.scope",
+                   "expected one of node, rack, fleet, found \"pod\"");
+    }
 }

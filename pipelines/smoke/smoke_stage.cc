@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "pipelines/smoke/check_json.h"
 #include "pipelines/smoke/smoke_result_store.h"
 #include "provisioner/journal/store.h"
@@ -104,18 +106,42 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     if (vms->empty())
         return make_error("smoke", "smoke.no_vms",
                           "no VMs for node " + ctx.node().name + " (expected kiln-" + ctx.node().name + "-vm0, ...)");
-    // Fleet-wide ordinal of this node's first VM (guest_contract.h): node
-    // order in the fleet, then VM index.
-    int base = 0;
+    // A shared ring: wait for the other nodes that can still come; the ring
+    // is whoever met, so a node that failed earlier does not hold it up.
+    std::vector<std::string> met{ctx.node().name};
+    if (auto ring = fleet.smoke_ring(ctx.node()); ring.size() > 1) {
+        std::vector<std::string> names;
+        for (const auto* n : ring) names.push_back(n->name);
+        auto m = meeting_->meet(ctx, names);
+        if (!m) return m.error();
+        met = *m;
+    }
+    // Every VM of the ring in rank order (node order in the fleet, then VM
+    // index) with its fleet-wide ordinal (guest_contract.h). Ordinals count
+    // every node's VMs, in the ring or not.
+    struct RingVm {
+        std::string node, vm;
+        int ordinal;
+    };
+    std::vector<RingVm> ring_vms;
+    int ordinal = 0;
+    size_t members_left = met.size();
     for (const auto& n : fleet.nodes) {
-        if (n.name == ctx.node().name) break;
-        auto other = transport.list_vms(n);
-        if (other) base += static_cast<int>(other->size());
+        if (members_left == 0) break;
+        auto listed = n.name == ctx.node().name ? Result<std::vector<std::string>>(*vms) : transport.list_vms(n);
+        const bool member = std::find(met.begin(), met.end(), n.name) != met.end();
+        if (member) --members_left;
+        if (!listed) {
+            if (member) return listed.error();
+            continue;
+        }
+        for (size_t k = 0; k < listed->size(); ++k, ++ordinal)
+            if (member) ring_vms.push_back({n.name, (*listed)[k], ordinal});
     }
     std::string peers;
-    for (size_t k = 0; k < vms->size(); ++k) {
-        auto a = transport.address(base + static_cast<int>(k));
-        peers += (k ? "," : "") + a.dial_host + ":" + std::to_string(a.dial_port);
+    for (size_t r = 0; r < ring_vms.size(); ++r) {
+        auto a = transport.address(ring_vms[r].ordinal);
+        peers += (r ? "," : "") + a.dial_host + ":" + std::to_string(a.dial_port);
     }
     std::map<std::string, double> thresholds;
     std::chrono::milliseconds timeout{std::chrono::minutes(20)};
@@ -131,11 +157,14 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     const auto check_s = std::max<double>(1.0, timeout.count() / 1000.0 / 6);
 
     std::vector<RankLaunch> ranks;
-    for (size_t k = 0; k < vms->size(); ++k) {
-        auto a = transport.address(base + static_cast<int>(k));
-        RankLaunch r{(*vms)[k],
-                     {"--rank", std::to_string(k), "--peers", peers, "--listen-addr", a.listen_addr, "--listen-port",
-                      std::to_string(a.listen_port), "--host", (*vms)[k], "--connect-timeout",
+    std::vector<size_t> rank_of;  // ranks[i] is ring rank rank_of[i]
+    for (size_t g = 0; g < ring_vms.size(); ++g) {
+        if (ring_vms[g].node != ctx.node().name) continue;
+        auto a = transport.address(ring_vms[g].ordinal);
+        const std::string& vm = ring_vms[g].vm;
+        RankLaunch r{vm,
+                     {"--rank", std::to_string(g), "--peers", peers, "--listen-addr", a.listen_addr, "--listen-port",
+                      std::to_string(a.listen_port), "--host", vm, "--connect-timeout",
                       std::to_string(std::max(1.0, static_cast<double>(connect_s))), "--check-timeout",
                       std::to_string(check_s)}};
         for (const auto& [name, value] : thresholds) {
@@ -144,15 +173,18 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
         }
         for (const auto& e : options_.extra_args) r.args.push_back(e);
         ranks.push_back(std::move(r));
+        rank_of.push_back(g);
     }
-    ctx.progress("kiln-smoke on " + std::to_string(ranks.size()) + " VM(s)");
+    ctx.progress(met.size() > 1 ? fmt::format("kiln-smoke on {} VM(s), ranks of a {}-VM ring over {}", ranks.size(),
+                                              ring_vms.size(), fmt::join(met, ", "))
+                                : fmt::format("kiln-smoke on {} VM(s)", ranks.size()));
     auto outputs = transport.run(ctx.node(), ranks, timeout);
     if (!outputs) return outputs.error();
 
     json vm_results = json::array();
     for (size_t k = 0; k < outputs->size(); ++k) {
         const auto& o = (*outputs)[k];
-        json entry = {{"vm", o.vm}, {"rank", k}, {"exit_code", o.exit_code}, {"report", nullptr}};
+        json entry = {{"vm", o.vm}, {"rank", rank_of[k]}, {"exit_code", o.exit_code}, {"report", nullptr}};
         auto doc = o.timed_out ? std::nullopt : parse_report(o.out);
         Report parsed;
         std::string err;
@@ -167,6 +199,12 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     }
     json result = {{"node", ctx.node().name}, {"input_hash", ctx.input_hash()}, {"ts_ms", journal::now_ms()},
                    {"transport", transport.name()}, {"vms", vm_results}};
+    if (met.size() > 1) {
+        auto it = fleet.smoke.find(ctx.node().smoke);
+        result["ring"] = {{"scope", it != fleet.smoke.end() ? it->second.scope : "node"},
+                          {"nodes", met},
+                          {"ranks", ring_vms.size()}};
+    }
     json th = json::object();
     for (const auto& [k, v] : thresholds) th[k] = v;
     result["thresholds"] = th;

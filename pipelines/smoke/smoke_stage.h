@@ -1,5 +1,7 @@
 // The "smoke" stage: runs kiln-smoke in every VM of the node at once (one
-// rank per VM, a TCP ring between them), collects each rank's JSON, holds
+// rank per VM, a TCP ring between them; with [smoke.NAME] scope = "rack" or
+// "fleet" one ring over the VMs of several nodes, each node starting its own
+// VMs' ranks once all have met), collects each rank's JSON, holds
 // the figures against the fleet's [smoke.NAME.thresholds], keeps the result
 // (smoke_result_store.h) and journals it as the "smoke.result" event.
 // A failed check fails the stage with quarantine = true, naming the checks.
@@ -12,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipelines/smoke/ring_meeting.h"
 #include "pipelines/smoke/smoke_transport.h"
 #include "provisioner/engine/stage.h"
 
@@ -42,6 +45,8 @@ public:
 private:
     Result<nlohmann::json> run_node(engine::StageContext& ctx);
     SmokeStageOptions options_;
+    // Shared by every node's thread: where the nodes of a shared ring meet.
+    std::shared_ptr<RingMeeting> meeting_ = std::make_shared<RingMeeting>();
 };
 
 // Holds every rank's checks against the fleet's thresholds and fills

@@ -1,5 +1,7 @@
 #include "provisioner/config/fleet_config.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace kiln::config {
@@ -48,6 +50,23 @@ std::string HostAccess::describe() const {
     if (mode == "netns") return "netns " + netns;
     if (mode == "ssh") return "ssh " + (username.empty() ? "" : username + "@") + address;
     return "not managed";
+}
+
+std::vector<const Node*> Fleet::smoke_ring(const Node& node) const {
+    auto it = smoke.find(node.smoke);
+    const std::string scope = it == smoke.end() ? "node" : it->second.scope;
+    if (scope == "node") return {&node};
+    // Nodes whose pipeline has no smoke stage never join a ring.
+    auto runs_smoke = [&](const Node& n) {
+        auto p = pipelines.find(n.role);
+        return p == pipelines.end() ||
+               std::find(p->second.stages.begin(), p->second.stages.end(), "smoke") != p->second.stages.end();
+    };
+    std::vector<const Node*> ring;
+    for (const auto& n : nodes)
+        if (n.smoke == node.smoke && (scope == "fleet" || n.rack == node.rack) && (&n == &node || runs_smoke(n)))
+            ring.push_back(&n);
+    return ring;
 }
 
 std::vector<const Cable*> Fleet::cables_of(const std::string& node) const {
@@ -186,8 +205,16 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
         auto it = fleet.smoke.find(node.smoke);
         if (it == fleet.smoke.end())
             return {{"profile", node.smoke}, {"thresholds", json::object()}, {"timeout_ms", 0}};
-        return {
+        json in = {
             {"profile", node.smoke}, {"thresholds", it->second.thresholds}, {"timeout_ms", it->second.timeout.count()}};
+        // Only for shared rings, so that node rings keep the digest they had.
+        if (it->second.scope != "node") {
+            json ring = json::array();
+            for (const Node* n : fleet.smoke_ring(node)) ring.push_back(n->name);
+            in["scope"] = it->second.scope;
+            in["ring"] = ring;
+        }
+        return in;
     }
     if (stage == "handover") {
         if (!fleet.handover) return {{"command", json::array()}, {"webhook", ""}, {"secret", nullptr}};

@@ -117,6 +117,10 @@ struct SmokeProfile {
     std::string name;
     std::map<std::string, double> thresholds;  // check name -> floor (or ceiling by check)
     Duration timeout{std::chrono::minutes(20)};
+    // Which VMs share one ring: "node" (each node's own VMs), "rack" (every
+    // node of a rack with this profile) or "fleet" (every node with it).
+    std::string scope = "node";
+    SourcePos scope_pos;  // line 0: not written
     SourcePos pos;
 };
 
@@ -296,6 +300,9 @@ struct Fleet {
     const Node* find_node(const std::string& name) const;
     const Rack* find_rack(const std::string& name) const;
     const Switch* find_switch(const std::string& name) const;
+    // The nodes whose VMs share one smoke ring with this node's, in fleet
+    // order, the node included (just the node for scope "node").
+    std::vector<const Node*> smoke_ring(const Node& node) const;
     // The cables from this node, in file order.
     std::vector<const Cable*> cables_of(const std::string& node) const;
 };

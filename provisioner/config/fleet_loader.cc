@@ -6,6 +6,8 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 #include <tuple>
@@ -748,6 +750,10 @@ struct Loader {
             p.name = name;
             p.pos = r.pos();
             if (auto v = r.duration("timeout")) p.timeout = *v;
+            if (auto v = r.choice("scope", {"node", "rack", "fleet"})) {
+                p.scope = *v;
+                p.scope_pos = ctx.pos(r.table().get("scope")->source());
+            }
             if (const toml::table* th = r.table("thresholds")) {
                 TableReader tr(ctx, *th, r.key_path("thresholds"));
                 for (const auto& [k, v] : *th) {
@@ -758,6 +764,48 @@ struct Loader {
             }
             fleet.smoke[name] = std::move(p);
         });
+    }
+
+    // A shared smoke ring runs only when all its nodes sit in their smoke
+    // stage at once: the limits must let them, and their VMs must reach one
+    // another (the port forwards are on the hypervisor's loopback).
+    void smoke_rings() {
+        std::set<std::string> seen;
+        for (const auto& n : fleet.nodes) {
+            auto it = fleet.smoke.find(n.smoke);
+            if (it == fleet.smoke.end() || it->second.scope == "node") continue;
+            const SmokeProfile& p = it->second;
+            auto ring = fleet.smoke_ring(n);
+            if (ring.size() < 2 || !seen.insert(ring.front()->name).second) continue;
+            const std::string what =
+                fmt::format("the smoke ring of {} ({} nodes{})", p.name, ring.size(),
+                            p.scope == "rack" ? ", rack " + n.rack : "");
+            const std::string key = "smoke." + p.name + ".scope";
+            auto err = [&](const std::string& msg) { ctx.errors->push_back({p.scope_pos, key, msg}); };
+            auto uri = [](const Node& m) { return m.libvirt_uri.empty() ? std::string("qemu:///system") : m.libvirt_uri; };
+            const auto& l = fleet.limits;
+            if (l.parallel < static_cast<int>(ring.size()))
+                err(fmt::format("{} needs its nodes in the smoke stage at once, but [limits] parallel = {}", what,
+                                l.parallel));
+            if (l.max_unavailable > 0 && l.max_unavailable < static_cast<int>(ring.size()))
+                err(fmt::format("{} needs its nodes out of service at once, but [limits] max_unavailable = {}", what,
+                                l.max_unavailable));
+            if (l.per_rack > 0) {
+                std::map<std::string, int> per_rack;
+                for (const Node* m : ring) ++per_rack[m->rack];
+                for (const auto& [rack, count] : per_rack)
+                    if (count > l.per_rack)
+                        err(fmt::format("{} has {} nodes in rack {}, but [limits] per_rack = {}", what, count, rack,
+                                        l.per_rack));
+            }
+            for (const Node* m : ring)
+                if (m->libvirt_uri != ring.front()->libvirt_uri) {
+                    err(fmt::format("{} spans hypervisors ({} on '{}', {} on '{}'): its VMs reach each other only "
+                                    "through one hypervisor's loopback port forwards",
+                                    what, ring.front()->name, uri(*ring.front()), m->name, uri(*m)));
+                    break;
+                }
+        }
     }
 
     void handover(TableReader& root) {
@@ -1104,6 +1152,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.pipelines(pipelines_dir, pipelines_node);
     L.read_defaults(root);
     L.nodes(root);
+    L.smoke_rings();
     L.cabling(root);
     root.finish();
     return sorted();

@@ -382,6 +382,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 (void)store_->record_event({run_id, journal::now_ms(), node.name, stage_name, kind, msg});
             });
         ctx.set_reimage(options.reimage);
+        ctx.set_node_pending([&](const std::string& other) {
+            std::lock_guard<std::mutex> l(mu);
+            for (const auto& o : runs)
+                if (o.outcome.node == other) return !o.done;
+            return false;
+        });
 
         Attempt a;
         auto classify = [&](const Error& err) {

@@ -75,6 +75,14 @@ public:
     // Sleeps up to `d`; false when cut short by a hard stop or the deadline.
     bool wait_for(std::chrono::milliseconds d) const { return stop_.wait_for(d, deadline_); }
 
+    // Whether another node of this run may still reach its next stages:
+    // selected, and its pipeline has not ended. Stages that meet across
+    // nodes (a shared smoke ring) wait only for nodes that can still come.
+    // False without an engine (a context built by hand).
+    using NodePendingFn = std::function<bool(const std::string& node)>;
+    void set_node_pending(NodePendingFn fn) { node_pending_ = std::move(fn); }
+    bool node_pending(const std::string& node) const { return node_pending_ && node_pending_(node); }
+
     void progress(const std::string& message, int percent = -1) const {
         if (progress_) progress_(message, percent);
     }
@@ -93,6 +101,7 @@ private:
     std::string input_hash_;
     std::optional<std::string> last_verified_;
     bool reimage_ = false;
+    NodePendingFn node_pending_;
 };
 
 class Stage {

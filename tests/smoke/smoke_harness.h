@@ -30,8 +30,9 @@ struct SmokeHarness {
     kiln::engine::StopToken stop;
     std::string hook_file;
 
-    explicit SmokeHarness(std::map<std::string, double> thresholds, int nodes = 1) {
-        fleet = kiln::test::make_fleet(nodes, 1, {"smoke", "handover"});
+    explicit SmokeHarness(std::map<std::string, double> thresholds, int nodes = 1,
+                          std::vector<std::string> stages = {"smoke", "handover"}) {
+        fleet = kiln::test::make_fleet(nodes, 1, stages);
         fleet.dir = dir.path();
         kiln::config::SmokeProfile p;
         p.name = "quick";
@@ -73,9 +74,10 @@ struct SmokeHarness {
         for (auto& n : fleet.nodes)
             if (n.name == node) n.smoke = name;
     }
-    kiln::engine::RunReport run() {
+    kiln::engine::RunReport run(std::vector<std::string> nodes = {}) {
         kiln::engine::RunOptions o;
         o.seed = 1;
+        o.nodes = std::move(nodes);
         kiln::engine::Engine e(fleet, registry, store.get(), nullptr, stop);
         auto r = e.run(o);
         REQUIRE(r.ok());

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "provisioner/handover/handover_stage.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "tests/smoke/smoke_harness.h"
+#include "tests/support/fleet_builder.h"
 
 using nlohmann::json;
 
@@ -94,4 +96,122 @@ TEST_CASE("judging: the fleet threshold wins and a threshold nobody reported fai
     REQUIRE(result["failed"].size() == 1);
     CHECK(result["failed"][0]["name"] == "missing_check");
     CHECK(kiln::smoke::describe_failures(result).find("no VM reported") != std::string::npos);
+}
+
+namespace {
+
+// A stage before smoke that fails on the nodes named, and does nothing else.
+class GateStage : public kiln::engine::Stage {
+public:
+    explicit GateStage(std::set<std::string> failing) : failing_(std::move(failing)) {}
+    std::string name() const override { return "gate"; }
+    kiln::Result<kiln::engine::Observation> observe(kiln::engine::StageContext&) override {
+        return kiln::engine::Observation{};
+    }
+    kiln::Result<std::vector<kiln::engine::Action>> plan(kiln::engine::StageContext&,
+                                                         const kiln::engine::Observation&) override {
+        return std::vector<kiln::engine::Action>{{"gate:pass", "pass the gate"}};
+    }
+    kiln::Status apply(kiln::engine::StageContext& ctx, const kiln::engine::Action&) override {
+        if (failing_.count(ctx.node().name)) return kiln::make_error("gate", "gate.closed", "the gate is closed");
+        return kiln::ok_status();
+    }
+    kiln::Status verify(kiln::engine::StageContext&) override { return kiln::ok_status(); }
+
+private:
+    std::set<std::string> failing_;
+};
+
+void share_ring(SmokeHarness& h, const std::string& scope) {
+    for (auto& [name, p] : h.fleet.smoke) p.scope = scope;
+}
+
+json result_of(const SmokeHarness& h, const std::string& node) {
+    auto r = kiln::smoke::load_result(kiln::smoke::smoke_state_dir(h.fleet, ""), node);
+    REQUIRE(r.has_value());
+    return *r;
+}
+
+}  // namespace
+
+TEST_CASE("a rack-scope smoke ring runs one all-reduce over the VMs of every node in it") {
+    SmokeHarness h({{"allreduce_errors", 0}, {"allreduce_busbw_gbps", 0.0}}, 2);
+    share_ring(h, "rack");
+    auto report = h.run();
+    REQUIRE(report.nodes.size() == 2);
+    std::set<int64_t> ranks;
+    for (const auto& n : report.nodes) {
+        INFO(n.node << ": " << n.error);
+        CHECK(n.state == "ready");
+        auto r = result_of(h, n.node);
+        CHECK(r["verdict"] == "pass");
+        REQUIRE(r.contains("ring"));
+        CHECK(r["ring"]["nodes"] == json::array({"n001", "n002"}));
+        CHECK(r["ring"]["ranks"] == 4);
+        REQUIRE(r["vms"].size() == 2);  // each node runs its own VMs' ranks
+        for (const auto& vm : r["vms"]) {
+            CHECK(vm["vm"].get<std::string>().find("kiln-" + n.node + "-vm") == 0);
+            CHECK(vm["report"]["ranks"] == 4);
+            ranks.insert(vm["rank"].get<int64_t>());
+            CHECK(vm["report"]["rank"] == vm["rank"]);
+            // The sum of known vectors over all four ranks came out exact.
+            bool exact = false;
+            for (const auto& c : vm["report"]["checks"])
+                if (c["name"] == "allreduce_errors") exact = c["verdict"] == "pass" && c["figure"] == 0;
+            CHECK(exact);
+        }
+    }
+    CHECK(ranks == std::set<int64_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("a shared smoke ring goes on without the nodes that cannot come") {
+    SECTION("a node outside the run's selection") {
+        SmokeHarness h({{"allreduce_errors", 0}}, 2);
+        share_ring(h, "fleet");
+        auto report = h.run({"n001"});
+        REQUIRE(report.nodes.size() == 1);
+        INFO(report.nodes[0].error);
+        CHECK(report.nodes[0].state == "ready");
+        auto r = result_of(h, "n001");
+        CHECK_FALSE(r.contains("ring"));  // a ring of one node is the node's own
+        CHECK(r["vms"][0]["report"]["ranks"] == 2);
+    }
+    SECTION("a node whose pipeline ended before the smoke stage") {
+        SmokeHarness h({{"allreduce_errors", 0}}, 3, {"gate", "smoke", "handover"});
+        h.registry.add(std::make_shared<GateStage>(std::set<std::string>{"n002"}));
+        share_ring(h, "rack");
+        auto report = h.run();
+        REQUIRE(report.nodes.size() == 3);
+        CHECK(report.nodes[1].state == "failed");
+        CHECK(report.nodes[1].stage == "gate");
+        for (const std::string node : {"n001", "n003"}) {
+            auto r = result_of(h, node);
+            INFO(r.dump());
+            CHECK(r["verdict"] == "pass");
+            CHECK(r["ring"]["nodes"] == json::array({"n001", "n003"}));
+            CHECK(r["ring"]["ranks"] == 4);
+        }
+    }
+}
+
+TEST_CASE("a ring meeting that cannot close ends at the stage's deadline and names who is missing") {
+    auto fleet = kiln::test::make_fleet(2, 1, {"smoke"});
+    kiln::engine::StopToken stop;
+    kiln::engine::StageContext ctx(fleet, fleet.nodes[0], "smoke", stop,
+                                   kiln::engine::StageContext::Clock::now() + std::chrono::milliseconds(300), nullptr,
+                                   nullptr);
+    ctx.set_node_pending([](const std::string& n) { return n == "n002"; });
+    kiln::smoke::RingMeeting meeting;
+    auto met = meeting.meet(ctx, {"n001", "n002"});
+    REQUIRE_FALSE(met.ok());
+    CHECK(met.error().code == "smoke.ring");
+    CHECK_THAT(met.error().message, Catch::Contains("still waiting for n002"));
+    // n001 left that meeting: once n002 can no longer come, n001 meets alone.
+    kiln::engine::StageContext again(fleet, fleet.nodes[0], "smoke", stop,
+                                     kiln::engine::StageContext::Clock::now() + std::chrono::seconds(30), nullptr,
+                                     nullptr);
+    again.set_node_pending([](const std::string&) { return false; });
+    auto alone = meeting.meet(again, {"n001", "n002"});
+    REQUIRE(alone.ok());
+    CHECK(*alone == std::vector<std::string>{"n001"});
 }

@@ -1,0 +1,53 @@
+#include "pipelines/smoke/ring_meeting.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+namespace kiln::smoke {
+
+Result<std::vector<std::string>> RingMeeting::meet(engine::StageContext& ctx, const std::vector<std::string>& ring) {
+    const std::string key = fmt::format("{}", fmt::join(ring, ","));
+    const std::string& self = ctx.node().name;
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& slot = open_[key];
+    if (!slot) slot = std::make_shared<Meeting>();
+    std::shared_ptr<Meeting> m = slot;
+    m->arrived.push_back(self);
+    cv_.notify_all();
+    std::string last_missing;
+    for (;;) {
+        if (m->closed) return m->met;
+        // Whether a node will not come is the engine's to say, and it says
+        // so without telling us: look again every 100 ms.
+        std::vector<std::string> missing;
+        for (const auto& n : ring)
+            if (std::find(m->arrived.begin(), m->arrived.end(), n) == m->arrived.end() && ctx.node_pending(n))
+                missing.push_back(n);
+        if (missing.empty()) {
+            for (const auto& n : ring)
+                if (std::find(m->arrived.begin(), m->arrived.end(), n) != m->arrived.end()) m->met.push_back(n);
+            m->closed = true;
+            if (auto it = open_.find(key); it != open_.end() && it->second == m) open_.erase(it);
+            cv_.notify_all();
+            return m->met;
+        }
+        const std::string now_missing = fmt::format("{}", fmt::join(missing, ", "));
+        if (now_missing != last_missing) {
+            ctx.progress(fmt::format("waiting for {} to reach the smoke stage (shared ring)", now_missing));
+            last_missing = now_missing;
+        }
+        if (ctx.should_stop()) {
+            // Leave the meeting so that the others do not count on this node.
+            m->arrived.erase(std::find(m->arrived.begin(), m->arrived.end(), self));
+            cv_.notify_all();
+            return make_error("smoke", "smoke.ring",
+                              fmt::format("the shared smoke ring did not meet: still waiting for {}", now_missing));
+        }
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+}
+
+}  // namespace kiln::smoke
