@@ -780,15 +780,22 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
     }
     SECTION("errors at the scope key") {
         expect_one(*load_text(fleet("rack", "[limits]\nparallel = 1\n")), 11, 9, "smoke.ring.scope",
-                   "the smoke ring of ring (2 nodes, rack r1) needs its nodes in the smoke stage at once, but "
-                   "[limits] parallel = 1");
+                   "1 shared smoke ring (2 nodes) need [limits] parallel >= 2 (nodes that reach the stage first "
+                   "wait there for the rest), but parallel = 1");
+        expect_ok(*load_text(fleet("rack", "[limits]\nparallel = 2\n")));
         expect_one(*load_text(fleet("fleet", "[limits]\nmax_unavailable = 2\n")), 11, 9, "smoke.ring.scope",
-                   "(3 nodes) needs its nodes out of service at once, but [limits] max_unavailable = 2");
+                   "(3 nodes) need [limits] max_unavailable >= 3 (or 0), but max_unavailable = 2");
         expect_one(*load_text(fleet("fleet", "[limits]\nper_rack = 1\n")), 11, 9, "smoke.ring.scope",
-                   "has 2 nodes in rack r1, but [limits] per_rack = 1");
+                   "need [limits] per_rack >= 2 for rack r1, but per_rack = 1");
         expect_one(*load_text(fleet("rack", "", "libvirt_uri = \"qemu+ssh://h2/system\"\n")), 9, 9,
                    "smoke.ring.scope",
-                   "spans hypervisors (a on 'qemu:///system', b on 'qemu+ssh://h2/system')");
+                   "the smoke ring of ring spans hypervisors (a on 'qemu:///system', b on 'qemu+ssh://h2/system')");
+        // Rings wait side by side: two rings of two (racks r1, r2) leave a
+        // free slot only with parallel >= 1 + 1 + 1.
+        const std::string two_racks = fleet("rack", "[limits]\nparallel = 2\n") +
+                                      "[[nodes]]\nname = \"d\"\nrack = \"r2\"\nrole = \"reimage\"\nsmoke = \"ring\"\n";
+        expect_one(*load_text(two_racks), 11, 9, "smoke.ring.scope",
+                   "2 shared smoke rings (4 nodes) need [limits] parallel >= 3");
         // A scope it does not know: that error alone, no ring follows from it.
         expect_one(*load_text(fleet("pod", "[limits]\nparallel = 1\n")), 11, 9, "smoke.ring.scope",
                    "expected one of node, rack, fleet, found \"pod\"");

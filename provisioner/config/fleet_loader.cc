@@ -767,45 +767,64 @@ struct Loader {
     }
 
     // A shared smoke ring runs only when all its nodes sit in their smoke
-    // stage at once: the limits must let them, and their VMs must reach one
-    // another (the port forwards are on the hypervisor's loopback).
+    // stage at once, and each node that arrives first waits there holding
+    // its slots (parallel, per_rack, max_unavailable). With every ring short
+    // of one node, the waiters must still leave a slot for a missing node:
+    // a limit needs sum over rings of (nodes - 1), plus one. Their VMs must
+    // also reach one another (port forwards on one hypervisor's loopback).
     void smoke_rings() {
+        struct Ring {
+            const SmokeProfile* profile;
+            std::vector<const Node*> nodes;
+        };
+        std::vector<Ring> rings;
         std::set<std::string> seen;
         for (const auto& n : fleet.nodes) {
             auto it = fleet.smoke.find(n.smoke);
             if (it == fleet.smoke.end() || it->second.scope == "node") continue;
-            const SmokeProfile& p = it->second;
             auto ring = fleet.smoke_ring(n);
             if (ring.size() < 2 || !seen.insert(ring.front()->name).second) continue;
-            const std::string what =
-                fmt::format("the smoke ring of {} ({} nodes{})", p.name, ring.size(),
-                            p.scope == "rack" ? ", rack " + n.rack : "");
-            const std::string key = "smoke." + p.name + ".scope";
-            auto err = [&](const std::string& msg) { ctx.errors->push_back({p.scope_pos, key, msg}); };
-            auto uri = [](const Node& m) { return m.libvirt_uri.empty() ? std::string("qemu:///system") : m.libvirt_uri; };
-            const auto& l = fleet.limits;
-            if (l.parallel < static_cast<int>(ring.size()))
-                err(fmt::format("{} needs its nodes in the smoke stage at once, but [limits] parallel = {}", what,
-                                l.parallel));
-            if (l.max_unavailable > 0 && l.max_unavailable < static_cast<int>(ring.size()))
-                err(fmt::format("{} needs its nodes out of service at once, but [limits] max_unavailable = {}", what,
-                                l.max_unavailable));
-            if (l.per_rack > 0) {
-                std::map<std::string, int> per_rack;
-                for (const Node* m : ring) ++per_rack[m->rack];
-                for (const auto& [rack, count] : per_rack)
-                    if (count > l.per_rack)
-                        err(fmt::format("{} has {} nodes in rack {}, but [limits] per_rack = {}", what, count, rack,
-                                        l.per_rack));
-            }
-            for (const Node* m : ring)
-                if (m->libvirt_uri != ring.front()->libvirt_uri) {
-                    err(fmt::format("{} spans hypervisors ({} on '{}', {} on '{}'): its VMs reach each other only "
-                                    "through one hypervisor's loopback port forwards",
-                                    what, ring.front()->name, uri(*ring.front()), m->name, uri(*m)));
+            rings.push_back({&it->second, std::move(ring)});
+        }
+        if (rings.empty()) return;
+        auto err = [&](const SmokeProfile& p, const std::string& msg) {
+            ctx.errors->push_back({p.scope_pos, "smoke." + p.name + ".scope", msg});
+        };
+        auto uri = [](const Node& m) { return m.libvirt_uri.empty() ? std::string("qemu:///system") : m.libvirt_uri; };
+        int need = 1, nodes = 0;
+        std::map<std::string, int> rack_need;
+        for (const auto& r : rings) {
+            need += static_cast<int>(r.nodes.size()) - 1;
+            nodes += static_cast<int>(r.nodes.size());
+            std::map<std::string, int> in_rack;
+            for (const Node* m : r.nodes) ++in_rack[m->rack];
+            for (const auto& [rack, count] : in_rack) rack_need[rack] += count - 1;
+            for (const Node* m : r.nodes)
+                if (m->libvirt_uri != r.nodes.front()->libvirt_uri) {
+                    err(*r.profile, fmt::format("the smoke ring of {} spans hypervisors ({} on '{}', {} on '{}'): its "
+                                                "VMs reach each other only through one hypervisor's loopback port "
+                                                "forwards",
+                                                r.profile->name, r.nodes.front()->name, uri(*r.nodes.front()),
+                                                m->name, uri(*m)));
                     break;
                 }
         }
+        const SmokeProfile& first = *rings.front().profile;
+        const std::string what = fmt::format("{} shared smoke ring{} ({} nodes)", rings.size(),
+                                             rings.size() == 1 ? "" : "s", nodes);
+        const auto& l = fleet.limits;
+        if (l.parallel < need)
+            err(first, fmt::format("{} need [limits] parallel >= {} (nodes that reach the stage first wait there "
+                                   "for the rest), but parallel = {}",
+                                   what, need, l.parallel));
+        if (l.max_unavailable > 0 && l.max_unavailable < need)
+            err(first, fmt::format("{} need [limits] max_unavailable >= {} (or 0), but max_unavailable = {}", what,
+                                   need, l.max_unavailable));
+        if (l.per_rack > 0)
+            for (const auto& [rack, waiting] : rack_need)
+                if (l.per_rack < waiting + 1)
+                    err(first, fmt::format("{} need [limits] per_rack >= {} for rack {}, but per_rack = {}", what,
+                                           waiting + 1, rack, l.per_rack));
     }
 
     void handover(TableReader& root) {
