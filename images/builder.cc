@@ -508,6 +508,14 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
             return result;
         }
     }
+    // Only the holder of this lock writes this output's temp files: any
+    // left beside it are a killed build's.
+    const std::string tmp_prefix = fs::path(out).filename().string() + ".tmp-";
+    for (const auto& e : fs::directory_iterator(fs::path(out).parent_path(), ec))
+        if (e.path().filename().string().rfind(tmp_prefix, 0) == 0) {
+            std::error_code rm_ec;
+            fs::remove(e.path(), rm_ec);
+        }
     const auto t0 = std::chrono::steady_clock::now();
     if (options.progress) options.progress("output", "qemu-img convert -> " + out);
     static std::atomic<int> seq{0};

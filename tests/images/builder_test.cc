@@ -87,6 +87,20 @@ TEST_CASE("builder: cold build builds every layer, a rerun builds nothing") {
     CHECK(again->output_cached);
 }
 
+TEST_CASE("builder: a killed build's temp output is removed by the next write of that output") {
+    Rig rig;
+    fs::create_directories(fs::path(rig.opts.output).parent_path());
+    const std::string stale = rig.opts.output + ".tmp-99999-0";
+    const std::string other = fs::path(rig.opts.output).parent_path() / "other.qcow2.tmp-99999-0";
+    std::ofstream(stale) << "half an image";
+    std::ofstream(other) << "another output's";
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(r.ok());
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(other));  // not this output's: its own builder may be writing it
+    CHECK(fs::exists(r->image));
+}
+
 TEST_CASE("builder: a changed input file rebuilds only its layer") {
     Rig rig;
     REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
