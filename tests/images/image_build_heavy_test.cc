@@ -165,4 +165,10 @@ TEST_CASE("gpu-guest-lite: the image boots and reports KILN_READY with cloud-ini
     CHECK(r->ready["smoke"] == kiln::vm::kGuestSmokePath);
     REQUIRE(r->ready["modules"].is_array());
     CHECK_FALSE(r->ready["modules"].empty());
+    // The image's own cloud-init config passes cloud-init's schema check
+    // (it warns on the console otherwise, on every boot).
+    std::ifstream in(r->serial_log, std::ios::binary);
+    const std::string console((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(console.find("KILN_READY") != std::string::npos);
+    CHECK(console.find("Invalid cloud-config provided") == std::string::npos);
 }
