@@ -50,12 +50,16 @@ run() {
   t1=$(date +%s.%N)
   echo "$t0 $t1"
 }
+# The machine's load when the cold run starts: other work on a shared
+# 2-core machine stretches TCG guests, so the figure says what it ran beside.
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
 read -r c0 c1 < <(run cold)
 read -r w0 w1 < <(run warm)
 
-/usr/bin/python3 - "$work/cold.log" "$work/warm.log" "$c0" "$c1" "$w0" "$w1" "$image_cache" "$out" <<'PY'
+/usr/bin/python3 - "$work/cold.log" "$work/warm.log" "$c0" "$c1" "$w0" "$w1" "$image_cache" "$out" \
+  "$load_at_start" "$(nproc)" <<'PY'
 import json, re, sys, datetime
-cold_log, warm_log, c0, c1, w0, w1, image_cache, out = sys.argv[1:]
+cold_log, warm_log, c0, c1, w0, w1, image_cache, out, load_at_start, cores = sys.argv[1:]
 line = re.compile(r"^(\S+Z) \[\d+/\d+\] (\S+) (\S+): (start|verified|converged)")
 def split(path):
     starts, stages = {}, {}
@@ -74,7 +78,9 @@ def split(path):
 cold = {"wall_s": round(float(c1) - float(c0), 3), "image_cache": image_cache, "stages": split(cold_log)}
 warm = {"wall_s": round(float(w1) - float(w0), 3), "stages": split(warm_log),
         "nothing_to_do": "nothing to do" in open(warm_log).read()}
-doc = {"bench": "lab", "fleet": "examples/lab/fleet.toml (copy: 2 nodes, 2 TCG VMs each)",
+doc = {"bench": "lab", "fleet": "examples/lab/fleet.toml (copy: 2 nodes, 2 TCG VMs each, one smoke ring over both)",
+       "measured_at": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+       "machine": {"cores": int(cores), "loadavg_at_cold_start": load_at_start},
        "cold": cold, "warm": warm, "warm_over_cold": round(warm["wall_s"] / cold["wall_s"], 4)}
 json.dump(doc, open(out, "w"), indent=2)
 print(json.dumps(doc, indent=2))
