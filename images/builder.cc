@@ -26,6 +26,21 @@ constexpr const char* kRootPartition = "/dev/sda1";
 
 Error image_error(const std::string& code, const std::string& msg) { return make_error("image", code, msg); }
 
+}  // namespace
+
+// apt's words for a mirror that did not answer or was caught mid-sync (its
+// indexes and packages briefly disagree): worth the engine's retry. A
+// package that does not exist fails differently ("setup failed",
+// "Unable to locate package") and is not retried.
+bool mirror_trouble(const std::string& output) {
+    for (const char* m : {"apt download failed", "Failed to fetch", "Hash Sum mismatch", "Temporary failure resolving",
+                          "Could not connect to", "Connection timed out", "File has unexpected size"})
+        if (output.find(m) != std::string::npos) return true;
+    return false;
+}
+
+namespace {
+
 std::string read_host_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
@@ -277,7 +292,11 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     mm.env["SOURCE_DATE_EPOCH"] = std::to_string(plan.epoch);
     mm.timeout = std::chrono::minutes(45);
     if (options.progress) options.progress("base", "mmdebstrap " + recipe.base.suite + " (" + recipe.base.variant + ")");
-    if (auto r = run_tool("bootstrapping the base", mm); !r) return r.error();
+    if (auto r = run_tool("bootstrapping the base", mm); !r) {
+        Error e = r.error();
+        e.transient = mirror_trouble(e.message);
+        return e;
+    }
 
     CommandSpec create;
     create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", (fs::path(staging) / "disk.qcow2").string(),
@@ -352,10 +371,12 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
                                fmt::format("layer '{}': {} ran past {}s (the layer's timeout; raise it with "
                                            "timeout = \"...\" in the layer); its output:\n{}",
                                            L.name, what, step_timeout.count(), tail_of(r->output, 6000)));
-        if (r->exit_code != 0)
-            return image_error("layer-command",
-                               fmt::format("layer '{}': {} failed (exit {}); its output:\n{}", L.name, what,
-                                           r->exit_code, tail_of(r->output, 6000)));
+        if (r->exit_code != 0) {
+            Error e = image_error("layer-command", fmt::format("layer '{}': {} failed (exit {}); its output:\n{}",
+                                                               L.name, what, r->exit_code, tail_of(r->output, 6000)));
+            e.transient = mirror_trouble(r->output);
+            return e;
+        }
         return ok_status();
     };
 

@@ -93,4 +93,8 @@ private:
 // The root filesystem's UUID, fixed by the base key (reproducible builds).
 std::string root_uuid_for(const std::string& base_key);
 
+// True when a tool's output says the package mirror failed it (unreachable,
+// or caught mid-sync): the engine retries such a build. Exposed for tests.
+bool mirror_trouble(const std::string& output);
+
 }  // namespace kiln::images

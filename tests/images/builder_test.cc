@@ -101,6 +101,32 @@ TEST_CASE("builder: a killed build's temp output is removed by the next write of
     CHECK(fs::exists(r->image));
 }
 
+TEST_CASE("builder: a mirror caught mid-sync is worth a retry, a package that does not exist is not") {
+    Rig rig;
+    // mmdebstrap's own words, seen on this machine while the security
+    // archive was being updated, and for a misspelt package.
+    rig.tools.mmdebstrap_fails_with =
+        "E: apt download failed: E: apt-get --yes -oDebug::pkgDpkgPm=1 install ?narrow(?essential) failed\n"
+        "E: mmdebstrap failed to run\n";
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().transient);
+    CHECK_THAT(r.error().message, Catch::Contains("bootstrapping the base"));
+
+    rig.tools.mmdebstrap_fails_with =
+        "E: setup failed: E: apt-get --yes install no-such-package-kiln failed\nE: mmdebstrap failed to run\n";
+    auto bad = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE_FALSE(bad.ok());
+    CHECK_FALSE(bad.error().transient);
+    // Neither left a cache entry.
+    CHECK(rig.cache.list().empty());
+
+    CHECK(mirror_trouble("Err:1 http://mirror.invalid/debian bookworm/main amd64 rdma-core\n"
+                         "E: Failed to fetch http://mirror.invalid/debian/pool/main/r/rdma-core.deb  Hash Sum mismatch"));
+    CHECK(mirror_trouble("W: Temporary failure resolving 'mirror.invalid'"));
+    CHECK_FALSE(mirror_trouble("E: Unable to locate package no-such-package-kiln"));
+}
+
 TEST_CASE("builder: a changed input file rebuilds only its layer") {
     Rig rig;
     REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());

@@ -132,6 +132,7 @@ private:
 class FakeTools : public kiln::CommandRunner {
 public:
     std::vector<std::vector<std::string>> argvs;
+    std::string mmdebstrap_fails_with;  // its stderr, exit 25, when set
     Result<kiln::CommandResult> run(const kiln::CommandSpec& spec) override {
         argvs.push_back(spec.argv);
         envs.push_back(spec.env);
@@ -141,6 +142,12 @@ public:
             fs::path fp(p);
             return fp.is_absolute() || spec.cwd.empty() ? fp : fs::path(spec.cwd) / fp;
         };
+        if (a[0] == "mmdebstrap" && !mmdebstrap_fails_with.empty()) {
+            kiln::CommandResult r;
+            r.exit_code = 25;
+            r.err = mmdebstrap_fails_with;
+            return r;
+        }
         if (a[0] == "mmdebstrap") {
             for (size_t i = 1; i < a.size(); ++i)
                 if (a[i].size() > 4 && a[i].substr(a[i].size() - 4) == ".tar") std::ofstream(a[i]) << "tar";
