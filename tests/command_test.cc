@@ -2,7 +2,9 @@
 // deadlines, environment, missing programs.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "provisioner/core/command.h"
 
@@ -16,6 +18,21 @@ TEST_CASE("command: argv goes to the program literally and never through a shell
     REQUIRE(res.ok());
     CHECK(res->success());
     CHECK(res->out == "$(id -u) a;b * 'q'\n");
+}
+
+TEST_CASE("command: the child gets stdin, stdout and stderr and none of kiln's other descriptors", "[command]") {
+    // A descriptor kiln (or a library) opened without close-on-exec, at a
+    // number no runner pipe takes.
+    const int leaked = ::dup2(::open("/dev/null", O_RDONLY), 200);
+    REQUIRE(leaked == 200);
+    REQUIRE((::fcntl(leaked, F_GETFD) & FD_CLOEXEC) == 0);
+    ProcessRunner r;
+    auto res = r.run({{"/bin/ls", "-1", "/proc/self/fd"}});
+    ::close(leaked);
+    REQUIRE(res.ok());
+    REQUIRE(res->success());
+    // 0, 1, 2 and the folder ls itself reads (3).
+    CHECK(res->out == "0\n1\n2\n3\n");
 }
 
 TEST_CASE("command: stdin is delivered and large output is captured whole", "[command]") {

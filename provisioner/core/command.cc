@@ -151,6 +151,10 @@ Result<CommandResult> ProcessRunner::run(const CommandSpec& spec) {
     posix_spawn_file_actions_adddup2(&fa, in_r.fd, 0);
     posix_spawn_file_actions_adddup2(&fa, out_w.fd, 1);
     posix_spawn_file_actions_adddup2(&fa, err_w.fd, 2);
+    // Nothing else of kiln's reaches the child: sockets and files opened
+    // without close-on-exec (libraries' too) would leak into every tool and
+    // shift its own descriptor numbers (mmdebstrap's apt hooks failed on that).
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     if (!spec.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, spec.cwd.c_str());
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
