@@ -1,5 +1,6 @@
 #include "images/builder.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "images/apt_sources.h"
+#include "images/host_tree.h"
 #include "images/manifest.h"
 #include "provisioner/core/sha256.h"
 
@@ -209,7 +211,7 @@ namespace {
 // What every layer does last: the boot entry for the newest kernel with the
 // kernel arguments so far, the reproducibility scrub, and the facts the
 // manifest needs (package versions, kernel, DKMS modules).
-Result<nlohmann::json> finish_layer(GuestDisk& disk, const std::string& root_uuid,
+Result<nlohmann::json> finish_layer(ImageTree& disk, const std::string& root_uuid,
                                     const std::vector<std::string>& kernel_args, std::chrono::seconds timeout) {
     auto boot = disk.ls("/boot");
     if (!boot) return boot.error();
@@ -328,43 +330,35 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     return meta;
 }
 
-Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& plan, size_t layer_index,
-                                            const std::string& staging, const BuildOptions& options) {
-    const LayerSpec& L = recipe.layers[layer_index];
-    const PlannedLayer& me = plan.layers[layer_index + 1];
+namespace {
+
+std::string newest_kernel(const std::vector<std::string>& boot) {
+    std::string kver;
+    for (const auto& f : boot)
+        if (f.rfind("vmlinuz-", 0) == 0 && (kver.empty() || kernel_less(kver, f.substr(8)))) kver = f.substr(8);
+    return kver;
+}
+
+}  // namespace
+
+// A layer's own steps (apt, files, commands, services), the same wherever
+// its tree is: in the appliance or on the host.
+Status Builder::apply_layer_steps(ImageTree& t, const Recipe& recipe, const Plan& plan, const LayerSpec& L,
+                                  const std::string& resolver, std::chrono::seconds step_timeout,
+                                  const BuildOptions& options) {
     auto say = [&](const std::string& m) {
         if (options.progress) options.progress(L.name, m);
     };
-    CommandSpec create;
-    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", "-b", cache_.backing_ref(me.parent), "-F", "qcow2",
-                   "disk.qcow2"};
-    create.cwd = staging;
-    if (auto r = run_tool("creating the overlay of layer '" + L.name + "'", create); !r) return r.error();
-
-    auto disk = disks_.open();
-    if (!disk) return disk.error();
-    GuestDisk& g = **disk;
-    if (auto st = g.add_drive((fs::path(staging) / "disk.qcow2").string(), "qcow2"); !st) return st.error();
-    if (auto st = g.set_network(L.needs_network()); !st) return st.error();
-    say(L.needs_network() ? "launch the appliance (with network)" : "launch the appliance");
-    if (auto st = g.launch(); !st) return st.error();
-    if (auto st = g.mount(kRootPartition, "/"); !st) return st.error();
-
-    auto boot = g.ls("/boot");
+    auto boot = t.ls("/boot");
     if (!boot) return boot.error();
-    std::string kver;
-    for (const auto& f : *boot)
-        if (f.rfind("vmlinuz-", 0) == 0 && (kver.empty() || kernel_less(kver, f.substr(8)))) kver = f.substr(8);
-
-    // Commands run under the appliance's kernel: tell them the image's.
+    // Commands run under the appliance's (or the host's) kernel: tell them the image's.
     const std::map<std::string, std::string> env = {{"DEBIAN_FRONTEND", "noninteractive"},
-                                                    {"KILN_KERNEL_VERSION", kver},
+                                                    {"KILN_KERNEL_VERSION", newest_kernel(*boot)},
                                                     {"KILN_LAYER", L.name},
                                                     {"SOURCE_DATE_EPOCH", std::to_string(plan.epoch)},
                                                     {"LC_ALL", "C.UTF-8"}};
-    const std::chrono::seconds step_timeout = L.timeout.value_or(options.command_timeout);
     auto run_step = [&](const std::string& what, const std::string& script) -> Status {
-        auto r = g.run(script, env, step_timeout);
+        auto r = t.run(script, env, step_timeout);
         if (!r) return r.error();
         if (r->exit_code == 124)
             return image_error("layer-timeout",
@@ -381,17 +375,18 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
     };
 
     if (L.needs_network()) {
-        // Services must not start inside the appliance; DNS is slirp's.
-        if (auto st = g.write_file("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0755); !st) return st.error();
+        // Services must not start while building; DNS is the builder's.
+        if (auto st = t.write_file("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0755); !st) return st.error();
         if (auto st = run_step("preparing apt",
                                "if [ -e /etc/resolv.conf ] || [ -L /etc/resolv.conf ]; then mv /etc/resolv.conf "
-                               "/etc/resolv.conf.kiln; fi\necho 'nameserver 10.0.2.3' > /etc/resolv.conf");
+                               "/etc/resolv.conf.kiln; fi");
             !st)
             return st.error();
+        if (auto st = t.write_file("/etc/resolv.conf", resolver, 0644); !st) return st.error();
         if (!L.components.empty()) {
             auto lines = mirror_lines(plan.machine, recipe.base.suite, L.components, recipe.base.mirror);
             if (!lines) return lines.error();
-            if (auto st = g.write_file("/etc/apt/sources.list.d/kiln-" + L.name + ".list", join(*lines, "\n") + "\n",
+            if (auto st = t.write_file("/etc/apt/sources.list.d/kiln-" + L.name + ".list", join(*lines, "\n") + "\n",
                                        0644);
                 !st)
                 return st.error();
@@ -400,23 +395,23 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
             std::string opts;
             if (!r.key.empty()) {
                 const std::string keyring = "/etc/apt/keyrings/kiln-" + r.name + ".gpg";
-                if (auto st = g.mkdir_p("/etc/apt/keyrings"); !st) return st.error();
-                if (auto st = g.upload(r.key, keyring, 0644); !st) return st.error();
+                if (auto st = t.mkdir_p("/etc/apt/keyrings"); !st) return st.error();
+                if (auto st = t.upload(r.key, keyring, 0644); !st) return st.error();
                 opts = "[signed-by=" + keyring + "] ";
             } else {
                 opts = "[trusted=yes] ";
             }
             const std::string line = "deb " + opts + r.uri + " " + r.suite +
                                      (r.components.empty() ? "" : " " + join(r.components, " ")) + "\n";
-            if (auto st = g.write_file("/etc/apt/sources.list.d/kiln-" + r.name + ".list", line, 0644); !st)
+            if (auto st = t.write_file("/etc/apt/sources.list.d/kiln-" + r.name + ".list", line, 0644); !st)
                 return st.error();
         }
         std::vector<std::string> install = L.packages;
         if (!L.debs.empty()) {
-            if (auto st = g.mkdir_p("/var/tmp/kiln-debs"); !st) return st.error();
+            if (auto st = t.mkdir_p("/var/tmp/kiln-debs"); !st) return st.error();
             for (const auto& d : L.debs) {
                 const std::string dst = "/var/tmp/kiln-debs/" + fs::path(d).filename().string();
-                if (auto st = g.upload(d, dst, 0644); !st) return st.error();
+                if (auto st = t.upload(d, dst, 0644); !st) return st.error();
                 install.push_back(dst);
             }
         }
@@ -436,10 +431,10 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
     for (const auto& f : L.files) {
         say("file " + f.path);
         const std::string dir = fs::path(f.path).parent_path().string();
-        if (auto st = g.mkdir_p(dir.empty() ? "/" : dir); !st) return st.error();
+        if (auto st = t.mkdir_p(dir.empty() ? "/" : dir); !st) return st.error();
         Status st = ok_status();
-        if (f.content) st = g.write_file(f.path, *f.content, f.mode);
-        else st = g.upload(f.input.empty() ? f.source : plan.input_paths.at(f.input), f.path, f.mode);
+        if (f.content) st = t.write_file(f.path, *f.content, f.mode);
+        else st = t.upload(f.input.empty() ? f.source : plan.input_paths.at(f.input), f.path, f.mode);
         if (!st) return st.error();
     }
     for (size_t c = 0; c < L.commands.size(); ++c) {
@@ -451,14 +446,159 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
         say("enable " + join(L.services, " "));
         if (auto st = run_step("systemctl enable", "systemctl enable " + join(L.services, " ")); !st) return st.error();
     }
-    auto meta = finish_layer(g, plan.root_uuid, args_through(recipe, static_cast<int>(layer_index)), step_timeout);
+    return ok_status();
+}
+
+Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& plan, size_t layer_index,
+                                            const std::string& staging, const BuildOptions& options) {
+    const LayerSpec& L = recipe.layers[layer_index];
+    const PlannedLayer& me = plan.layers[layer_index + 1];
+    const bool on_host = L.build_in == LayerSpec::BuildIn::host;
+    auto say = [&](const std::string& m) {
+        if (options.progress) options.progress(L.name, m);
+    };
+    if (on_host)
+        if (auto st = host_builds_possible(); !st) return st.error();
+    CommandSpec create;
+    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", "-b", cache_.backing_ref(me.parent), "-F", "qcow2",
+                   "disk.qcow2"};
+    create.cwd = staging;
+    if (auto r = run_tool("creating the overlay of layer '" + L.name + "'", create); !r) return r.error();
+
+    // The overlay in a fresh appliance, mounted at /.
+    auto open_overlay = [&](bool network) -> Result<std::unique_ptr<GuestDisk>> {
+        auto disk = disks_.open();
+        if (!disk) return disk.error();
+        GuestDisk& g = **disk;
+        if (auto st = g.add_drive((fs::path(staging) / "disk.qcow2").string(), "qcow2"); !st) return st.error();
+        if (auto st = g.set_network(network); !st) return st.error();
+        say(network ? "launch the appliance (with network)" : "launch the appliance");
+        if (auto st = g.launch(); !st) return st.error();
+        if (auto st = g.mount(kRootPartition, "/"); !st) return st.error();
+        return disk;
+    };
+    const std::chrono::seconds step_timeout = L.timeout.value_or(options.command_timeout);
+    const std::vector<std::string> args = args_through(recipe, static_cast<int>(layer_index));
+    // One appliance per layer. For a host layer it hands out the parent's
+    // tree (unless the layer before left it), then waits, idle, while the
+    // host works, and takes the changes: an idle appliance costs next to
+    // nothing, a second launch under TCG half a minute.
+    auto disk = open_overlay(L.needs_network() && !on_host);
+    if (!disk) return disk.error();
+    GuestDisk& g = **disk;
+    if (!on_host) {
+        if (auto st = apply_layer_steps(g, recipe, plan, L, "nameserver 10.0.2.3\n", step_timeout, options); !st)
+            return st.error();
+        auto meta = finish_layer(g, plan.root_uuid, args, step_timeout);
+        if (!meta) return meta.error();
+        if (auto st = g.shutdown(); !st) return st.error();
+        return meta;
+    }
+
+    // On the host: the parent's tree, the steps chrooted in it, and what
+    // they changed written into this layer's overlay.
+    auto tree = host_tree_of(g, me.parent, say);
+    if (!tree) return tree.error();
+    auto before = snapshot_tree(*tree);
+    if (!before) return before.error();
+    HostTree h(runner_, *tree);
+    std::string resolver = read_host_file("/etc/resolv.conf");
+    if (resolver.empty()) resolver = "nameserver 127.0.0.1\n";
+    if (auto st = apply_layer_steps(h, recipe, plan, L, resolver, step_timeout, options); !st) return st.error();
+    auto meta = finish_layer(h, plan.root_uuid, args, step_timeout);
     if (!meta) return meta.error();
+    auto after = snapshot_tree(*tree);
+    if (!after) return after.error();
+    const TreeDelta delta = diff_trees(*before, *after);
+    say(fmt::format("into the overlay: {} changed, {} removed", delta.changed.size(), delta.removed.size()));
+    const std::string list = (fs::path(staging) / "delta.list").string();
+    const std::string tar = (fs::path(staging) / "delta.tar").string();
+    struct RemoveAfter {
+        std::vector<std::string> paths;
+        ~RemoveAfter() {
+            std::error_code ec;
+            for (const auto& p : paths) fs::remove(p, ec);
+        }
+    } temp{{list, tar}};
+    if (!delta.changed.empty()) {
+        {
+            std::ofstream out(list, std::ios::binary);
+            for (const auto& p : delta.changed) out << p << '\0';
+            if (!out) return image_error("disk-full", "cannot write " + list);
+        }
+        CommandSpec pack;
+        pack.argv = {"tar", "-c", "-f", tar, "-C", *tree, "--numeric-owner", "--xattrs", "--xattrs-include=*",
+                     "--acls", "--no-recursion", "--null", "-T", list};
+        pack.timeout = std::chrono::minutes(60);
+        if (auto r = run_tool("packing layer '" + L.name + "'", pack); !r) return r.error();
+    }
+    for (const auto& p : delta.removed)
+        if (auto st = g.rm_rf("/" + p); !st) return st.error();
+    if (!delta.changed.empty())
+        if (auto st = g.tar_in(tar, "/"); !st) return st.error();
     if (auto st = g.shutdown(); !st) return st.error();
+    carried_->key = me.key;
     return meta;
+}
+
+// The tree of layer `key` on the host: the one the previous layer of this
+// build left, or the appliance's mounted disk unpacked.
+Result<std::string> Builder::host_tree_of(GuestDisk& g, const std::string& key,
+                                          const std::function<void(const std::string&)>& say) {
+    if (carried_ && carried_->key == key) {
+        carried_->key = "";  // being changed: no layer's tree until this one is done
+        return carried_->dir;
+    }
+    drop_carried_tree();
+    const std::string dir =
+        (fs::path(cache_.dir()) / fmt::format("host-tree.{}-{}", ::getpid(), build_seq_++)).string();
+    const std::string tar = dir + ".tar";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return image_error("host-tree", fmt::format("cannot create {}: {}", dir, ec.message()));
+    carried_ = CarriedTree{"", dir};  // owned from here: removed when the build ends, whatever happens
+    say("unpack the parent's tree on the host");
+    if (auto st = g.tar_out("/", tar); !st) {
+        fs::remove(tar, ec);
+        return st.error();
+    }
+    CommandSpec unpack;
+    unpack.argv = {"tar", "-x", "-p", "-f", tar, "-C", dir, "--numeric-owner", "--xattrs", "--xattrs-include=*",
+                   "--acls"};
+    unpack.timeout = std::chrono::minutes(60);
+    auto r = run_tool("unpacking the parent's tree", unpack);
+    fs::remove(tar, ec);
+    if (!r) return r.error();
+    return dir;
+}
+
+void Builder::drop_carried_tree() {
+    if (!carried_) return;
+    std::error_code ec;
+    fs::remove_all(carried_->dir, ec);
+    carried_.reset();
+}
+
+// Trees of builds that were killed: the pid in their name is gone.
+void Builder::remove_stale_host_trees() {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(cache_.dir(), ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.rfind("host-tree.", 0) != 0) continue;
+        const long pid = std::atol(n.c_str() + 10);
+        if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
+        std::error_code rm;
+        fs::remove_all(e.path(), rm);
+    }
 }
 
 Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& options) {
     if (auto st = cache_.open(); !st) return st.error();
+    remove_stale_host_trees();
+    struct DropTree {
+        Builder* b;
+        ~DropTree() { b->drop_carried_tree(); }
+    } drop_tree{this};
     auto planned = make_plan(recipe, options);
     if (!planned) return planned.error();
     Plan& plan = *planned;

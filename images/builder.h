@@ -82,7 +82,23 @@ private:
                                       const BuildOptions& options);
     Result<nlohmann::json> build_layer(const Recipe& recipe, const Plan& plan, size_t layer_index,
                                        const std::string& staging, const BuildOptions& options);
+    Status apply_layer_steps(ImageTree& tree, const Recipe& recipe, const Plan& plan, const LayerSpec& layer,
+                             const std::string& resolver, std::chrono::seconds step_timeout,
+                             const BuildOptions& options);
+    Result<std::string> host_tree_of(GuestDisk& g, const std::string& key,
+                                     const std::function<void(const std::string&)>& say);
+    void drop_carried_tree();
+    void remove_stale_host_trees();
     Result<CommandResult> run_tool(const std::string& what, CommandSpec spec);
+
+    // The host tree a build_in = "host" layer left, for the next one to
+    // start from without unpacking its parent again; removed when the
+    // build ends.
+    struct CarriedTree {
+        std::string key;  // the layer it holds ("" while still unpacking)
+        std::string dir;
+    };
+    std::optional<CarriedTree> carried_;
 
     CommandRunner& runner_;
     GuestDiskFactory& disks_;

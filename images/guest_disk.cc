@@ -76,6 +76,11 @@ public:
                                          GUESTFS_TAR_IN_OPTS_ACLS, 1, -1),
                      "tar_in " + host_tar);
     }
+    Status tar_out(const std::string& dir, const std::string& host_tar) override {
+        return check(guestfs_tar_out_opts(g(), dir.c_str(), host_tar.c_str(), GUESTFS_TAR_OUT_OPTS_NUMERICOWNER, 1,
+                                          GUESTFS_TAR_OUT_OPTS_XATTRS, 1, GUESTFS_TAR_OUT_OPTS_ACLS, 1, -1),
+                     "tar_out " + dir);
+    }
     Status mkdir_p(const std::string& path) override { return check(guestfs_mkdir_p(g(), path.c_str()), "mkdir " + path); }
     Status write_file(const std::string& path, const std::string& content, int mode) override {
         if (auto st = check(guestfs_write(g(), path.c_str(), content.data(), content.size()), "write " + path); !st)

@@ -13,19 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "images/image_tree.h"
 #include "provisioner/core/result.h"
 
 namespace kiln::images {
 
-struct GuestCommandResult {
-    int exit_code = 0;
-    std::string output;  // stdout and stderr, interleaved
-};
-
-class GuestDisk {
+class GuestDisk : public ImageTree {
 public:
-    virtual ~GuestDisk() = default;
-
     // Before launch.
     virtual Status add_drive(const std::string& path, const std::string& format) = 0;
     virtual Status set_network(bool on) = 0;
@@ -40,20 +34,9 @@ public:
 
     virtual Status mount(const std::string& device, const std::string& mountpoint) = 0;
     virtual Status tar_in(const std::string& host_tar, const std::string& dir) = 0;
-
-    // Files inside the mounted image.
-    virtual Status mkdir_p(const std::string& path) = 0;
-    virtual Status write_file(const std::string& path, const std::string& content, int mode) = 0;
-    virtual Status upload(const std::string& host_path, const std::string& path, int mode) = 0;
-    virtual Result<std::string> read_file(const std::string& path) = 0;
-    virtual Result<std::vector<std::string>> ls(const std::string& dir) = 0;
-    virtual bool exists(const std::string& path) = 0;
-    virtual Status rm_rf(const std::string& path) = 0;
-
-    // `script` under /bin/sh -e inside the image (chrooted), with `env`
-    // exported first; killed after `timeout`. A non-zero exit is a result.
-    virtual Result<GuestCommandResult> run(const std::string& script, const std::map<std::string, std::string>& env,
-                                           std::chrono::seconds timeout) = 0;
+    // The mounted image's tree as a tar on the host: numeric owners, xattrs
+    // and ACLs kept.
+    virtual Status tar_out(const std::string& dir, const std::string& host_tar) = 0;
 
     // Unmounts, syncs and stops the appliance: every write is on disk.
     virtual Status shutdown() = 0;

@@ -66,6 +66,8 @@ nlohmann::json LayerSpec::canonical() const {
     j["commands"] = commands;
     j["kernel_args"] = kernel_args;
     j["services"] = services;
+    // Only when set, so that the keys of appliance layers stay as they were.
+    if (build_in == BuildIn::host) j["build_in"] = "host";
     return j;
 }
 
@@ -291,6 +293,12 @@ struct Parser {
                           "expected a duration of a second or more, such as \"90m\" or \"4h\"");
             else
                 layer.timeout = std::chrono::duration_cast<std::chrono::seconds>(*d);
+        }
+        if (auto v = r.str("build_in")) {
+            if (*v == "host") layer.build_in = LayerSpec::BuildIn::host;
+            else if (*v != "appliance")
+                ctx.error(t.get("build_in")->source(), r.key_path("build_in"),
+                          fmt::format("expected \"appliance\" or \"host\", not \"{}\"", *v));
         }
         if (auto v = r.strings("services")) {
             layer.services = *v;

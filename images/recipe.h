@@ -54,6 +54,11 @@ struct LayerSpec {
     // builder's default when unset. Not part of the layer's key: it does
     // not change what the layer contains.
     std::optional<std::chrono::seconds> timeout;
+    // Where packages and commands run: inside the libguestfs appliance
+    // (default; any build user) or chrooted in the image's tree unpacked on
+    // the build host (root only): native speed for DKMS and big apt
+    // installs, which crawl under an emulated appliance.
+    enum class BuildIn { appliance, host } build_in = BuildIn::appliance;
     config::SourcePos pos;
 
     bool needs_network() const { return !packages.empty() || !repos.empty() || !debs.empty(); }

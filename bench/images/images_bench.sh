@@ -6,7 +6,8 @@
 #   (b) a rebuild after changing the last layer, as a fraction of cold (a);
 #   (c) a no-op rebuild;
 #   (d) one cold build of the full gpu-guest recipe (NVIDIA driver built by
-#       DKMS for the image's kernel, CUDA from Debian): tens of minutes;
+#       DKMS for the image's kernel, CUDA from Debian; its nvidia and cuda
+#       layers build_in = "host", so this part needs root): tens of minutes;
 #   (e) reproducibility: a second cold gpu-guest-lite build into its own
 #       cache, compared with (a): package set, manifest, bytes.
 # KILN_BENCH_IMAGES_PARTS picks the parts (default "a b c", plus d with
@@ -140,10 +141,11 @@ if part d; then
   [ -f "$m" ] || m=$(jq -r '.manifest' "$WORK/d/full.json")
   section gpu_guest_cold "$(jq -n --arg at "$(stamp)" --argjson t "$t_full" --argjson s "$(size "$WORK/d/gpu-guest.qcow2")" \
     --slurpfile m "$m" --argjson layers "$(layers_of "$WORK/d/full.json")" \
+    --argjson host "$(awk '/^\[\[layers\]\]/{n=""} /^name = /{n=$3} /^build_in = "host"/{print n}' images/recipes/gpu-guest.toml | tr -d '"' | jq -R . | jq -s -c .)" \
     --slurpfile log <(jq -c 'select(.recipe == "gpu-guest") | {layer, seconds: (.seconds | round), status}' "$WORK/d/cache/build.log" | jq -s .) \
     '{measured_at: $at, ok: true, seconds: $t, image_bytes: $s, kernel: $m[0].kernel,
       nvidia_driver: $m[0].nvidia_driver, dkms_modules: $m[0].dkms_modules, cuda: $m[0].cuda, nccl: $m[0].nccl,
-      packages: ($m[0].packages | length), layers: $layers, layer_seconds: $log[0]}')"
+      packages: ($m[0].packages | length), layers: $layers, layers_built_on_host: $host, layer_seconds: $log[0]}')"
 fi
 
 if part e; then

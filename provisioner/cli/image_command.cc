@@ -173,6 +173,10 @@ void add_image_commands(CLI::App& app, ImageArgs& a) {
     a.build->add_option("--input", a.inputs, "NAME=PATH: a file input of the recipe (repeatable)");
     a.build->add_flag("--plan", a.plan_only, "print the layer keys and what would be built; build nothing");
     a.build->add_flag("--json", a.json, R"(as {"image", "manifest", "layers": [{"name", "key", "status"}]})");
+    a.build->footer(
+        "Each layer runs in a libguestfs appliance (LIBGUESTFS_BACKEND_SETTINGS=force_tcg where KVM fails),\n"
+        "or, with build_in = \"host\" in the recipe, chrooted in the image's tree on this machine at native\n"
+        "speed (root only; gpu-guest.toml builds its nvidia and cuda layers so). See docs/images.md.");
     a.list = image->add_subcommand("list", "the cache's layers");
     a.list->add_option("--cache", a.cache, "layer cache dir");
     a.list->add_flag("--json", a.json, "as JSON");

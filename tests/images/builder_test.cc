@@ -6,6 +6,9 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "images/build_log.h"
 #include "images/builder.h"
 #include "images/manifest.h"
@@ -211,6 +214,33 @@ TEST_CASE("builder: a failing command shows its output and leaves the cache unto
     for (const auto& e : fs::directory_iterator(rig.cache.dir() + "/layers"))
         CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
     CHECK(rig.last_log().back() == "bad:failed");
+}
+
+TEST_CASE("builder: a host layer that fails leaves no tree and no cache entry; a killed build's tree goes") {
+    Rig rig;
+    REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
+    const auto before = rig.cache.list();
+    // A tree a killed build left (its pid is gone), and one of a live build.
+    const std::string stale = rig.cache.dir() + "/host-tree.2147483646-0";
+    const std::string live = rig.cache.dir() + fmt::format("/host-tree.{}-77", ::getppid());
+    fs::create_directories(stale + "/etc");
+    fs::create_directories(live + "/etc");
+    rig.world.calls.clear();
+    // The fake appliance cannot hand out its tree: the layer fails there.
+    auto r = rig.builder.build(
+        rig.recipe("[[layers]]\nname = \"dkms\"\nbuild_in = \"host\"\npackages = [\"dkms\"]\n"), rig.opts);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("tar_out") != std::string::npos);
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(live));
+    for (const auto& e : fs::directory_iterator(rig.cache.dir()))
+        if (e.path() != live) CHECK(e.path().filename().string().rfind("host-tree.", 0) != 0);
+    // Its packages come from the host's network, never the appliance's.
+    CHECK(std::find(rig.world.calls.begin(), rig.world.calls.end(), "network:1") == rig.world.calls.end());
+    const auto after = rig.cache.list();
+    REQUIRE(after.size() == before.size());
+    for (size_t i = 0; i < after.size(); ++i) CHECK(after[i].key == before[i].key);
+    CHECK(rig.last_log().back() == "dkms:failed");
 }
 
 TEST_CASE("builder: a missing input names the recipe position") {

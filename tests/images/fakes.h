@@ -58,6 +58,11 @@ public:
         if (!std::filesystem::exists(host)) return make_error("image", "guestfs", "no tar");
         return note("tar_in");
     }
+    // Host layers need a real tree (tests/images/host_tree_test.cc): the
+    // fake only records that one was asked for.
+    Status tar_out(const std::string&, const std::string&) override {
+        return make_error("image", "guestfs", "the fake disk has no tar_out");
+    }
     Status mkdir_p(const std::string&) override { return ok_status(); }
     Status write_file(const std::string& path, const std::string& content, int mode) override {
         w_.files[path] = content;

@@ -172,3 +172,84 @@ TEST_CASE("gpu-guest-lite: the image boots and reports KILN_READY with cloud-ini
     CHECK(console.find("KILN_READY") != std::string::npos);
     CHECK(console.find("Invalid cloud-config provided") == std::string::npos);
 }
+
+TEST_CASE("gpu-guest-lite: host layers build chrooted on the host and land in their overlays exactly") {
+    if (::geteuid() != 0) {
+        WARN("skipped: build_in = \"host\" needs root");
+        return;
+    }
+    Real real;
+    TempDir dir;
+    // Unique content: the cache is shared across runs, and these layers
+    // must be built, not found.
+    const std::string stamp = std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr));
+    Recipe recipe = lite_plus(dir,
+                              "[[layers]]\nname = \"on-host\"\nbuild_in = \"host\"\npackages = [\"hello\"]\n"
+                              "commands = [\"rm /etc/motd\", \"chmod 0700 /etc/issue.net\",\n"
+                              "  \"ln -s /etc/hostname /etc/kiln-link\",\n"
+                              "  \"mkdir -p /var/lib/kiln && echo " + stamp + " > /var/lib/kiln/marker\",\n"
+                              "  \"install -d -o 65534 -g 65534 /var/lib/kiln-owned\",\n"
+                              "  \"test -r /proc/self/status && test -c /dev/null\"]\n"
+                              "[[layers.files]]\npath = \"/etc/kiln-host-file\"\ncontent = \"written on the host\\n\"\n"
+                              "[[layers]]\nname = \"on-host-too\"\nbuild_in = \"host\"\n"
+                              "commands = [\"rm -r /var/lib/kiln\", \"hello -g carried > /etc/kiln-carried\"]\n",
+                              smoke_input());
+    std::vector<std::string> said;
+    BuildOptions o;
+    o.output = dir.path() + "/on-host.qcow2";
+    o.progress = [&](const std::string& layer, const std::string& msg) { said.push_back(layer + ": " + msg); };
+    auto r = real.builder.build(recipe, o);
+    if (!r) FAIL(r.error().str());
+    CHECK(last_build() == std::vector<std::string>{"base:cached", "guest:cached", "smoke:cached", "on-host:built",
+                                                   "on-host-too:built", "output:built"});
+    // The second host layer starts from the tree the first one left.
+    CHECK(std::count(said.begin(), said.end(), "on-host: unpack the parent's tree on the host") == 1);
+    CHECK(std::count_if(said.begin(), said.end(), [](const std::string& s) {
+              return s.find("unpack the parent's tree") != std::string::npos;
+          }) == 1);
+    CHECK(r->manifest["packages"].contains("hello"));
+    CHECK(r->manifest["packages"].contains("cloud-init"));  // the parent's packages are all still there
+    for (const auto& e : fs::directory_iterator(kCache))
+        CHECK(e.path().filename().string().rfind("host-tree.", 0) != 0);
+
+    // What the image holds, read back through the appliance.
+    auto disk = real.disks.open();
+    REQUIRE(disk);
+    GuestDisk& g = **disk;
+    REQUIRE(g.add_drive(o.output, "qcow2"));
+    REQUIRE(g.launch());
+    REQUIRE(g.mount("/dev/sda1", "/"));
+    CHECK(g.exists("/usr/bin/hello"));
+    CHECK_FALSE(g.exists("/etc/motd"));
+    CHECK_FALSE(g.exists("/var/lib/kiln"));  // made by one layer, removed by the next
+    CHECK(g.exists("/etc/issue"));          // the parent's files stay
+    auto file = g.read_file("/etc/kiln-host-file");
+    REQUIRE(file);
+    CHECK(*file == "written on the host\n");
+    auto carried = g.read_file("/etc/kiln-carried");
+    REQUIRE(carried);
+    CHECK(*carried == "carried\n");
+    auto facts = g.run("stat -c %a /etc/issue.net; readlink /etc/kiln-link; stat -c %u:%g /var/lib/kiln-owned", {},
+                       std::chrono::seconds(120));
+    REQUIRE(facts);
+    INFO(facts->output);
+    std::istringstream lines(facts->output);
+    std::string mode, link, owner;
+    std::getline(lines, mode);
+    std::getline(lines, link);
+    std::getline(lines, owner);
+    CHECK(mode == "700");
+    CHECK(link == "/etc/hostname");
+    CHECK(owner == "65534:65534");  // numeric owners, whatever the host's passwd says
+    // Nothing of the host's mounts or resolver reached the image's disk.
+    auto proc = g.ls("/proc");
+    REQUIRE(proc);
+    CHECK(proc->empty());
+    CHECK_FALSE(g.exists("/etc/resolv.conf.kiln"));
+    const std::string host_resolv = slurp("/etc/resolv.conf");
+    if (g.exists("/etc/resolv.conf") && !host_resolv.empty()) {
+        auto resolv = g.read_file("/etc/resolv.conf");
+        if (resolv) CHECK(*resolv != host_resolv);
+    }
+    REQUIRE(g.shutdown());
+}

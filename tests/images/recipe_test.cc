@@ -7,6 +7,7 @@
 #include "images/recipe.h"
 #include "tests/support/temp_dir.h"
 
+using kiln::images::LayerSpec;
 using kiln::images::load_recipe;
 using kiln::images::parse_recipe;
 using kiln::images::parse_size;
@@ -170,6 +171,25 @@ TEST_CASE("a layer's timeout is parsed, checked, and left out of its key") {
           "/tmp/recipe.toml:14:11: layers[0].timeout: expected a duration of a second or more, such as \"90m\" or \"4h\"");
     CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"0s\"")).find("layers[0].timeout") !=
           std::string::npos);
+}
+
+TEST_CASE("a layer's build_in: appliance by default, host when asked, and part of the key only then") {
+    RecipeLoad plain = parse_recipe(kValid, "/tmp/recipe.toml", {});
+    RecipeLoad said = parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"appliance\""),
+                                   "/tmp/recipe.toml", {});
+    RecipeLoad host = parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"host\""),
+                                   "/tmp/recipe.toml", {});
+    REQUIRE(plain.recipe.has_value());
+    REQUIRE(said.recipe.has_value());
+    REQUIRE(host.recipe.has_value());
+    CHECK(plain.recipe->layers[0].build_in == LayerSpec::BuildIn::appliance);
+    CHECK(host.recipe->layers[0].build_in == LayerSpec::BuildIn::host);
+    // Saying the default keeps the keys of existing recipes.
+    CHECK(said.recipe->layers[0].canonical() == plain.recipe->layers[0].canonical());
+    // Built elsewhere, possibly not byte for byte the same: another key.
+    CHECK(host.recipe->layers[0].canonical() != plain.recipe->layers[0].canonical());
+    CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"chroot\"")) ==
+          "/tmp/recipe.toml:14:12: layers[0].build_in: expected \"appliance\" or \"host\", not \"chroot\"");
 }
 
 TEST_CASE("recipe error: files need an absolute path and exactly one source") {
