@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kBuilderFormat = 1;  // bump when the builder's output for a spec changes
+constexpr int kBuilderFormat = 2;  // bump when the builder's output for a spec changes
 constexpr const char* kRootDevice = "/dev/sda";
 constexpr const char* kRootPartition = "/dev/sda1";
 
@@ -320,6 +320,10 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
         if (!st) return st.error();
     std::error_code ec;
     fs::remove(tar, ec);
+    // mmdebstrap leaves the build host's resolver and name in the tree: an
+    // image must not carry them (DHCP and cloud-init set both at boot).
+    if (auto st = g.rm_rf("/etc/resolv.conf"); !st) return st.error();
+    if (auto st = g.write_file("/etc/hostname", "localhost\n", 0644); !st) return st.error();
     const std::string fstab = fmt::format("# Written by kiln.\nUUID={} / ext4 errors=remount-ro 0 1\n", plan.root_uuid);
     for (auto st : {g.write_file("/etc/fstab", fstab, 0644), g.mkdir_p("/boot/extlinux"), g.extlinux("/boot/extlinux"),
                     g.write_device(kRootDevice, mbr.substr(0, 440), 0)})
@@ -523,7 +527,12 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
     if (!delta.changed.empty()) {
         {
             std::ofstream out(list, std::ios::binary);
-            for (const auto& p : delta.changed) out << p << '\0';
+            for (const auto& p : delta.changed) {
+                // Never a path that would pack a host file.
+                if (p.empty() || p[0] == '/' || p == ".." || p.rfind("../", 0) == 0)
+                    return image_error("host-tree", "a changed path outside the tree: " + p);
+                out << p << '\0';
+            }
             if (!out) return image_error("disk-full", "cannot write " + list);
         }
         CommandSpec pack;

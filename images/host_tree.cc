@@ -158,9 +158,11 @@ Result<GuestCommandResult> HostTree::run(const std::string& script, const std::m
         }
     }
     CommandSpec spec;
-    // --kill-child: if kiln ends unshare (timeout), its child and with it
-    // the whole PID namespace go too.
-    spec.argv = {"unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private",
+    // --kill-child: when unshare ends (kiln's timeout), its child and with
+    // it the whole PID namespace go too; --pdeathsig: unshare ends when
+    // kiln does, so a killed build leaves nothing running in its tree.
+    spec.argv = {"setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--pid", "--fork", "--kill-child",
+                 "--propagation", "private",
                  "/bin/sh", "-c", kChrootWrapper, "kiln-chroot", root_, "/usr/bin/env", "-i",
                  std::string("PATH=") + kPath, "HOME=/root"};
     for (const auto& [k, v] : env) spec.argv.push_back(k + "=" + v);
@@ -183,7 +185,9 @@ Result<TreeSnapshot> snapshot_tree(const std::string& root) {
         if (ec) return tree_error("host-tree", fmt::format("cannot read {}: {}", root, ec.message()));
         struct stat st {};
         if (::lstat(it->path().c_str(), &st) != 0) continue;  // gone meanwhile
-        snap[fs::relative(it->path(), root).string()] =
+        // Lexically: fs::relative would resolve the image's absolute
+        // symlinks against the host.
+        snap[it->path().lexically_relative(root).string()] =
             TreeEntry{type_of(st.st_mode), static_cast<uint64_t>(st.st_ino),
                       static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
     }

@@ -80,6 +80,9 @@ TEST_CASE("builder: cold build builds every layer, a rerun builds nothing") {
     CHECK(rig.last_log() == std::vector<std::string>{"base:built", "rdma:built", "smoke:built", "output:built"});
     CHECK(fs::exists(r->image));
     CHECK(rig.world.files.at("/usr/local/bin/kiln-smoke") == "#!/bin/sh\necho v1\n");
+    // Nothing of the build host: mmdebstrap's copies of its resolver and name go.
+    CHECK(rig.world.files.at("/etc/hostname") == "localhost\n");
+    CHECK(std::find(rig.world.calls.begin(), rig.world.calls.end(), "rm_rf:/etc/resolv.conf") != rig.world.calls.end());
 
     const int launches = rig.world.launches;
     auto again = rig.builder.build(rig.recipe(), rig.opts);

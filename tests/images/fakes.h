@@ -95,6 +95,7 @@ public:
         return false;
     }
     Status rm_rf(const std::string& path) override {
+        w_.calls.push_back("rm_rf:" + path);
         for (auto it = w_.files.begin(); it != w_.files.end();) {
             if (it->first == path || it->first.rfind(path + "/", 0) == 0) it = w_.files.erase(it);
             else ++it;

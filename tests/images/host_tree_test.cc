@@ -200,6 +200,9 @@ TEST_CASE("host tree: the diff lists what changed, parents first, and what went"
     dir.write("t/usr/dir-to-file", "now a file");
     dir.write("t/opt/new/file", "n");
     fs::create_symlink("/etc/keep", root + "/opt/new/link");
+    // Absolute targets that exist on the host: keys stay the tree's own paths.
+    fs::create_symlink("/etc/hostname", root + "/opt/new/host-link");
+    fs::create_symlink("/proc/self/fd/2", root + "/opt/new/stderr");
 
     auto after = snapshot_tree(root);
     REQUIRE(after);
@@ -208,9 +211,10 @@ TEST_CASE("host tree: the diff lists what changed, parents first, and what went"
     CHECK(d.removed == std::vector<std::string>{"etc/gone", "usr/dir-to-file", "var/old"});
     const std::set<std::string> changed(d.changed.begin(), d.changed.end());
     for (const char* p : {"etc/edit", "etc/chmod", "usr/dir-to-file", "opt", "opt/new", "opt/new/file",
-                          "opt/new/link", "etc", "var", "usr"})
+                          "opt/new/link", "opt/new/host-link", "opt/new/stderr", "etc", "var", "usr"})
         CHECK(changed.count(p));
     CHECK_FALSE(changed.count("etc/keep"));
+    for (const auto& p : d.changed) CHECK(p.find("..") == std::string::npos);
     CHECK_FALSE(changed.count("var/old"));
     // Parents before children: tar --no-recursion recreates them in order.
     auto at = [&](const std::string& p) { return std::find(d.changed.begin(), d.changed.end(), p); };

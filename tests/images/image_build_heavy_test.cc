@@ -246,10 +246,11 @@ TEST_CASE("gpu-guest-lite: host layers build chrooted on the host and land in th
     REQUIRE(proc);
     CHECK(proc->empty());
     CHECK_FALSE(g.exists("/etc/resolv.conf.kiln"));
-    const std::string host_resolv = slurp("/etc/resolv.conf");
-    if (g.exists("/etc/resolv.conf") && !host_resolv.empty()) {
-        auto resolv = g.read_file("/etc/resolv.conf");
-        if (resolv) CHECK(*resolv != host_resolv);
-    }
+    // The image had none (the base drops mmdebstrap's copy of the host's):
+    // the one apt used on the host is gone again.
+    CHECK_FALSE(g.exists("/etc/resolv.conf"));
+    auto hostname = g.read_file("/etc/hostname");
+    REQUIRE(hostname);
+    CHECK(*hostname == "localhost\n");
     REQUIRE(g.shutdown());
 }
