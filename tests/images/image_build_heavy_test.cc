@@ -76,9 +76,14 @@ std::vector<std::string> cache_keys(LayerCache& c) {
     return out;
 }
 
+// No staging dir of this process's builds (.tmp-<key>-<pid>-<n>) is left;
+// another process's may be a build in progress beside this one.
 void no_staging_left() {
-    for (const auto& e : fs::directory_iterator(kCache + "/layers"))
-        CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+    const std::string mine = "-" + std::to_string(::getpid()) + "-";
+    for (const auto& e : fs::directory_iterator(kCache + "/layers")) {
+        const std::string n = e.path().filename().string();
+        CHECK_FALSE((n.rfind(".tmp-", 0) == 0 && n.find(mine, 5 + 64) == 5 + 64));
+    }
 }
 
 }  // namespace
