@@ -219,7 +219,7 @@ TEST_CASE("builder: a failing command shows its output and leaves the cache unto
     CHECK(rig.last_log().back() == "bad:failed");
 }
 
-TEST_CASE("builder: a host layer that fails leaves no tree and no cache entry; a killed build's tree goes") {
+TEST_CASE("builder: a host layer that fails leaves no tree and no cache entry, and a killed build's tree goes") {
     Rig rig;
     REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
     const auto before = rig.cache.list();
