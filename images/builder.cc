@@ -208,6 +208,14 @@ std::string Builder::output_path(const Recipe& recipe, const BuildOptions& optio
 
 namespace {
 
+// The version of the newest vmlinuz-* in a listing of /boot ("" if none).
+std::string newest_kernel(const std::vector<std::string>& boot) {
+    std::string kver;
+    for (const auto& f : boot)
+        if (f.rfind("vmlinuz-", 0) == 0 && (kver.empty() || kernel_less(kver, f.substr(8)))) kver = f.substr(8);
+    return kver;
+}
+
 // What every layer does last: the boot entry for the newest kernel with the
 // kernel arguments so far, the reproducibility scrub, and the facts the
 // manifest needs (package versions, kernel, DKMS modules).
@@ -215,12 +223,7 @@ Result<nlohmann::json> finish_layer(ImageTree& disk, const std::string& root_uui
                                     const std::vector<std::string>& kernel_args, std::chrono::seconds timeout) {
     auto boot = disk.ls("/boot");
     if (!boot) return boot.error();
-    std::string kver;
-    for (const auto& f : *boot)
-        if (f.rfind("vmlinuz-", 0) == 0) {
-            const std::string v = f.substr(8);
-            if (kver.empty() || kernel_less(kver, v)) kver = v;
-        }
+    const std::string kver = newest_kernel(*boot);
     if (kver.empty())
         return image_error("no-kernel", "the image has no kernel in /boot; add linux-image-amd64 to [base].packages");
     const std::string conf = fmt::format(
@@ -333,17 +336,6 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     if (auto st = g.shutdown(); !st) return st.error();
     return meta;
 }
-
-namespace {
-
-std::string newest_kernel(const std::vector<std::string>& boot) {
-    std::string kver;
-    for (const auto& f : boot)
-        if (f.rfind("vmlinuz-", 0) == 0 && (kver.empty() || kernel_less(kver, f.substr(8)))) kver = f.substr(8);
-    return kver;
-}
-
-}  // namespace
 
 // A layer's own steps (apt, files, commands, services), the same wherever
 // its tree is: in the appliance or on the host.
@@ -469,27 +461,21 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
     create.cwd = staging;
     if (auto r = run_tool("creating the overlay of layer '" + L.name + "'", create); !r) return r.error();
 
-    // The overlay in a fresh appliance, mounted at /.
-    auto open_overlay = [&](bool network) -> Result<std::unique_ptr<GuestDisk>> {
-        auto disk = disks_.open();
-        if (!disk) return disk.error();
-        GuestDisk& g = **disk;
-        if (auto st = g.add_drive((fs::path(staging) / "disk.qcow2").string(), "qcow2"); !st) return st.error();
-        if (auto st = g.set_network(network); !st) return st.error();
-        say(network ? "launch the appliance (with network)" : "launch the appliance");
-        if (auto st = g.launch(); !st) return st.error();
-        if (auto st = g.mount(kRootPartition, "/"); !st) return st.error();
-        return disk;
-    };
     const std::chrono::seconds step_timeout = L.timeout.value_or(options.command_timeout);
     const std::vector<std::string> args = args_through(recipe, static_cast<int>(layer_index));
     // One appliance per layer. For a host layer it hands out the parent's
     // tree (unless the layer before left it), then waits, idle, while the
     // host works, and takes the changes: an idle appliance costs next to
     // nothing, a second launch under TCG half a minute.
-    auto disk = open_overlay(L.needs_network() && !on_host);
+    const bool network = L.needs_network() && !on_host;
+    auto disk = disks_.open();
     if (!disk) return disk.error();
     GuestDisk& g = **disk;
+    if (auto st = g.add_drive((fs::path(staging) / "disk.qcow2").string(), "qcow2"); !st) return st.error();
+    if (auto st = g.set_network(network); !st) return st.error();
+    say(network ? "launch the appliance (with network)" : "launch the appliance");
+    if (auto st = g.launch(); !st) return st.error();
+    if (auto st = g.mount(kRootPartition, "/"); !st) return st.error();
     if (!on_host) {
         if (auto st = apply_layer_steps(g, recipe, plan, L, "nameserver 10.0.2.3\n", step_timeout, options); !st)
             return st.error();
