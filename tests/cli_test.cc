@@ -222,6 +222,18 @@ TEST_CASE("cli: host inspect reads a recorded sysfs tree and fails clearly on a 
     REQUIRE(text.exit_code == 0);
     REQUIRE_THAT(text.out, Catch::Contains("8 GPUs"));
     REQUIRE_THAT(text.out, Catch::Contains("4 NVSwitches"));
+    // Nested switches (HGX A100): each GPU PXB to both ports of its pair's NIC, in nvidia-smi's words.
+    const std::string hgx = std::string(KILN_TEST_FIXTURES) + "/sysfs/hgx-a100";
+    auto hgx_text = run_child({KILN_BINARY, "host", "inspect", "--sysfs", hgx});
+    REQUIRE(hgx_text.exit_code == 0);
+    REQUIRE_THAT(hgx_text.out, Catch::Contains("pairs with 0000:08:00.0 (PXB) 0000:08:00.1 (PXB)"));
+    REQUIRE_THAT(hgx_text.out, Catch::Contains("  0000:07:00.0: mlx5_0 PXB mlx5_1 PXB mlx5_2 SYS"));
+    auto hgx_json = run_child({KILN_BINARY, "host", "inspect", "--sysfs", hgx, "--json"});
+    REQUIRE(hgx_json.exit_code == 0);
+    const auto g0 = nlohmann::json::parse(hgx_json.out)["gpus"][0];
+    REQUIRE(g0["pairs"][0]["relation"] == "PXB");
+    REQUIRE(g0["relations"][2]["name"] == "mlx5_2");
+    REQUIRE(g0["relations"][2]["relation"] == "SYS");
     auto missing = run_child({KILN_BINARY, "host", "inspect", "--sysfs", "/nonexistent/sys"});
     REQUIRE(missing.exit_code == 1);
     REQUIRE_THAT(missing.err, Catch::Contains("/nonexistent/sys"));

@@ -1,8 +1,10 @@
 #include "provisioner/vm/host_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
+#include "provisioner/vm/pci_relation.h"
 #include "provisioner/vm/sysfs_reader.h"
 
 namespace kiln::vm {
@@ -55,7 +57,12 @@ std::string device_line(const HostTopology& host, const PciDevice& d) {
     if (!d.driver.empty()) line += " driver " + d.driver;
     if (d.kind == DeviceKind::gpu) {
         const Gpu* g = host.gpu(d.address);
-        line += g && !g->nics.empty() ? ", pairs with " + join(g->nics) : ", no paired NIC";
+        std::vector<std::string> pairs;
+        for (size_t i = 0; g && i < g->nics.size(); ++i) {
+            pairs.push_back(g->nics[i] + " (" + relation_name(g->nic_relations[i]) + ")");
+        }
+        line += pairs.empty() ? ", no paired NIC" : ", pairs with " + join(pairs);
+        if (g && !g->companions.empty()) line += ", with " + join(g->companions);
     } else if (d.kind == DeviceKind::nic) {
         if (d.is_infiniband()) line += " infiniband";
         if (!d.rdma_devices.empty()) line += " rdma " + join(d.rdma_devices);
@@ -68,6 +75,11 @@ std::string device_line(const HostTopology& host, const PciDevice& d) {
         }
     }
     return line;
+}
+
+// How nvidia-smi names a NIC: its RDMA device; the address without one.
+std::string nic_name(const PciDevice& d) {
+    return d.rdma_devices.empty() ? d.address : d.rdma_devices.front();
 }
 
 bool listed(const PciDevice& d) {
@@ -104,6 +116,8 @@ json to_json(const PciDevice& d) {
     if (d.acs_ctrl) j["acs_ctrl"] = hex(*d.acs_ctrl, 4);
     if (!d.link_speed.empty()) j["link_speed"] = d.link_speed;
     if (d.link_width) j["link_width"] = *d.link_width;
+    if (!d.max_link_speed.empty()) j["max_link_speed"] = d.max_link_speed;
+    if (d.max_link_width) j["max_link_width"] = *d.max_link_width;
     return j;
 }
 
@@ -122,12 +136,27 @@ json to_json(const HostTopology& host) {
     json gpus = json::array();
     for (const auto& g : host.gpus) {
         const PciDevice* d = host.device(g.address);
+        json relations = json::array();
+        for (const auto& n : host.nics) {
+            if (!n.fabric) continue;
+            const PciDevice* nd = host.device(n.address);
+            relations.push_back({{"nic", n.address}, {"name", nic_name(*nd)},
+                                 {"relation", relation_name(pci_relation(host, *d, *nd))}});
+        }
+        json paired = json::array();
+        for (size_t i = 0; i < g.nics.size(); ++i) {
+            paired.push_back({{"nic", g.nics[i]}, {"relation", relation_name(g.nic_relations[i])}});
+        }
         gpus.push_back({{"address", g.address},
                         {"device", hex(d->device, 4)},
                         {"numa_node", host.node_of(*d)},
                         {"iommu_group", opt(d->iommu_group)},
                         {"pcie_switch", g.pcie_switch},
-                        {"nics", g.nics}});
+                        {"pairing_switch", g.pairing_switch},
+                        {"nics", g.nics},
+                        {"pairs", paired},
+                        {"companions", g.companions},
+                        {"relations", relations}});
     }
     json nics = json::array();
     for (const auto& n : host.nics) {
@@ -138,6 +167,7 @@ json to_json(const HostTopology& host) {
             vfs.push_back({{"address", vf}, {"iommu_group", v ? opt(v->iommu_group) : json(nullptr)}});
         }
         nics.push_back({{"address", n.address},
+                        {"fabric", n.fabric},
                         {"vendor", hex(d->vendor, 4)},
                         {"device", hex(d->device, 4)},
                         {"link", d->is_infiniband() ? "infiniband" : "ethernet"},
@@ -161,8 +191,12 @@ json to_json(const HostTopology& host) {
     for (const auto& g : host.groups) groups.push_back({{"id", g.id}, {"devices", g.devices}});
     json devices = json::array();
     for (const auto& d : host.devices) devices.push_back(to_json(d));
+    json cpu = {{"vendor", host.cpu.vendor},
+                {"familyid", host.cpu.familyid >= 0 ? json(host.cpu.familyid) : json(nullptr)},
+                {"modelid", host.cpu.modelid >= 0 ? json(host.cpu.modelid) : json(nullptr)}};
     return {
         {"sysfs_root", host.root},
+        {"cpu", cpu},
         {"numa_nodes", nodes},
         {"gpus", gpus},
         {"nics", nics},
@@ -224,13 +258,36 @@ std::string describe(const HostTopology& host) {
     print_under(unknown, "  ");
     std::swap(out, tail);
     if (shown.size() > before) out += "node unknown:\n" + tail;
+    // The GPU-NIC matrix in nvidia-smi topo -m's words, fabric NICs only.
+    std::vector<const Nic*> fabric;
+    for (const auto& n : host.nics) {
+        if (n.fabric) fabric.push_back(&n);
+    }
+    if (!host.gpus.empty() && !fabric.empty()) {
+        out += "gpu-nic relations (nvidia-smi topo -m):\n";
+        for (const auto& g : host.gpus) {
+            const PciDevice* gd = host.device(g.address);
+            std::string row = "  " + g.address + ":";
+            for (const Nic* n : fabric) {
+                const PciDevice* nd = host.device(n->address);
+                row += " " + nic_name(*nd) + " " + relation_name(pci_relation(host, *gd, *nd));
+            }
+            out += row + "\n";
+        }
+    }
     // What placement will refuse, said up front.
     for (const auto& g : host.groups) {
         std::vector<std::string> passable, others;
         for (const auto& a : g.devices) {
             const PciDevice* d = host.device(a);
             if (d && listed(*d)) passable.push_back(a);
-            if (!d || d->kind == DeviceKind::other) others.push_back(d ? d->label() : a);
+            if (!d || d->kind == DeviceKind::other) {
+                // A GPU's own audio/USB function goes with it: not a blocker.
+                const bool companion = std::any_of(host.gpus.begin(), host.gpus.end(), [&](const Gpu& gpu) {
+                    return std::find(gpu.companions.begin(), gpu.companions.end(), a) != gpu.companions.end();
+                });
+                if (!companion) others.push_back(d ? d->label() : a);
+            }
         }
         if (!passable.empty() && !others.empty()) {
             out += "warning: IOMMU group " + std::to_string(g.id) + " holds " + join(passable) + " and " +

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include <tuple>
+
 #include "provisioner/vm/sysfs_reader.h"
 
 namespace kiln::vm {
@@ -197,18 +199,70 @@ Result<PciDevice> read_device(const SysfsReader& sys, const fs::path& devices_ro
     auto acs = sys.optional_hex(rel + "/acs_ctrl", 0xffff);
     if (!acs) return acs.error();
     if (acs->has_value()) dev.acs_ctrl = static_cast<uint16_t>(**acs);
-    // Link speed and width feed the guest's NCCL topology file; VFs and
-    // some bridges have none.
-    auto speed = sys.optional_text(rel + "/current_link_speed");
-    if (!speed) return speed.error();
-    if (speed->has_value()) dev.link_speed = **speed;
-    auto width = sys.optional_integer(rel + "/current_link_width");
-    if (!width) return width.error();
-    if (width->has_value()) {
-        if (**width < 0 || **width > 32) return sys.malformed(rel + "/current_link_width", "not a link width (0-32)");
-        dev.link_width = static_cast<int>(**width);
+    // Link speed and width feed the guest's NCCL topology file; some
+    // bridges have none, and a VF's read "Unknown" and 0.
+    for (auto [which, speed_out, width_out] :
+         {std::tuple{"current", &dev.link_speed, &dev.link_width},
+          std::tuple{"max", &dev.max_link_speed, &dev.max_link_width}}) {
+        const std::string base = rel + "/" + which + "_link_";
+        auto speed = sys.optional_text(base + "speed");
+        if (!speed) return speed.error();
+        if (speed->has_value() && **speed != "Unknown") *speed_out = **speed;
+        auto width = sys.optional_integer(base + "width");
+        if (!width) return width.error();
+        if (width->has_value()) {
+            if (**width < 0 || **width > 32) return sys.malformed(base + "width", "not a link width (0-32)");
+            if (**width > 0) *width_out = static_cast<int>(**width);
+        }
     }
     return dev;
+}
+
+// "cpu family : 23" and "model : 49" fold CPUID's extended fields in;
+// NCCL writes the family as base + (extended << 4), so AMD's 23 (0xf + 8)
+// is familyid 143 and Intel's 6 stays 6. The model is the same both ways.
+CpuId parse_cpuinfo(const std::string& text) {
+    CpuId id;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.empty()) break;  // the first processor's block is enough
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string key = line.substr(0, colon);
+        while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+        std::string value = line.substr(colon + 1);
+        while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+        auto number = [&]() { return parse_index(value).value_or(-1); };
+        if (key == "vendor_id") {
+            id.vendor = value;
+        } else if (key == "cpu family") {
+            const int f = number();
+            id.familyid = f < 0xf ? f : 0xf + ((f - 0xf) << 4);
+        } else if (key == "model") {
+            id.modelid = number();
+        }
+    }
+    return id;
+}
+
+// The CPU's identity; a host or tree without cpuinfo leaves it unknown.
+Result<CpuId> read_cpu(const DiscoverOptions& options) {
+    std::string path = options.cpuinfo;
+    if (path.empty()) {
+        const fs::path recorded = fs::path(options.sysfs_root) / "cpuinfo";
+        if (fs::exists(recorded)) {
+            path = recorded.string();
+        } else if (fs::path(options.sysfs_root).lexically_normal() == "/sys") {
+            path = "/proc/cpuinfo";
+        } else {
+            return CpuId{};
+        }
+    }
+    const SysfsReader file(fs::path(path).parent_path());
+    auto text = file.optional_text(fs::path(path).filename().string());
+    if (!text) return text.error();
+    return text->has_value() ? parse_cpuinfo(**text) : CpuId{};
 }
 
 Status check_links(const SysfsReader& sys, const HostTopology& host) {
@@ -271,6 +325,42 @@ Result<std::vector<IommuGroup>> read_groups(const SysfsReader& sys, const HostTo
     return groups;
 }
 
+// Pairs a GPU as nvidia-smi would choose its NICs: the fabric NICs under the
+// deepest switch it shares with any (all of them: a dual-port card is two
+// PFs, an 8-NIC board gives a GPU two NICs), else the fabric NICs on root
+// ports of its NUMA node. A NIC under another switch of the node is that
+// switch's GPUs' NIC, not this one's.
+void pair_gpu(const HostTopology& host, const PciDevice& gpu, Gpu& g) {
+    int best = -1;
+    for (const auto& n : host.nics) {
+        if (n.fabric) best = std::max(best, shared_switch_depth(gpu, *host.device(n.address)));
+    }
+    for (const auto& n : host.nics) {
+        if (!n.fabric) continue;
+        const PciDevice& nic = *host.device(n.address);
+        const bool take = best >= 0 ? shared_switch_depth(gpu, nic) == best
+                                    : n.pcie_switch.empty() && host.node_of(gpu) >= 0 &&
+                                          host.node_of(gpu) == host.node_of(nic);
+        if (!take) continue;
+        g.nics.push_back(n.address);
+        g.nic_relations.push_back(pci_relation(host, gpu, nic));
+    }
+    if (best >= 0) g.pairing_switch = gpu.bridges[static_cast<size_t>(best)];
+}
+
+// Functions of the GPU's own device (same bus and slot) in its IOMMU group
+// that are neither GPUs, NICs nor bridges: audio, USB, UCSI.
+std::vector<std::string> companions(const HostTopology& host, const PciDevice& gpu) {
+    std::vector<std::string> out;
+    if (!gpu.iommu_group) return out;
+    const std::string slot = gpu.address.substr(0, gpu.address.size() - 1);  // "0000:61:00."
+    for (const auto& m : host.group(*gpu.iommu_group)->devices) {
+        const PciDevice* d = host.device(m);
+        if (d && m != gpu.address && m.rfind(slot, 0) == 0 && d->kind == DeviceKind::other) out.push_back(m);
+    }
+    return out;
+}
+
 // Switches from the bridge chains, then GPUs, NICs and their pairing.
 void derive(HostTopology& host) {
     std::map<std::string, PcieSwitch> switches;
@@ -300,15 +390,17 @@ void derive(HostTopology& host) {
     for (auto& [addr, s] : switches) host.switches.push_back(std::move(s));
 
     for (const auto& d : host.devices) {
-        if (d.kind == DeviceKind::gpu) {
-            Gpu g{d.address, nearest_switch(d), {}};
-            if (const PcieSwitch* s = host.pcie_switch(g.pcie_switch)) g.nics = s->nics;
-            host.gpus.push_back(std::move(g));
-        } else if (d.kind == DeviceKind::nic && !d.is_vf()) {
-            host.nics.push_back(Nic{d.address, nearest_switch(d), d.virtfns, {}});
+        if (d.kind == DeviceKind::nic && !d.is_vf()) {
+            host.nics.push_back(Nic{d.address, !d.rdma_devices.empty(), nearest_switch(d), d.virtfns, {}});
         } else if (d.kind == DeviceKind::nvswitch) {
             host.nvswitches.push_back(d.address);
         }
+    }
+    for (const auto& d : host.devices) {
+        if (d.kind != DeviceKind::gpu) continue;
+        Gpu g{d.address, nearest_switch(d), "", {}, {}, companions(host, d)};
+        pair_gpu(host, d, g);
+        host.gpus.push_back(std::move(g));
     }
     for (auto& n : host.nics) {
         for (const auto& g : host.gpus) {
@@ -407,6 +499,9 @@ Result<HostTopology> discover_host(const DiscoverOptions& options) {
     if (!groups) return groups.error();
     host.groups = std::move(*groups);
     derive(host);
+    auto cpu = read_cpu(options);
+    if (!cpu) return cpu.error();
+    host.cpu = std::move(*cpu);
     return host;
 }
 

@@ -2,7 +2,7 @@
 // sysfs. NUMA nodes with their CPUs, memory and hugepages; every PCI
 // function; the GPUs, NICs (with their VFs and RDMA names) and NVSwitches
 // among them; IOMMU groups; the PCIe switches; and which NICs pair with
-// which GPU (same nearest switch). Placement (placement.h), the domain XML
+// which GPU, as nvidia-smi sees it (pci_relation.h). Placement, the domain XML
 // and the guest's NCCL topology file are all derived from this one model.
 #pragma once
 
@@ -13,6 +13,7 @@
 
 #include "provisioner/core/result.h"
 #include "provisioner/vm/pci_device.h"
+#include "provisioner/vm/pci_relation.h"
 
 namespace kiln::vm {
 
@@ -51,21 +52,44 @@ struct PcieSwitch {
     std::vector<std::string> nics;  // NIC PFs beneath it at any depth
 };
 
+// A GPU's NICs: the fabric NIC PFs under the deepest switch it shares with
+// any (PIX, else PXB); when no switch holds one, the fabric NICs on root
+// ports of its NUMA node (PHB or NODE); none otherwise (SYS). Several NICs
+// per GPU (dual-port cards, two NICs per GPU) and several GPUs per NIC are
+// both normal.
 struct Gpu {
     std::string address;
-    std::string pcie_switch;        // nearest switch's upstream port; "" when on a root port
-    std::vector<std::string> nics;  // NIC PFs under that switch
+    std::string pcie_switch;     // nearest switch's upstream port; "" when on a root port
+    std::string pairing_switch;  // the switch it shares with its NICs; "" for root-port NICs
+    std::vector<std::string> nics;  // NIC PFs it pairs with, by address
+    std::vector<PciRelation> nic_relations;  // each one's relation, same order
+    // Other functions of the GPU's own device in its IOMMU group (HD audio,
+    // USB-C controller): they go wherever the GPU goes.
+    std::vector<std::string> companions;
 };
 
+// A NIC PF. Fabric NICs are those with an RDMA device (infiniband/*), as
+// nvidia-smi lists them; the others (a management NIC) stay with the host.
 struct Nic {
     std::string address;  // the PF (or a NIC without SR-IOV)
+    bool fabric = false;
     std::string pcie_switch;
     std::vector<std::string> vfs;   // its VFs' addresses
     std::vector<std::string> gpus;  // GPUs it pairs with
 };
 
+// The CPU as NCCL's topology file names it (vendor="GenuineIntel"
+// familyid="6" modelid="143"): family and model folded with their CPUID
+// extended fields, as NCCL computes them. Empty when unknown.
+struct CpuId {
+    std::string vendor;  // vendor_id of /proc/cpuinfo
+    int familyid = -1;
+    int modelid = -1;
+};
+
 struct HostTopology {
     std::string root;                  // the sysfs root read
+    CpuId cpu;
     std::vector<NumaNode> nodes;       // by id
     std::vector<PciDevice> devices;    // every PCI function, by address
     std::vector<IommuGroup> groups;    // by id
@@ -93,6 +117,10 @@ struct HostTopology {
 
 struct DiscoverOptions {
     std::string sysfs_root = "/sys";
+    // /proc/cpuinfo for the CPU's vendor, family and model. "" reads
+    // <sysfs_root>/cpuinfo (a recorded copy, as fixtures keep it) when present,
+    // else /proc/cpuinfo for the root /sys.
+    std::string cpuinfo;
 };
 
 // Reads the whole model. Fails on the first missing or malformed file a

@@ -60,9 +60,14 @@ struct PciDevice {
     // tests/fixtures/sysfs/README.md); sysfs itself does not expose it.
     std::optional<uint16_t> acs_ctrl;
     // current_link_speed ("16.0 GT/s PCIe") and current_link_width, when
-    // the kernel reports them (not for VFs).
+    // the kernel reports them. A VF reads "Unknown" and 0 (kept as empty);
+    // an idle GPU trains down to 2.5 GT/s, so the capability below is what
+    // describes the path.
     std::string link_speed;
     std::optional<int> link_width;
+    // max_link_speed / max_link_width: what the link can do.
+    std::string max_link_speed;
+    std::optional<int> max_link_width;
 
     bool is_vf() const { return !physfn.empty(); }
     bool is_infiniband() const { return (class_code >> 8) == 0x0207; }
