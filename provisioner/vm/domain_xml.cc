@@ -27,9 +27,11 @@ std::string hex(unsigned v, int width) {
 }
 
 // libvirt <address> attributes of a guest PCI slot.
-Attrs guest_address(int bus, int slot) {
-    return {{"type", "pci"}, {"domain", "0x0000"}, {"bus", hex(static_cast<unsigned>(bus), 2)},
-            {"slot", hex(static_cast<unsigned>(slot), 2)}, {"function", "0x0"}};
+Attrs guest_address(int bus, int slot, int function = 0, bool multifunction = false) {
+    Attrs a = {{"type", "pci"}, {"domain", "0x0000"}, {"bus", hex(static_cast<unsigned>(bus), 2)},
+               {"slot", hex(static_cast<unsigned>(slot), 2)}, {"function", "0x" + std::to_string(function)}};
+    if (multifunction) a.emplace_back("multifunction", "on");
+    return a;
 }
 
 // <source><address .../> of a host function "dddd:bb:dd.f".
@@ -270,7 +272,7 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
         w.open("source");
         w.empty("address", host_address(d.host));
         w.close();
-        w.empty("address", guest_address(d.port, 0));
+        w.empty("address", guest_address(d.port, 0, d.function, d.multifunction));
         w.close();
     }
     if (opt.net == NetBackend::passt) {

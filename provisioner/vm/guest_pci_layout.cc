@@ -4,9 +4,9 @@
 
 namespace kiln::vm {
 
-std::string guest_bdf(int bus, int slot) {
+std::string guest_bdf(int bus, int slot, int function) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "0000:%02x:%02x.0", bus & 0xff, slot & 0x1f);
+    std::snprintf(buf, sizeof buf, "0000:%02x:%02x.%x", bus & 0xff, slot & 0x1f, function & 7);
     return buf;
 }
 
@@ -52,7 +52,17 @@ GuestPciLayout plan_guest_pci(const VmPlacement& vm) {
             for (const auto& d : devs) {
                 GuestController dn{next++, "pcie-switch-downstream-port", up.index, down_slot++};
                 out.controllers.push_back(dn);
+                const size_t head = out.devices.size();
                 out.devices.push_back(GuestDevice{d, "", dn.index, static_cast<int>(c), ""});
+                // Companions are functions of the GPU's device ("dddd:bb:dd.").
+                const std::string device = d.substr(0, d.size() - 1);
+                for (const auto& f : s.companions) {
+                    if (f.rfind(device, 0) != 0) continue;
+                    out.devices[head].multifunction = true;
+                    GuestDevice fd{f, "", dn.index, static_cast<int>(c), ""};
+                    fd.function = f.back() - '0';
+                    out.devices.push_back(fd);
+                }
                 ++buses;
             }
         }
@@ -84,7 +94,7 @@ GuestPciLayout plan_guest_pci(const VmPlacement& vm) {
         bus_of[static_cast<size_t>(c.index)] = c.guest_bus;
     }
     for (auto& d : out.devices) {
-        d.guest = guest_bdf(bus_of[static_cast<size_t>(d.port)], 0);
+        d.guest = guest_bdf(bus_of[static_cast<size_t>(d.port)], 0, d.function);
         const GuestController* port = out.controller(d.port);
         if (port->model == "pcie-switch-downstream-port") {
             const GuestController* up = out.controller(port->parent);

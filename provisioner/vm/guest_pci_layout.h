@@ -6,7 +6,8 @@
 // complex carrying the cell's <node>; under it, per host switch slot, a
 // root port with an emulated switch (upstream port + one downstream port
 // per device: the slot's GPUs, then its NIC functions); per NVSwitch, a
-// root port of its own.
+// root port of its own. A GPU's companions (audio, USB) share its port as
+// further functions of one guest device, as on the host.
 //
 // Controller indices are libvirt's bus numbers (a device's <address bus=>
 // names its parent's index). Guest bus numbers are what the firmware
@@ -40,6 +41,8 @@ struct GuestDevice {
     int port = 0;       // index of the downstream or root port above it
     int cell = 0;
     std::string upstream;  // index-free id of its guest switch: the upstream port's guest address; "" for none
+    int function = 0;      // a GPU's companion keeps its host function number beside the GPU
+    bool multifunction = false;  // function 0 of a device with companions
 };
 
 struct GuestPciLayout {
@@ -52,7 +55,7 @@ struct GuestPciLayout {
 
 GuestPciLayout plan_guest_pci(const VmPlacement& vm);
 
-// "0000:bb:ss.f" for a guest bus and slot (function 0).
-std::string guest_bdf(int bus, int slot);
+// "0000:bb:ss.f" for a guest bus, slot and function.
+std::string guest_bdf(int bus, int slot, int function = 0);
 
 }  // namespace kiln::vm

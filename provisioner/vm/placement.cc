@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "provisioner/vm/sysfs_reader.h"
@@ -81,57 +83,126 @@ Result<std::vector<VmPlacement>> choose_vms(const HostTopology& host, const Plac
     return vms;
 }
 
-// The NIC function a VM gets for a paired PF: its first unused VF, or the
-// PF itself when it has no VFs.
+// The NIC function a VM gets for a PF: its first unused VF, or the PF
+// itself when it has no VFs (or every VF is taken). "" when nothing of it is
+// left: a function is never given twice.
 std::string nic_function(const HostTopology& host, const Nic& nic, std::set<std::string>& used,
                          std::vector<std::string>& notes) {
     for (const auto& vf : nic.vfs) {
         if (used.insert(vf).second) return vf;
+    }
+    if (!used.insert(nic.address).second) {
+        notes.push_back("nic " + nic.address + ": every function is already given to a VM; not passed again");
+        return "";
     }
     if (!nic.vfs.empty()) {
         notes.push_back("nic " + nic.address + ": every VF is taken; passing the PF");
     } else if (const PciDevice* pf = host.device(nic.address); pf->sriov_totalvfs.value_or(0) > 0) {
         notes.push_back("nic " + nic.address + " supports SR-IOV but has no VFs (sriov_numvfs 0); passing the PF");
     }
-    used.insert(nic.address);
     return nic.address;
+}
+
+// The GPUs of one cell grouped as they pair: GPUs that share a NIC through
+// a switch (PIX/PXB) land in one slot with all their NICs, so the guest
+// sees them under one emulated switch as the host has them. The slot names
+// the switch they all share.
+struct SlotPlan {
+    std::string host_switch;
+    std::vector<const Gpu*> gpus;
+    std::vector<std::string> nics;  // PFs
+};
+
+std::vector<SlotPlan> group_by_pairing(const HostTopology& host, const std::vector<const Gpu*>& gpus) {
+    std::vector<SlotPlan> plans;
+    std::map<std::string, size_t> slot_of_nic;     // PF -> plans[]
+    std::map<std::string, size_t> slot_of_switch;  // GPUs without a switch NIC: by their nearest switch
+    for (const Gpu* g : gpus) {
+        std::optional<size_t> into;
+        if (!g->pairing_switch.empty()) {
+            for (const auto& n : g->nics) {
+                if (auto it = slot_of_nic.find(n); it != slot_of_nic.end()) into = it->second;
+            }
+        } else if (auto it = slot_of_switch.find(g->pcie_switch); !g->pcie_switch.empty() && it != slot_of_switch.end()) {
+            into = it->second;
+        }
+        if (!into) {
+            into = plans.size();
+            plans.push_back(SlotPlan{g->pairing_switch.empty() ? g->pcie_switch : g->pairing_switch, {}, {}});
+            if (g->pairing_switch.empty() && !g->pcie_switch.empty()) slot_of_switch[g->pcie_switch] = *into;
+        }
+        SlotPlan& p = plans[*into];
+        p.gpus.push_back(g);
+        if (g->pairing_switch.empty()) continue;  // root-port NICs get slots of their own
+        for (const auto& n : g->nics) {
+            if (slot_of_nic.emplace(n, *into).second) p.nics.push_back(n);
+        }
+    }
+    // The switch above every member: GPUs sharing a NIC may sit under
+    // different switches below it (DGX A100: one per GPU).
+    for (auto& p : plans) {
+        if (p.nics.empty()) continue;
+        const PciDevice& first = *host.device(p.gpus.front()->address);
+        int depth = std::numeric_limits<int>::max();
+        for (const Gpu* g : p.gpus) {
+            if (g != p.gpus.front()) depth = std::min(depth, shared_switch_depth(first, *host.device(g->address)));
+        }
+        for (const auto& n : p.nics) depth = std::min(depth, shared_switch_depth(first, *host.device(n)));
+        p.host_switch = depth < 0 ? "" : first.bridges[static_cast<size_t>(depth)];
+    }
+    // As before: by host switch, GPUs on root ports last.
+    std::stable_sort(plans.begin(), plans.end(), [](const SlotPlan& a, const SlotPlan& b) {
+        if (a.host_switch.empty() != b.host_switch.empty()) return b.host_switch.empty();
+        return a.host_switch < b.host_switch;
+    });
+    return plans;
 }
 
 void assign_devices(const HostTopology& host, const PlacementRequest& req, std::vector<VmPlacement>& vms,
                     std::vector<std::string>& notes) {
     std::set<std::string> used;
+    // Every VM with GPUs gets its nodes' fabric (count VMs have none).
+    const bool with_fabric = !host.gpus.empty() && req.split != Split::count;
     for (auto& vm : vms) {
+        std::set<std::string> given;  // PFs this VM has a function of
         for (auto& cell : vm.cells) {
             const bool first_cell = &cell == &vm.cells.front();
-            std::map<std::string, SwitchSlot> by_switch;
-            std::vector<SwitchSlot> lone;
+            std::vector<const Gpu*> gpus;
             for (const auto& g : host.gpus) {
                 const int n = host.node_of(*host.device(g.address));
                 // whole: a GPU of unknown node goes to the first cell
-                if (n != cell.host_node && !(n < 0 && first_cell)) continue;
-                if (g.pcie_switch.empty()) {
-                    lone.push_back(SwitchSlot{"", {g.address}, {}});
-                    continue;
-                }
-                SwitchSlot& s = by_switch[g.pcie_switch];
-                s.host_switch = g.pcie_switch;
-                s.gpus.push_back(g.address);
+                if (n == cell.host_node || (n < 0 && first_cell)) gpus.push_back(&g);
             }
-            for (auto& [sw, slot] : by_switch) {
-                const PcieSwitch* s = host.pcie_switch(sw);
-                for (const auto& nic_addr : s->nics) {
-                    const Nic* nic = host.nic(nic_addr);
-                    const int n = host.node_of(*host.device(nic_addr));
+            for (auto& plan : group_by_pairing(host, gpus)) {
+                SwitchSlot slot{plan.host_switch, {}, {}, {}};
+                for (const Gpu* g : plan.gpus) {
+                    slot.gpus.push_back(g->address);
+                    slot.companions.insert(slot.companions.end(), g->companions.begin(), g->companions.end());
+                }
+                for (const auto& pf : plan.nics) {
+                    const int n = host.node_of(*host.device(pf));
                     if (req.split == Split::numa && n != cell.host_node) {
-                        notes.push_back("nic " + nic_addr + " pairs with gpu " + slot.gpus.front() +
-                                        " but is on node " + std::to_string(n) + "; left with the host");
+                        notes.push_back("nic " + pf + " pairs with gpu " + slot.gpus.front() + " but is on node " +
+                                        std::to_string(n) + "; left with the host");
                         continue;
                     }
-                    slot.nics.push_back(nic_function(host, *nic, used, notes));
+                    given.insert(pf);
+                    const std::string f = nic_function(host, *host.nic(pf), used, notes);
+                    if (!f.empty()) slot.nics.push_back(f);
                 }
                 cell.slots.push_back(std::move(slot));
             }
-            for (auto& slot : lone) cell.slots.push_back(std::move(slot));
+            // The rest of the node's fabric: root-port NICs (NODE) and NICs
+            // whose switch holds no GPU, each on a port of its own.
+            if (with_fabric) {
+                for (const auto& nic : host.nics) {
+                    if (!nic.fabric || given.count(nic.address)) continue;
+                    const int n = host.node_of(*host.device(nic.address));
+                    if (n != cell.host_node && !(n < 0 && first_cell)) continue;
+                    const std::string f = nic_function(host, nic, used, notes);
+                    if (!f.empty()) cell.slots.push_back(SwitchSlot{"", {}, {f}, {}});
+                }
+            }
             if (req.split == Split::whole) {
                 for (const auto& nv : host.nvswitches) {
                     const int n = host.node_of(*host.device(nv));
@@ -176,6 +247,8 @@ Status check_groups(const HostTopology& host, const PlacementRequest& req, const
                                    ", which is not a PCI device kiln can pass through");
             } else if (md->kind == DeviceKind::bridge) {
                 continue;
+            } else if (auto it = owner.find(m); it != owner.end() && it->second == vm) {
+                continue;  // the same VM has it: a GPU's audio function, a dual-port NIC's other port
             } else if (md->kind == DeviceKind::other) {
                 problems.push_back(where + " holds " + dev->label() + " and " + md->label() +
                                    ", which is not a GPU, NIC, NVSwitch or bridge");
@@ -346,6 +419,7 @@ std::vector<std::string> VmPlacement::devices() const {
         for (const auto& s : c.slots) {
             out.insert(out.end(), s.gpus.begin(), s.gpus.end());
             out.insert(out.end(), s.nics.begin(), s.nics.end());
+            out.insert(out.end(), s.companions.begin(), s.companions.end());
         }
         out.insert(out.end(), c.nvswitches.begin(), c.nvswitches.end());
     }
@@ -388,7 +462,10 @@ nlohmann::json to_json(const Placement& p) {
         for (const auto& c : vm.cells) {
             json slots = json::array();
             for (const auto& s : c.slots) {
-                slots.push_back({{"host_switch", s.host_switch}, {"gpus", s.gpus}, {"nics", s.nics}});
+                slots.push_back({{"host_switch", s.host_switch},
+                                 {"gpus", s.gpus},
+                                 {"nics", s.nics},
+                                 {"companions", s.companions}});
             }
             cells.push_back({{"host_node", c.host_node},
                              {"cpus", format_cpulist(c.cpus)},

@@ -7,9 +7,13 @@
 //          each with the request's vcpus and memory from the first node that
 //          has CPUs; their vCPUs share that node's CPUs (overcommitted when
 //          N x vcpus exceeds them), their memory is checked in total
-// A NIC with VFs is given as one VF (the PF stays with the host); one
-// without is given whole. Devices that are neither a GPU, its paired NIC
-// nor an NVSwitch stay with the host (the management NIC, disks).
+// Every VM with GPUs gets the fabric NICs (those with an RDMA device) of its
+// nodes: a NIC with VFs as one VF (the PF stays with the host), one without
+// whole; no function is given twice. Paired NICs go beside their GPUs
+// (host_topology.h); the node's other fabric NICs (on root ports) get ports
+// of their own. A GPU's companion functions in its IOMMU group (audio, USB)
+// go with it. Devices that are none of these stay with the host (the
+// management NIC, disks).
 //
 // Refused: an IOMMU group split across VMs or between a VM and the host, a
 // group holding a device that is not a GPU, NIC, NVSwitch or bridge, a
@@ -48,9 +52,10 @@ Result<PlacementRequest> request_from_shape(const config::VmShape& shape);
 // the guest gets one emulated switch per slot so it sees each GPU beside
 // its NIC as on the host.
 struct SwitchSlot {
-    std::string host_switch;  // upstream port; "" for a GPU on a root port
+    std::string host_switch;  // upstream port; "" for devices on root ports
     std::vector<std::string> gpus;
-    std::vector<std::string> nics;  // VF or PF addresses
+    std::vector<std::string> nics;        // VF or PF addresses
+    std::vector<std::string> companions;  // the GPUs' audio/USB functions, passed beside them
 };
 
 // One guest NUMA cell, backed by one host node.

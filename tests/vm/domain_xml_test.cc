@@ -91,7 +91,7 @@ TEST_CASE("each GPU and its NIC sit under one emulated switch under the expander
             CHECK(doc.values("/domain/cpu/numa/cell").size() == vm.cells.size());
             CHECK(doc.values("/domain/devices/hostdev[@managed='yes']").size() == vm.devices().size());
             CHECK(doc.value("/domain/memoryBacking/hugepages/page", "size") == std::to_string(c.hugepage_kib));
-            size_t switches = 0;
+            size_t switches = 0, paired = 0;
             for (size_t cell = 0; cell < vm.cells.size(); ++cell) {
                 const VmCell& vc = vm.cells[cell];
                 CHECK(doc.value("/domain/numatune/memnode[@cellid='" + std::to_string(cell) + "']", "nodeset") ==
@@ -101,7 +101,10 @@ TEST_CASE("each GPU and its NIC sit under one emulated switch under the expander
                     std::set<int> upstreams;
                     std::vector<std::string> devs = slot.gpus;
                     devs.insert(devs.end(), slot.nics.begin(), slot.nics.end());
-                    REQUIRE(!slot.nics.empty());  // every fixture GPU has a NIC beside it
+                    // A GPU paired through a switch has its NIC beside it.
+                    if (!slot.gpus.empty() && !host.gpu(slot.gpus[0])->pairing_switch.empty()) {
+                        REQUIRE(!slot.nics.empty());
+                    }
                     for (const auto& d : devs) {
                         INFO(d);
                         REQUIRE(t.port_of.count(d) == 1);
@@ -120,12 +123,13 @@ TEST_CASE("each GPU and its NIC sit under one emulated switch under the expander
                         CHECK(pxb.second == 0);  // on pcie-root
                     }
                     CHECK(upstreams.size() == 1);
+                    if (!slot.gpus.empty() && !slot.nics.empty()) ++paired;
                 }
             }
             CHECK(doc.values("/domain/devices/controller[@model='pcie-switch-upstream-port']").size() == switches);
             // GPUs beside NICs: ATS-backed peer-to-peer wants the vIOMMU.
-            CHECK(doc.value("/domain/devices/iommu", "model") == (switches > 0 ? "intel" : ""));
-            if (switches > 0) CHECK(doc.value("/domain/devices/iommu/driver", "caching_mode") == "on");
+            CHECK(doc.value("/domain/devices/iommu", "model") == (paired > 0 ? "intel" : ""));
+            if (paired > 0) CHECK(doc.value("/domain/devices/iommu/driver", "caching_mode") == "on");
         }
     }
 }
@@ -236,5 +240,43 @@ TEST_CASE("domain XML refuses a VM it cannot describe", "[vm][domain_xml]") {
         auto r = domain_xml(host, p.vms[0], o);
         REQUIRE_FALSE(r.ok());
         CHECK(r.error().message.find("node 7") != std::string::npos);
+    }
+}
+
+TEST_CASE("no host function is a hostdev twice, and a GPU's audio shares its guest slot", "[vm][domain_xml][gpudirect]") {
+    for (const auto& c : golden_cases()) {
+        const HostTopology host = load_fixture(c.fixture);
+        const Placement p = place_case(host, c);
+        std::set<std::string> across;  // nor in two VMs of the node
+        for (size_t i = 0; i < p.vms.size(); ++i) {
+            INFO(case_name(c, p.vms[i]));
+            const XmlDoc doc(*domain_xml(host, p.vms[i], golden_options(p, i)));
+            const auto n = doc.values("/domain/devices/hostdev").size();
+            std::map<std::string, std::string> guest_of;  // host -> guest bus:slot.function
+            for (size_t k = 1; k <= n; ++k) {
+                const std::string at = "/domain/devices/hostdev[" + std::to_string(k) + "]";
+                char bdf[32];
+                std::snprintf(bdf, sizeof bdf, "%04x:%02x:%02x.%x", hexnum(doc.value(at + "/source/address", "domain")),
+                              hexnum(doc.value(at + "/source/address", "bus")),
+                              hexnum(doc.value(at + "/source/address", "slot")),
+                              hexnum(doc.value(at + "/source/address", "function")));
+                INFO(bdf);
+                CHECK(across.insert(bdf).second);
+                guest_of[bdf] = doc.value(at + "/address", "bus") + ":" + doc.value(at + "/address", "slot") + "." +
+                                doc.value(at + "/address", "function");
+                if (host.gpu(bdf) && !host.gpu(bdf)->companions.empty()) {
+                    CHECK(doc.value(at + "/address", "multifunction") == "on");
+                }
+            }
+            for (const auto& g : p.vms[i].gpus()) {
+                for (const auto& f : host.gpu(g)->companions) {
+                    INFO(f);
+                    REQUIRE(guest_of.count(f) == 1);
+                    const std::string gpu = guest_of.at(g), comp = guest_of.at(f);
+                    CHECK(comp.substr(0, comp.size() - 1) == gpu.substr(0, gpu.size() - 1));
+                    CHECK(comp.back() == f.back());
+                }
+            }
+        }
     }
 }

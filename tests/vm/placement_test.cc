@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "provisioner/vm/placement.h"
 #include "provisioner/vm/sysfs_reader.h"
@@ -299,4 +300,147 @@ TEST_CASE("a count shape needs memory per VM", "[vm][placement]") {
     REQUIRE(ok.ok());
     CHECK(ok->split == Split::count);
     CHECK(ok->count == 2);
+}
+
+namespace {
+
+// Every fabric PF of every node a GPU VM spans must be given to it exactly
+// once (a VF, or the PF without VFs), and no function to two VMs or twice.
+void check_fabric_given_once(const HostTopology& h, const Placement& p) {
+    std::map<std::string, int> seen;
+    for (const auto& vm : p.vms) {
+        INFO("vm " << vm.name);
+        const auto devs = vm.devices();
+        for (const auto& d : devs) ++seen[d];
+        if (vm.gpus().empty()) continue;
+        for (const auto& cell : vm.cells) {
+            for (const auto& n : h.nics) {
+                if (!n.fabric || h.node_of(*h.device(n.address)) != cell.host_node) continue;
+                INFO("nic " << n.address);
+                int functions = 0;
+                for (const auto& d : devs) {
+                    if (d == n.address || std::find(n.vfs.begin(), n.vfs.end(), d) != n.vfs.end()) ++functions;
+                }
+                CHECK(functions == 1);
+                if (!n.vfs.empty()) CHECK(std::find(devs.begin(), devs.end(), n.address) == devs.end());
+            }
+        }
+    }
+    for (const auto& [d, count] : seen) {
+        INFO(d);
+        CHECK(count == 1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("every VM with GPUs gets its nodes' fabric NICs, each function once", "[vm][placement][gpudirect]") {
+    for (const char* fixture : {"hgx-a100", "pcie-4gpu-vf", "amd-nps4-rootport", "azure-ndv4", "azure-ndv5",
+                                "aws-p4d"}) {
+        INFO(fixture);
+        const HostTopology h = load_fixture(fixture);
+        for (const auto& req : {whole(), numa()}) {
+            auto p = place(h, req);
+            REQUIRE(p.ok());
+            check_fabric_given_once(h, *p);
+        }
+    }
+}
+
+TEST_CASE("hgx-a100 numa split: two GPUs and a VF of each port under their second-level switch", "[vm][placement][gpudirect]") {
+    const HostTopology h = load_fixture("hgx-a100");
+    auto p = place(h, numa());
+    REQUIRE(p.ok());
+    REQUIRE(p->vms.size() == 4);
+    for (const auto& vm : p->vms) {
+        INFO(vm.name);
+        REQUIRE(vm.cells.size() == 1);
+        REQUIRE(vm.cells[0].slots.size() == 1);
+        const SwitchSlot& s = vm.cells[0].slots[0];
+        CHECK(s.gpus.size() == 2);
+        REQUIRE(s.nics.size() == 2);
+        for (const auto& vf : s.nics) CHECK(h.device(vf)->is_vf());
+        CHECK(h.device(s.nics[0])->physfn != h.device(s.nics[1])->physfn);
+        // The slot mirrors the switch above both GPUs and the NIC.
+        CHECK(s.host_switch == h.gpu(s.gpus[0])->pairing_switch);
+        CHECK(h.pcie_switch(s.host_switch)->gpus == s.gpus);
+    }
+    CHECK(p->vm("numa3")->gpus() == v({"0000:07:00.0", "0000:0b:00.0"}));
+}
+
+TEST_CASE("hgx-a100 whole: the storage NIC without VFs is passed whole, once", "[vm][placement][gpudirect]") {
+    const HostTopology h = load_fixture("hgx-a100");
+    auto p = place(h, whole());
+    REQUIRE(p.ok());
+    const auto devs = p->vms[0].devices();
+    for (const char* pf : {"0000:61:00.0", "0000:61:00.1"}) {
+        CHECK(std::count(devs.begin(), devs.end(), std::string(pf)) == 1);
+    }
+    CHECK(std::count(devs.begin(), devs.end(), std::string("0000:e1:00.0")) == 0);  // management NIC
+    CHECK(p->vms[0].gpus().size() == 8);
+}
+
+TEST_CASE("a PF without VFs reached by every GPU is passed once", "[vm][placement][gpudirect]") {
+    HostTopology h = load_fixture("hgx-a100");
+    // As if SR-IOV were off on every card: the PFs themselves are given.
+    for (auto& n : h.nics) n.vfs.clear();
+    for (const auto& req : {whole(), numa()}) {
+        auto p = place(h, req);
+        REQUIRE(p.ok());
+        check_fabric_given_once(h, *p);
+    }
+}
+
+TEST_CASE("root-port NICs reach the VMs of their node (NODE, PHB)", "[vm][placement][gpudirect]") {
+    const HostTopology h = load_fixture("amd-nps4-rootport");
+    auto p = place(h, numa());
+    REQUIRE(p.ok());
+    REQUIRE(p->vms.size() == 4);
+    const VmPlacement* n0 = p->vm("numa0");
+    REQUIRE(n0);
+    // The GPU's slot, then one slot per NIC port.
+    REQUIRE(n0->cells[0].slots.size() == 3);
+    CHECK(n0->cells[0].slots[0].gpus == v({"0000:01:00.0"}));
+    CHECK(n0->cells[0].slots[0].nics.empty());
+    CHECK(n0->cells[0].slots[1].nics == v({"0000:11:00.2"}));
+    CHECK(n0->cells[0].slots[2].nics == v({"0000:11:00.4"}));
+    // Node 1 has no fabric NIC: GPU (and its audio) only.
+    CHECK(p->vm("numa1")->devices() == v({"0000:21:00.0", "0000:21:00.1"}));
+}
+
+TEST_CASE("a GPU's audio function goes with it instead of refusing the group", "[vm][placement][gpudirect]") {
+    const HostTopology h = load_fixture("amd-nps4-rootport");
+    for (const auto& req : {whole(), numa()}) {
+        auto p = place(h, req);
+        REQUIRE(p.ok());
+        for (const auto& vm : p->vms) {
+            const auto devs = vm.devices();
+            for (const auto& g : vm.gpus()) {
+                const std::string audio = g.substr(0, g.size() - 1) + "1";
+                CHECK(std::count(devs.begin(), devs.end(), audio) == 1);
+            }
+        }
+    }
+    // An unrelated device in the group still refuses it.
+    HostTopology broken = h;
+    const int group = *broken.device("0000:01:00.0")->iommu_group;
+    move_to_group(broken, "0000:62:00.0", group);
+    auto p = place(broken, numa());
+    REQUIRE_FALSE(p.ok());
+    CHECK_THAT(p.error().message, Catch::Contains("0000:62:00.0"));
+}
+
+TEST_CASE("GPUs of one switch without a NIC still share one slot", "[vm][placement][gpudirect]") {
+    const HostTopology h = load_fixture("pcie-4gpu-vf");
+    auto p = place(h, numa());
+    REQUIRE(p.ok());
+    const VmPlacement* n1 = p->vm("numa1");
+    REQUIRE(n1);
+    REQUIRE(n1->cells[0].slots.size() == 1);
+    CHECK(n1->cells[0].slots[0].gpus.size() == 4);
+    CHECK(n1->cells[0].slots[0].nics.empty());
+    const VmPlacement* n0 = p->vm("numa0");
+    REQUIRE(n0->cells[0].slots.size() == 1);
+    CHECK(n0->cells[0].slots[0].gpus.size() == 4);
+    CHECK(n0->cells[0].slots[0].nics.size() == 2);  // one VF of each port
 }

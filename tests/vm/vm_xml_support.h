@@ -33,7 +33,11 @@ inline std::vector<HostCase> golden_cases() {
     return {{"azure-ndv4", Split::whole, kHugePage1G}, {"azure-ndv4", Split::numa, kHugePage1G},
             {"azure-ndv5", Split::whole, kHugePage1G}, {"azure-ndv5", Split::numa, kHugePage1G},
             {"aws-p4d", Split::whole, kHugePage1G},    {"aws-p4d", Split::numa, kHugePage1G},
-            {"cpu-only", Split::whole, kHugePage2M}};
+            {"cpu-only", Split::whole, kHugePage2M},
+            // Shapes of real servers (issue 15): nested switches, root-port
+            // NICs, a GPU with its audio function.
+            {"hgx-a100", Split::whole, kHugePage1G},   {"hgx-a100", Split::numa, kHugePage1G},
+            {"pcie-4gpu-vf", Split::numa, kHugePage1G}, {"amd-nps4-rootport", Split::whole, kHugePage1G}};
 }
 
 inline Placement place_case(const HostTopology& host, const HostCase& c) {
