@@ -15,14 +15,19 @@ std::string hex(unsigned v, int width) {
     return buf;
 }
 
-// The link a device reports, or its PF's for a VF (which has none).
+// The link NCCL should weigh paths by: what the link can do
+// (max_link_*), since an idle GPU trains down to 2.5 GT/s; the current
+// figures only where the capability is not reported. A VF has no link of its
+// own (Linux reads "Unknown" and 0): its PF's is the one it uses.
 void add_link(const HostTopology& host, const PciDevice& d, XmlWriter::Attrs& attrs) {
     const PciDevice* src = &d;
-    if (d.link_speed.empty() && d.is_vf()) {
+    if (d.is_vf()) {
         if (const PciDevice* pf = host.device(d.physfn)) src = pf;
     }
-    if (!src->link_speed.empty()) attrs.emplace_back("link_speed", src->link_speed);
-    if (src->link_width) attrs.emplace_back("link_width", std::to_string(*src->link_width));
+    const std::string& speed = src->max_link_speed.empty() ? src->link_speed : src->max_link_speed;
+    const std::optional<int>& width = src->max_link_width ? src->max_link_width : src->link_width;
+    if (!speed.empty()) attrs.emplace_back("link_speed", speed);
+    if (width) attrs.emplace_back("link_width", std::to_string(*width));
 }
 
 XmlWriter::Attrs pci_attrs(const HostTopology& host, const std::string& guest, const PciDevice& d) {
@@ -64,7 +69,14 @@ Result<std::string> nccl_topology(const HostTopology& host, const VmPlacement& v
         const VmCell& cell = vm.cells[c];
         const int n = static_cast<int>(cell.cpus.size());
         w.comment("guest cell " + std::to_string(c) + " = host NUMA node " + std::to_string(cell.host_node));
-        w.open("cpu", {{"numaid", std::to_string(c)}, {"affinity", affinity_mask(first, n, total)}, {"arch", "x86_64"}});
+        XmlWriter::Attrs cpu = {{"numaid", std::to_string(c)}, {"affinity", affinity_mask(first, n, total)},
+                                {"arch", "x86_64"}};
+        // NCCL tunes for the CPU by these (AMD and Intel P2P limits); the
+        // guest runs host-passthrough, so the host's are the guest's.
+        if (!host.cpu.vendor.empty()) cpu.emplace_back("vendor", host.cpu.vendor);
+        if (host.cpu.familyid >= 0) cpu.emplace_back("familyid", std::to_string(host.cpu.familyid));
+        if (host.cpu.modelid >= 0) cpu.emplace_back("modelid", std::to_string(host.cpu.modelid));
+        w.open("cpu", cpu);
         first += n;
         for (const auto& s : cell.slots) {
             const GuestDevice* head = layout.device(s.gpus.empty() ? s.nics.front() : s.gpus.front());

@@ -53,3 +53,45 @@ TEST_CASE("affinity masks are 32-bit words, most significant first", "[vm][nccl_
     CHECK(affinity_mask(32, 32, 64) == "ffffffff,00000000");
     CHECK(affinity_mask(0, 24, 96) == "00000000,00000000,00ffffff");
 }
+
+TEST_CASE("NCCL topology carries capability links, the PF's link for VFs and the CPU's identity", "[vm][nccl_topo][gpudirect]") {
+    struct Want {
+        const char* fixture;
+        Split split;
+        const char* gpu_speed;
+        const char* vendor;
+        const char* familyid;
+        const char* modelid;
+    };
+    for (const Want w : {Want{"hgx-a100", Split::numa, "16.0 GT/s PCIe", "AuthenticAMD", "143", "49"},
+                         Want{"pcie-4gpu-vf", Split::numa, "8.0 GT/s PCIe", "GenuineIntel", "6", "85"}}) {
+        INFO(w.fixture);
+        const HostTopology host = load_fixture(w.fixture);
+        const Placement p = place_case(host, {w.fixture, w.split, kHugePage1G});
+        const VmPlacement& vm = p.vms[0];
+        const GuestPciLayout layout = plan_guest_pci(vm);
+        const XmlDoc doc(*nccl_topology(host, vm));
+        CHECK(doc.value("/system/cpu", "vendor") == w.vendor);
+        CHECK(doc.value("/system/cpu", "familyid") == w.familyid);
+        CHECK(doc.value("/system/cpu", "modelid") == w.modelid);
+        REQUIRE(!vm.cells[0].slots.empty());
+        const SwitchSlot& s = vm.cells[0].slots[0];
+        REQUIRE(!s.nics.empty());
+        const std::string sw = doc.value("/system/cpu/pci[pci/@busid='" + layout.device(s.gpus[0])->guest + "']", "busid");
+        for (const auto& g : s.gpus) {
+            const std::string at = "/system/cpu/pci/pci[@busid='" + layout.device(g)->guest + "']";
+            CHECK(host.device(g)->link_speed == "2.5 GT/s PCIe");  // idle on the host...
+            CHECK(doc.value(at, "link_speed") == w.gpu_speed);     // ...its capability in the file
+        }
+        for (const auto& n : s.nics) {
+            const PciDevice* vf = host.device(n);
+            REQUIRE(vf->is_vf());
+            const PciDevice* pf = host.device(vf->physfn);
+            const std::string at = "/system/cpu/pci/pci[@busid='" + layout.device(n)->guest + "']";
+            CHECK(doc.value("/system/cpu/pci[pci/@busid='" + layout.device(n)->guest + "']", "busid") == sw);
+            CHECK(doc.value(at, "link_speed") == pf->max_link_speed);
+            CHECK(doc.value(at, "link_width") == std::to_string(*pf->max_link_width));
+            CHECK(doc.value(at, "link_speed") != "Unknown");
+        }
+    }
+}
