@@ -234,6 +234,9 @@ TEST_CASE("cli: host inspect reads a recorded sysfs tree and fails clearly on a 
     REQUIRE(g0["pairs"][0]["relation"] == "PXB");
     REQUIRE(g0["relations"][2]["name"] == "mlx5_2");
     REQUIRE(g0["relations"][2]["relation"] == "SYS");
+    REQUIRE_THAT(hgx_text.out, Catch::Contains("gdr 0000:07:00.0 <-> 0000:08:00.0 (PXB): GDR path ready: no, because "
+                                               "ACS redirects P2P at 0000:04:00.0"));
+    REQUIRE(nlohmann::json::parse(hgx_json.out)["gdr_paths"][0]["ready"] == "no");
     auto missing = run_child({KILN_BINARY, "host", "inspect", "--sysfs", "/nonexistent/sys"});
     REQUIRE(missing.exit_code == 1);
     REQUIRE_THAT(missing.err, Catch::Contains("/nonexistent/sys"));

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "provisioner/vm/gdr_path.h"
 #include "provisioner/vm/pci_relation.h"
 #include "provisioner/vm/sysfs_reader.h"
 
@@ -116,6 +117,17 @@ json to_json(const PciDevice& d) {
     if (d.acs_ctrl) j["acs_ctrl"] = hex(*d.acs_ctrl, 4);
     if (!d.link_speed.empty()) j["link_speed"] = d.link_speed;
     if (d.link_width) j["link_width"] = *d.link_width;
+    if (d.config) {
+        json c = {{"readable_bytes", d.config->readable}, {"extended", d.config->extended}};
+        auto link = [](const std::optional<PciLink>& l) {
+            return l ? json{{"speed", pcie_speed_name(l->speed)}, {"width", l->width}} : json(nullptr);
+        };
+        c["link_cap"] = link(d.config->link_cap);
+        c["link_status"] = link(d.config->link_status);
+        c["acs_ctrl"] = d.config->acs_ctrl ? json(hex(*d.config->acs_ctrl, 4)) : json(nullptr);
+        c["ats_enabled"] = d.config->ats_enabled ? json(*d.config->ats_enabled) : json(nullptr);
+        j["config"] = c;
+    }
     if (!d.max_link_speed.empty()) j["max_link_speed"] = d.max_link_speed;
     if (d.max_link_width) j["max_link_width"] = *d.max_link_width;
     return j;
@@ -187,6 +199,15 @@ json to_json(const HostTopology& host) {
                             {"gpus", s.gpus},
                             {"nics", s.nics}});
     }
+    json gdr = json::array();
+    for (const auto& path : gdr_paths(host)) {
+        gdr.push_back({{"gpu", path.gpu},
+                       {"nic", path.nic},
+                       {"relation", relation_name(path.relation)},
+                       {"ports", path.ports},
+                       {"ready", gdr_ready_name(path.ready)},
+                       {"reasons", path.reasons}});
+    }
     json groups = json::array();
     for (const auto& g : host.groups) groups.push_back({{"id", g.id}, {"devices", g.devices}});
     json devices = json::array();
@@ -202,6 +223,7 @@ json to_json(const HostTopology& host) {
         {"nics", nics},
         {"nvswitches", host.nvswitches},
         {"pcie_switches", switches},
+        {"gdr_paths", gdr},
         {"iommu_groups", groups},
         {"pci_devices", devices},
     };
@@ -274,6 +296,11 @@ std::string describe(const HostTopology& host) {
             }
             out += row + "\n";
         }
+    }
+    // GPUDirect readiness of every pair (gdr_path.h).
+    for (const auto& path : gdr_paths(host)) {
+        out += "gdr " + path.gpu + " <-> " + path.nic + " (" + relation_name(path.relation) + "): " + describe(path) +
+               "\n";
     }
     // What placement will refuse, said up front.
     for (const auto& g : host.groups) {

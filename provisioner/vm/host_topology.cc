@@ -199,6 +199,14 @@ Result<PciDevice> read_device(const SysfsReader& sys, const fs::path& devices_ro
     auto acs = sys.optional_hex(rel + "/acs_ctrl", 0xffff);
     if (!acs) return acs.error();
     if (acs->has_value()) dev.acs_ctrl = static_cast<uint16_t>(**acs);
+    // Config space: ACS, ATS and the link's capability as the device
+    // itself reports them (all of it only when read as root).
+    auto config = sys.optional_bytes(rel + "/config");
+    if (!config) return config.error();
+    if (config->has_value()) {
+        dev.config = parse_pci_config(**config);
+        if (dev.config->acs_ctrl) dev.acs_ctrl = dev.config->acs_ctrl;
+    }
     // Link speed and width feed the guest's NCCL topology file; some
     // bridges have none, and a VF's read "Unknown" and 0.
     for (auto [which, speed_out, width_out] :

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "provisioner/vm/pci_config.h"
+
 namespace kiln::vm {
 
 // True for "dddd:bb:dd.f" in lowercase hex, as under /sys/bus/pci/devices.
@@ -68,6 +70,9 @@ struct PciDevice {
     // max_link_speed / max_link_width: what the link can do.
     std::string max_link_speed;
     std::optional<int> max_link_width;
+
+    // The parsed `config` file, when there is one (pci_config.h).
+    std::optional<PciConfig> config;
 
     bool is_vf() const { return !physfn.empty(); }
     bool is_infiniband() const { return (class_code >> 8) == 0x0207; }

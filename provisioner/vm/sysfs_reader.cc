@@ -59,6 +59,13 @@ Error SysfsReader::malformed(const std::string& rel, const std::string& why) con
 }
 
 Result<std::optional<std::string>> SysfsReader::optional_text(const std::string& rel) const {
+    auto bytes = optional_bytes(rel);
+    if (!bytes) return bytes.error();
+    if (!bytes->has_value()) return std::optional<std::string>{};
+    return std::optional<std::string>{trim(**bytes)};
+}
+
+Result<std::optional<std::string>> SysfsReader::optional_bytes(const std::string& rel) const {
     const fs::path p = root_ / rel;
     std::ifstream in(p, std::ios::binary);
     if (!in) {
@@ -70,7 +77,7 @@ Result<std::optional<std::string>> SysfsReader::optional_text(const std::string&
     std::ostringstream ss;
     ss << in.rdbuf();
     if (in.bad()) return make_error("sysfs", "unreadable", path(rel) + ": read failed");
-    return std::optional<std::string>{trim(ss.str())};
+    return std::optional<std::string>{ss.str()};
 }
 
 Result<std::string> SysfsReader::text(const std::string& rel) const {

@@ -30,6 +30,8 @@ public:
     Result<std::string> text(const std::string& rel) const;
     // nullopt when the file does not exist; other failures are errors.
     Result<std::optional<std::string>> optional_text(const std::string& rel) const;
+    // The file as it is, binary (a device's `config`); nullopt when absent.
+    Result<std::optional<std::string>> optional_bytes(const std::string& rel) const;
 
     // "0x10de" style (sysfs vendor, device, class); `max` bounds the value.
     Result<uint64_t> hex(const std::string& rel, uint64_t max) const;
