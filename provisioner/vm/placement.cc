@@ -121,7 +121,24 @@ std::vector<SlotPlan> group_by_pairing(const HostTopology& host, const std::vect
         std::optional<size_t> into;
         if (!g->pairing_switch.empty()) {
             for (const auto& n : g->nics) {
-                if (auto it = slot_of_nic.find(n); it != slot_of_nic.end()) into = it->second;
+                auto it = slot_of_nic.find(n);
+                if (it == slot_of_nic.end() || it->second == into) continue;
+                if (!into) {
+                    into = it->second;
+                    continue;
+                }
+                // This GPU joins two slots (NICs under two sub-switches it
+                // sits above): merge the second into the first.
+                const size_t from = it->second;
+                SlotPlan& dst = plans[*into];
+                SlotPlan& src = plans[from];
+                dst.gpus.insert(dst.gpus.end(), src.gpus.begin(), src.gpus.end());
+                for (const auto& m : src.nics) {
+                    dst.nics.push_back(m);
+                    slot_of_nic[m] = *into;
+                }
+                src.gpus.clear();
+                src.nics.clear();
             }
         } else if (auto it = slot_of_switch.find(g->pcie_switch); !g->pcie_switch.empty() && it != slot_of_switch.end()) {
             into = it->second;
@@ -138,6 +155,8 @@ std::vector<SlotPlan> group_by_pairing(const HostTopology& host, const std::vect
             if (slot_of_nic.emplace(n, *into).second) p.nics.push_back(n);
         }
     }
+    plans.erase(std::remove_if(plans.begin(), plans.end(), [](const SlotPlan& p) { return p.gpus.empty(); }),
+                plans.end());
     // The switch above every member: GPUs sharing a NIC may sit under
     // different switches below it (DGX A100: one per GPU).
     for (auto& p : plans) {

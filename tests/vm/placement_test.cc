@@ -444,3 +444,29 @@ TEST_CASE("GPUs of one switch without a NIC still share one slot", "[vm][placeme
     CHECK(n0->cells[0].slots[0].gpus.size() == 4);
     CHECK(n0->cells[0].slots[0].nics.size() == 2);  // one VF of each port
 }
+
+TEST_CASE("a GPU that pairs with the NICs of two slots joins them into one", "[vm][placement][gpudirect]") {
+    HostTopology h = load_fixture("hgx-a100");
+    // Node 3: GPU 07 pairs with port 0 only, GPU 0b with port 1 only; a third
+    // GPU (47, moved to node 3) pairs with both, so all three share a slot.
+    auto gpu = [&](const std::string& a) -> Gpu& {
+        for (auto& g : h.gpus) {
+            if (g.address == a) return g;
+        }
+        FAIL("no gpu " << a);
+        return h.gpus.front();
+    };
+    gpu("0000:07:00.0").nics = v({"0000:08:00.0"});
+    gpu("0000:0b:00.0").nics = v({"0000:08:00.1"});
+    gpu("0000:47:00.0").nics = v({"0000:08:00.0", "0000:08:00.1"});
+    gpu("0000:47:00.0").pairing_switch = "0000:01:00.0";
+    h.devices[h.index.at("0000:47:00.0")].numa_node = 3;
+    auto p = place(h, numa());
+    REQUIRE(p.ok());
+    const VmPlacement* n3 = p->vm("numa3");
+    REQUIRE(n3);
+    REQUIRE(n3->cells[0].slots.size() == 1);
+    CHECK(n3->cells[0].slots[0].gpus == v({"0000:07:00.0", "0000:0b:00.0", "0000:47:00.0"}));
+    CHECK(n3->cells[0].slots[0].nics.size() == 2);
+    check_fabric_given_once(h, *p);
+}
