@@ -9,6 +9,8 @@ build/bench/kiln-bench-engine --nodes "${KILN_BENCH_NODES:-10000}" --out bench/r
   --work build/bench-work
 echo "bench/smoke: kiln-smoke CPU path (1, 2 and 3 ranks) and the report's Chromium render"
 bench/smoke/cpu_smoke_bench.sh > /dev/null
+echo "bench/smoke: the cpu floor's GEMM under TCG (qemu-user), idle and beside two CPU hogs, one timing vs repeated"
+bench/smoke/cpu_floor_bench.sh > /dev/null
 echo "bench/network: 64-switch, 2,048-port fabric: SONiC render + YANG validate; plan against kiln-switch"
 build/bench/kiln-bench-network --out bench/results/network.json --work build/bench-network
 echo "bench/vm: apply to readiness for 1, 2 and 4 TCG probe guests vs virsh define+start; XML generation for 8-GPU hosts"

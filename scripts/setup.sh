@@ -24,6 +24,8 @@ packages=(
   # vm: the libvirt daemon with QEMU, seed ISOs, domain XML validation
   libvirt-daemon-system libvirt-daemon-driver-qemu qemu-system-x86
   genisoimage xorriso libxml2-utils
+  # smoke: kiln-smoke under TCG user-mode emulation, as slow as the lab's guests
+  qemu-user
   # vm: libxml2 headers for the vm tests' structural checks
   libxml2-dev
   # network: the emulated SONiC switch is an SSH target; netns, veth and dcb

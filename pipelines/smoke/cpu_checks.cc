@@ -27,54 +27,68 @@ struct Rng {
 };
 }  // namespace
 
-Check memory_bandwidth_check(size_t bytes) {
+std::string describe(const RepeatStats& s) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%d reps in %.2f s, best %.3f s", s.reps, s.total_seconds, s.best_seconds);
+    return buf;
+}
+
+Check memory_bandwidth_check(size_t bytes, const Repeat& r) {
     Check c{"mem_bandwidth_gbps", 0, std::nullopt, "GB/s", ">="};
     std::vector<char> a(bytes, 1), b(bytes, 0);
-    double best = 0;
-    for (int it = 0; it < 5; ++it) {
+    size_t rep = 0;
+    auto stats = repeat_best(r, [&] {
         auto t0 = Clock::now();
         std::memcpy(b.data(), a.data(), bytes);
-        double secs = seconds_since(t0);
-        a[static_cast<size_t>(it)] = b[bytes - 1 - static_cast<size_t>(it)];  // keep the copy observable
-        best = std::max(best, 2.0 * static_cast<double>(bytes) / secs / 1e9);  // read + write, as STREAM counts
-    }
-    c.figure = best;
-    c.verdict = Verdict::Pass;
-    c.detail = "memcpy of " + std::to_string(bytes >> 20) + " MiB, best of 5, read+write bytes";
+        const double secs = seconds_since(t0);
+        a[rep % bytes] = b[bytes - 1 - rep % bytes];  // keep the copy observable
+        ++rep;
+        return secs;
+    });
+    c.figure = stats.best_seconds > 0 ? 2.0 * static_cast<double>(bytes) / stats.best_seconds / 1e9 : 0;
+    c.verdict = stats.best_seconds > 0 ? Verdict::Pass : Verdict::Fail;
+    c.detail = "memcpy of " + std::to_string(bytes >> 20) + " MiB (read+write bytes, as STREAM counts): " +
+               describe(stats);
     return c;
 }
 
-Check cpu_gemm_check(int n) {
+Check cpu_gemm_check(int n, const Repeat& r, int slowdown) {
     Check c{"cpu_gemm_gflops", 0, std::nullopt, "GFLOP/s", ">="};
     const size_t N = static_cast<size_t>(n);
     std::vector<float> A(N * N), B(N * N), C(N * N);
     Rng rng(7);
     for (auto& x : A) x = static_cast<float>(rng.uniform());
     for (auto& x : B) x = static_cast<float>(rng.uniform());
-    double best = 0;
-    for (int it = 0; it < 3; ++it) {
-        std::fill(C.begin(), C.end(), 0.0f);
+    const double flop = 2.0 * static_cast<double>(N * N * N);
+    auto stats = repeat_best(r, [&] {
         auto t0 = Clock::now();
-        for (size_t i = 0; i < N; ++i)
-            for (size_t k = 0; k < N; ++k) {
-                const float a = A[i * N + k];
-                const float* brow = &B[k * N];
-                float* crow = &C[i * N];
-                for (size_t j = 0; j < N; ++j) crow[j] += a * brow[j];
-            }
-        double secs = seconds_since(t0);
-        best = std::max(best, 2.0 * static_cast<double>(N * N * N) / secs / 1e9);
-    }
-    // A wrong product would make the figure meaningless: spot-check one cell.
+        for (int pass = 0; pass < std::max(1, slowdown); ++pass) {
+            std::fill(C.begin(), C.end(), 0.0f);
+            for (size_t i = 0; i < N; ++i)
+                for (size_t k = 0; k < N; ++k) {
+                    const float a = A[i * N + k];
+                    const float* brow = &B[k * N];
+                    float* crow = &C[i * N];
+                    for (size_t j = 0; j < N; ++j) crow[j] += a * brow[j];
+                }
+        }
+        return seconds_since(t0);
+    });
+    char work[160];
+    std::snprintf(work, sizeof work, "%dx%dx%d float32, %.1f Mflop a rep: ", n, n, n, flop / 1e6);
+    c.figure = stats.best_seconds > 0 ? flop / stats.best_seconds / 1e9 : 0;
+    c.detail = work + describe(stats);
+    if (slowdown > 1) c.detail += " (test hook: each rep did the work " + std::to_string(slowdown) + " times)";
+    // A wrong product would make the figure meaningless: spot-check cells
+    // (N is at least 1: smoke_main refuses smaller sizes).
+    const size_t row = std::min<size_t>(3, N - 1), col = std::min<size_t>(5, N - 1);
     double ref = 0;
-    for (size_t k = 0; k < N; ++k) ref += static_cast<double>(A[3 * N + k]) * B[k * N + 5];
-    c.figure = best;
-    if (std::fabs(ref - C[3 * N + 5]) > 1e-2 * (1 + std::fabs(ref))) {
+    for (size_t k = 0; k < N; ++k) ref += static_cast<double>(A[row * N + k]) * B[k * N + col];
+    if (stats.best_seconds <= 0 || std::fabs(ref - C[row * N + col]) > 1e-2 * (1 + std::fabs(ref))) {
         c.verdict = Verdict::Fail;
-        c.detail = "GEMM result is wrong";
+        c.detail = "GEMM result is wrong: " + c.detail;
     } else {
         c.verdict = Verdict::Pass;
-        c.detail = std::to_string(n) + "x" + std::to_string(n) + " float32, best of 3";
     }
     return c;
 }

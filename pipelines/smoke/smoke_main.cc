@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> overrides;
     double check_timeout_s = 120, connect_timeout_s = 60;
     size_t allreduce_bytes = 4u << 20, mem_bytes = 64u << 20;
-    int iterations = 5, steps = 300, gemm_n = 256;
+    int iterations = 5, steps = 300, gemm_n = 256, gemm_slowdown = 1;
+    Repeat repeat;
     unsigned seed = 1234;
     app.add_option("--rank", rank, "this rank (0-based)");
     app.add_option("--peers", peers_text, "every rank's host:port, in rank order (default: one rank, no peers)");
@@ -77,8 +78,17 @@ int main(int argc, char** argv) {
     app.add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the peers")->capture_default_str();
     app.add_option("--allreduce-bytes", allreduce_bytes, "bytes per all-reduce")->capture_default_str();
     app.add_option("--iterations", iterations, "timed all-reduce iterations")->capture_default_str();
-    app.add_option("--mem-bytes", mem_bytes, "bytes copied by the memory bandwidth check")->capture_default_str();
-    app.add_option("--gemm-n", gemm_n, "CPU GEMM size")->capture_default_str();
+    app.add_option("--mem-bytes", mem_bytes, "bytes copied by the memory bandwidth check")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--gemm-n", gemm_n, "CPU GEMM size")->capture_default_str()->check(CLI::Range(1, 8192));
+    app.add_option("--min-seconds", repeat.min_seconds,
+                   "the CPU speed checks repeat their work until this long has run (and 3 times at least); "
+                   "the best repetition is the figure")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 3600.0));
+    // A test hook, not for users (hidden): a GEMM this many times slower.
+    app.add_option("--test-gemm-slowdown", gemm_slowdown)->group("")->check(CLI::Range(1, 1000));
     app.add_option("--steps", steps, "training steps")->capture_default_str();
     app.add_option("--seed", seed, "training seed")->capture_default_str();
     app.add_option("--host", host, "name to report (default: the host name)");
@@ -173,8 +183,8 @@ int main(int argc, char** argv) {
         }
 #endif
     } else {
-        add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes)}; }));
-        add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n)}; }));
+        add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes, repeat)}; }));
+        add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n, repeat, gemm_slowdown)}; }));
         add(run_bounded({"loss_drop_fraction"}, bound, [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));
         if (peers.size() > 1 && !ring) {
             for (const char* name : {"allreduce_errors", "allreduce_busbw_gbps"}) {

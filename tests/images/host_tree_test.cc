@@ -14,6 +14,7 @@
 #include "images/host_tree.h"
 #include "provisioner/core/command.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/skip.h"
 
 namespace fs = std::filesystem;
 using namespace kiln::images;
@@ -68,7 +69,7 @@ std::string slurp(const std::string& p) {
 
 bool have_root() {
     if (::geteuid() == 0) return true;
-    WARN("skipped: chroot and mounts need root");
+    kiln::test::report_skipped("chroot and mounts need root");
     return false;
 }
 

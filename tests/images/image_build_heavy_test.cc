@@ -20,6 +20,7 @@
 #include "provisioner/core/command.h"
 #include "provisioner/vm/guest_contract.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/skip.h"
 
 namespace fs = std::filesystem;
 using namespace kiln::images;
@@ -180,7 +181,7 @@ TEST_CASE("gpu-guest-lite: the image boots and reports KILN_READY with cloud-ini
 
 TEST_CASE("gpu-guest-lite: host layers build chrooted on the host and land in their overlays exactly") {
     if (::geteuid() != 0) {
-        WARN("skipped: build_in = \"host\" needs root");
+        kiln::test::report_skipped("build_in = \"host\" needs root");
         return;
     }
     Real real;

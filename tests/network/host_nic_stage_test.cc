@@ -16,6 +16,7 @@
 #include "provisioner/journal/sqlite_store.h"
 #include "tests/support/child.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/skip.h"
 
 using namespace kiln;
 using nlohmann::json;
@@ -24,7 +25,7 @@ namespace {
 
 bool have_root() {
     if (::geteuid() == 0) return true;
-    WARN("skipped: creating network namespaces needs root");
+    kiln::test::report_skipped("creating network namespaces needs root");
     return false;
 }
 

@@ -246,3 +246,38 @@ TEST_CASE("the CPU training loop is deterministic and its loss falls") {
     CHECK(allreduce_bus_factor(2) == 1.0);
     CHECK(allreduce_bus_factor(4) == 1.5);
 }
+
+TEST_CASE("a speed figure repeats its work until the minimum time and count, and keeps the best repetition") {
+    // Repetitions that take 0.9, 0.5, 0.7, 0.6, 0.8, 0.4, 1.0 seconds (no
+    // clock read): the stopping rule and the best-of are under test.
+    const std::vector<double> times = {0.9, 0.5, 0.7, 0.6, 0.8, 0.4, 1.0};
+    size_t i = 0;
+    auto next = [&] { return times[i++ % times.size()]; };
+
+    Repeat r;
+    r.min_seconds = 2.0;
+    r.min_reps = 3;
+    auto s = repeat_best(r, next);
+    CHECK(s.reps == 3);  // 2.1 s after three: both minimums met
+    CHECK(s.best_seconds == 0.5);
+    CHECK(s.total_seconds == Approx(2.1));
+
+    i = 0;
+    r.min_seconds = 2.5;  // three are not enough time: a fourth
+    s = repeat_best(r, next);
+    CHECK(s.reps == 4);
+    CHECK(s.total_seconds == Approx(2.7));
+
+    i = 0;
+    r.min_seconds = 3.6;
+    r.min_reps = 1;
+    s = repeat_best(r, next);
+    CHECK(s.reps == 6);  // 3.5 s after five, 3.9 after six
+    CHECK(s.best_seconds == 0.4);
+
+    i = 0;
+    r.max_reps = 2;  // the cap wins over the minimum time
+    s = repeat_best(r, next);
+    CHECK(s.reps == 2);
+    CHECK(describe(s) == "2 reps in 1.40 s, best 0.500 s");
+}
