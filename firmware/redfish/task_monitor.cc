@@ -37,7 +37,7 @@ std::vector<std::string> messages_of(const json& body) {
         if (!m.is_object()) continue;
         std::string id = str_of(m, "MessageId");
         std::string text = str_of(m, "Message");
-        if (text.size() > 200) text = text.substr(0, 200) + "...";
+        text = clip_utf8(text, 200);
         out.push_back(text.empty() ? id : id + ": " + text);
     }
     return out;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "firmware/stage/firmware_version.h"
+
 namespace kiln::firmware {
 
 using nlohmann::json;
@@ -75,37 +77,97 @@ Status read_bios(redfish::Client& client, const std::string& bios_uri, const red
     return ok_status();
 }
 
-Status read_network_adapters(redfish::Client& client, const std::vector<std::string>& chassis, BmcInventory& inv) {
-    for (const auto& c : chassis) {
-        KILN_TRY(ch, client.get(c));
-        KILN_TRY(na, ch.view().opt_link("NetworkAdapters"));
-        if (na.empty()) continue;
-        KILN_TRY(coll, client.get(na));
-        KILN_TRY(members, coll.view().members());
-        for (const auto& m : members) {
-            KILN_TRY(adapter, client.get(m));
-            JsonView a = adapter.view();
-            KILN_TRY(id, a.opt_str("Id"));
-            KILN_TRY(name, a.opt_str("Name"));
-            std::string version;
-            if (auto ctrls = a.find("Controllers")) {
-                KILN_TRY(list, ctrls->array());
-                for (const auto& ctl : list) {
-                    KILN_TRY(fw, ctl.opt_str("FirmwarePackageVersion"));
-                    if (!fw.empty()) {
-                        version = fw;
-                        break;
-                    }
-                }
+// One optional part could not be read: the rest of the inventory stands.
+void degrade(BmcInventory& inv, const char* part, const Error& e) {
+    inv.warnings.push_back({part, e.message, e.transient});
+}
+
+// The same device already listed (a NIC in FirmwareInventory and under
+// NetworkAdapters, a member in both Firmware- and SoftwareInventory).
+bool already_listed(const BmcInventory& inv, const FirmwareItem& item) {
+    return std::any_of(inv.components.begin(), inv.components.end(), [&](const FirmwareItem& f) {
+        if (!item.uri.empty() && f.uri == item.uri) return true;
+        const bool same_device = (!item.id.empty() && lower(f.id) == lower(item.id)) ||
+                                 (!item.name.empty() && lower(f.name) == lower(item.name));
+        return same_device && same_version(f.version, item.version, inv.vendor);
+    });
+}
+
+Status read_network_adapter(redfish::Client& client, const std::string& uri, BmcInventory& inv) {
+    KILN_TRY(adapter, client.get(uri));
+    JsonView a = adapter.view();
+    KILN_TRY(id, a.opt_str("Id"));
+    KILN_TRY(name, a.opt_str("Name"));
+    std::string version;
+    if (auto ctrls = a.find("Controllers")) {
+        KILN_TRY(list, ctrls->array());
+        for (const auto& ctl : list) {
+            KILN_TRY(fw, ctl.opt_str("FirmwarePackageVersion"));
+            if (!fw.empty()) {
+                version = fw;
+                break;
             }
-            if (version.empty()) continue;
-            // Some BMCs list the NIC in FirmwareInventory too: keep one entry.
-            bool known = std::any_of(inv.components.begin(), inv.components.end(),
-                                     [&](const FirmwareItem& f) { return f.version == version && f.name == name; });
-            if (!known) inv.components.push_back({id, name, version, m, "network_adapter"});
         }
     }
+    if (version.empty()) return ok_status();
+    FirmwareItem item{id, name, version, uri, "network_adapter"};
+    if (!already_listed(inv, item)) inv.components.push_back(std::move(item));
     return ok_status();
+}
+
+// Every chassis's NetworkAdapters; a chassis or adapter that cannot be read
+// is a warning, the others are still read.
+void read_network_adapters(redfish::Client& client, const std::vector<std::string>& chassis, BmcInventory& inv) {
+    for (const auto& c : chassis) {
+        auto ch = client.get(c);
+        if (!ch) {
+            degrade(inv, "network_adapters", ch.error());
+            continue;
+        }
+        auto na = ch->view().opt_link("NetworkAdapters");
+        if (!na) {
+            degrade(inv, "network_adapters", na.error());
+            continue;
+        }
+        if (na->empty()) continue;
+        auto coll = client.get(*na);
+        auto members = coll ? coll->view().members() : Result<std::vector<std::string>>(coll.error());
+        if (!members) {
+            degrade(inv, "network_adapters", members.error());
+            continue;
+        }
+        for (const auto& m : *members)
+            if (auto st = read_network_adapter(client, m, inv); !st) degrade(inv, "network_adapters", st.error());
+    }
+}
+
+// The members of a FirmwareInventory or SoftwareInventory collection, each
+// read on its own: one bad member is a warning, not a missing inventory.
+void read_inventory_collection(redfish::Client& client, const std::string& uri, const char* part,
+                               const char* source, BmcInventory& inv) {
+    auto coll = client.get(uri);
+    auto members = coll ? coll->view().members() : Result<std::vector<std::string>>(coll.error());
+    if (!members) {
+        degrade(inv, part, members.error());
+        return;
+    }
+    for (const auto& m : *members) {
+        auto item = client.get(m);
+        if (!item) {
+            degrade(inv, part, item.error());
+            continue;
+        }
+        JsonView iv = item->view();
+        auto id = iv.opt_str("Id");
+        auto name = id ? iv.opt_str("Name") : id;
+        auto version = name ? iv.opt_str("Version") : name;
+        if (!version) {
+            degrade(inv, part, version.error());
+            continue;
+        }
+        FirmwareItem f{*id, *name, *version, m, source};
+        if (!already_listed(inv, f)) inv.components.push_back(std::move(f));
+    }
 }
 
 // The first CD/DVD member of a VirtualMedia collection, if any.
@@ -147,15 +209,18 @@ Status read_virtual_media(redfish::Client& client, const std::string& collection
 
 }  // namespace
 
-bool version_matches(const std::string& reported, const std::string& desired) {
-    if (reported == desired) return true;
+bool version_matches(const std::string& reported, const std::string& desired, const std::string& vendor) {
+    if (same_version(reported, desired, vendor)) return true;
+    // The desired release followed by a build tag: "1.46.0" vs "1.46.0-kiln".
     if (desired.empty() || reported.size() <= desired.size() || reported.compare(0, desired.size(), desired) != 0)
         return false;
     char next = reported[desired.size()];
     return next == ' ' || next == '(' || next == '-' || next == '_';
 }
 
-Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options) {
+namespace {
+
+Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const InventoryOptions& options) {
     BmcInventory inv;
     KILN_TRY(root, client.service_root());
     JsonView r = root.view();
@@ -169,15 +234,20 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
 
     json manager_body;
     if (!managers_uri.empty()) {
-        KILN_TRY(mc, client.get(managers_uri));
-        KILN_TRY(mm, mc.view().members());
-        if (!mm.empty()) {
+        // Optional: a BMC without a readable manager has no BMC version to
+        // offer, but everything else is still there.
+        auto read_manager = [&]() -> Status {
+            KILN_TRY(mc, client.get(managers_uri));
+            KILN_TRY(mm, mc.view().members());
+            if (mm.empty()) return ok_status();
             inv.manager_uri = mm.front();
             KILN_TRY(mgr, client.get(inv.manager_uri));
             KILN_TRY(fw, mgr.view().opt_str("FirmwareVersion"));
             inv.bmc_version = fw;
             manager_body = mgr.body;
-        }
+            return ok_status();
+        };
+        if (auto st = read_manager(); !st) degrade(inv, "manager", st.error());
     }
     const redfish::VendorProfile& profile = redfish::detect_vendor(root.body, manager_body);
     inv.vendor = profile.name;
@@ -209,34 +279,36 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
     }
 
     if (!update_uri.empty()) {
-        KILN_TRY(us, client.get(update_uri));
-        JsonView u = us.view();
-        KILN_TRY(fi, u.opt_link("FirmwareInventory"));
-        KILN_TRY(mp, u.opt_str("MultipartHttpPushUri"));
-        inv.multipart_uri = mp;
-        if (auto opts = u.find("MultipartHttpPushUriOptions"))
-            if (auto at = opts->find("UpdateApplyTime")) inv.update_apply_times = string_list(*at, "ApplyTime@Redfish.AllowableValues");
-        if (auto actions = u.find("Actions")) {
-            if (auto su = actions->find("#UpdateService.SimpleUpdate")) {
-                KILN_TRY(target, su->str("target"));
-                inv.simple_update_target = target;
-                inv.transfer_protocols = string_list(*su, "TransferProtocol@Redfish.AllowableValues");
-                if (auto support = su->find("@Redfish.OperationApplyTimeSupport"))
-                    inv.simple_update_apply_times = string_list(*support, "SupportedValues");
+        std::string firmware_inv, software_inv;
+        auto read_update_service = [&]() -> Status {
+            KILN_TRY(us, client.get(update_uri));
+            JsonView u = us.view();
+            KILN_TRY(fi, u.opt_link("FirmwareInventory"));
+            KILN_TRY(si, u.opt_link("SoftwareInventory"));
+            firmware_inv = fi;
+            software_inv = si;
+            KILN_TRY(mp, u.opt_str("MultipartHttpPushUri"));
+            inv.multipart_uri = mp;
+            if (auto opts = u.find("MultipartHttpPushUriOptions"))
+                if (auto at = opts->find("UpdateApplyTime"))
+                    inv.update_apply_times = string_list(*at, "ApplyTime@Redfish.AllowableValues");
+            if (auto actions = u.find("Actions")) {
+                if (auto su = actions->find("#UpdateService.SimpleUpdate")) {
+                    KILN_TRY(target, su->str("target"));
+                    inv.simple_update_target = target;
+                    inv.transfer_protocols = string_list(*su, "TransferProtocol@Redfish.AllowableValues");
+                    if (auto support = su->find("@Redfish.OperationApplyTimeSupport"))
+                        inv.simple_update_apply_times = string_list(*support, "SupportedValues");
+                }
             }
-        }
-        if (!fi.empty()) {
-            KILN_TRY(coll, client.get(fi));
-            KILN_TRY(members, coll.view().members());
-            for (const auto& m : members) {
-                KILN_TRY(item, client.get(m));
-                JsonView iv = item.view();
-                KILN_TRY(id, iv.opt_str("Id"));
-                KILN_TRY(name, iv.opt_str("Name"));
-                KILN_TRY(version, iv.opt_str("Version"));
-                inv.components.push_back({id, name, version, m, "inventory"});
-            }
-        }
+            return ok_status();
+        };
+        if (auto st = read_update_service(); !st) degrade(inv, "update_service", st.error());
+        if (!firmware_inv.empty())
+            read_inventory_collection(client, firmware_inv, "firmware_inventory", "inventory", inv);
+        // Some services (Intel) list firmware only here.
+        if (!software_inv.empty() && options.software_inventory)
+            read_inventory_collection(client, software_inv, "software_inventory", "software_inventory", inv);
     }
     if (!tasks_uri.empty()) {
         auto ts = client.get_any(tasks_uri);
@@ -246,9 +318,10 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         }
     }
     if (options.network_adapters && !chassis_uri.empty()) {
-        KILN_TRY(cc, client.get(chassis_uri));
-        KILN_TRY(cm, cc.view().members());
-        if (auto st = read_network_adapters(client, cm, inv); !st) return st.error();
+        auto cc = client.get(chassis_uri);
+        auto cm = cc ? cc->view().members() : Result<std::vector<std::string>>(cc.error());
+        if (cm) read_network_adapters(client, *cm, inv);
+        else degrade(inv, "network_adapters", cm.error());
     }
     if (options.virtual_media) {
         inv.virtual_media_read = true;
@@ -263,11 +336,33 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         }
     }
     if (options.bios) {
-        KILN_TRY(bios_uri, s.opt_link("Bios"));
-        if (!bios_uri.empty())
-            if (auto st = read_bios(client, bios_uri, profile, inv); !st) return st.error();
+        auto bios_uri = s.opt_link("Bios");
+        if (!bios_uri) degrade(inv, "bios", bios_uri.error());
+        else if (!bios_uri->empty())
+            if (auto st = read_bios(client, *bios_uri, profile, inv); !st) degrade(inv, "bios", st.error());
     }
     return inv;
+}
+
+}  // namespace
+
+// A public entry point (`kiln firmware inventory` calls it directly): no
+// exception leaves it, whatever the BMC sent, and its messages are valid
+// UTF-8 for the JSON outputs.
+Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options) {
+    std::string why;
+    try {
+        auto inv = read_inventory_unguarded(client, options);
+        if (inv) return inv;
+        Error e = inv.error();
+        e.message = redfish::valid_utf8(e.message);
+        return e;
+    } catch (...) {
+        why = redfish::current_exception_summary();
+    }
+    return make_error("redfish", "redfish.unreadable_reply",
+                      fmt::format("{}: inventory stopped by a reply kiln cannot read ({})", client.session().origin(),
+                                  why));
 }
 
 std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::string& name) {
@@ -339,6 +434,13 @@ std::map<std::string, std::vector<std::string>> read_bios_registry(redfish::Clie
     return out;
 }
 
+std::string BmcInventory::warnings_about(const std::string& part) const {
+    std::string out;
+    for (const auto& w : warnings)
+        if (w.part == part) out += (out.empty() ? "" : "; ") + w.message;
+    return out;
+}
+
 json BmcInventory::to_json() const {
     json comps = json::array();
     for (const auto& c : components)
@@ -352,6 +454,9 @@ json BmcInventory::to_json() const {
               {"power_state", power_state},
               {"boot", {{"target", boot_target}, {"enabled", boot_enabled}, {"targets", boot_targets}}},
               {"update", {{"simple_update", simple_update_target}, {"multipart", multipart_uri}}}};
+    json warns = json::array();
+    for (const auto& w : warnings) warns.push_back({{"part", w.part}, {"message", w.message}});
+    j["warnings"] = warns;
     if (virtual_media_read) {
         j["virtual_media"] = nullptr;
         if (cd)

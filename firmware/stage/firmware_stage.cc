@@ -36,6 +36,18 @@ const config::FirmwareComponent* component_named(const config::FirmwareProfile& 
     return nullptr;
 }
 
+// Appended to "not found" errors: the parts of the inventory that could not
+// be read, since the component may be behind one of them.
+std::string unread_parts(const BmcInventory& inv) {
+    std::string out;
+    for (const auto& w : inv.warnings) out += (out.empty() ? "" : "; ") + w.str();
+    return out.empty() ? "" : " (not read: " + out + ")";
+}
+
+bool transient_warnings(const BmcInventory& inv) {
+    return std::any_of(inv.warnings.begin(), inv.warnings.end(), [](const InventoryWarning& w) { return w.transient; });
+}
+
 std::string list_components(const BmcInventory& inv) {
     std::string out;
     for (const auto& c : inv.components) out += (out.empty() ? "" : ", ") + (c.name.empty() ? c.id : c.name);
@@ -71,6 +83,32 @@ json diff_attributes(const json& desired, const json& current) {
         if (cur == current.end() || *cur != it.value()) out[it.key()] = it.value();
     }
     return out;
+}
+
+// The stage's boundary (exceptions never cross a module's): whatever a
+// BMC's reply did to the code below, that node's step fails with a named
+// error and every other node goes on. Messages are made valid UTF-8 here,
+// since BMC text reaches them and the journal stores them as JSON.
+template <typename R>
+R sanitised(R r) {
+    if (r) return r;
+    Error e = r.error();
+    e.message = redfish::valid_utf8(e.message);
+    return e;
+}
+
+template <typename F>
+auto guarded(const engine::StageContext& ctx, const char* step, F&& body) -> decltype(body()) {
+    auto failed = [&](const std::string& why) {
+        return stage_error("firmware.unreadable_reply",
+                           fmt::format("node {}: {}: stopped by a reply kiln cannot read ({})", ctx.node().name, step,
+                                       why));
+    };
+    try {
+        return sanitised(body());
+    } catch (...) {
+        return failed(redfish::current_exception_summary());
+    }
 }
 
 std::string pick_reset(const BmcInventory& inv, bool powered_on) {
@@ -175,17 +213,35 @@ Result<redfish::Client> FirmwareStage::client(engine::StageContext& ctx) {
 }
 
 Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
+    return guarded(ctx, "observe", [&] { return observe_unguarded(ctx); });
+}
+
+Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    return guarded(ctx, "plan", [&] { return plan_unguarded(ctx, observed); });
+}
+
+Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    return guarded(ctx, "apply", [&] { return apply_unguarded(ctx, action); });
+}
+
+Status FirmwareStage::verify(engine::StageContext& ctx) {
+    return guarded(ctx, "verify", [&] { return verify_unguarded(ctx); });
+}
+
+Result<engine::Observation> FirmwareStage::observe_unguarded(engine::StageContext& ctx) {
     auto c = client(ctx);
     if (!c) return c.error();
     ctx.progress("reading the BMC inventory");
     InventoryOptions opts;
     opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;  // no BIOS read without a BIOS profile
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
     c->session().add_busy_message_ids(prof.busy_message_ids, prof.retry_conflict);
     engine::Observation o;
     o.state = inv->to_json();
+    for (const auto& w : inv->warnings) o.notes.push_back("inventory part not read: " + w.str());
     json allowed = json::object();
     if (bios_profile(ctx.fleet(), ctx.node()))
         for (const auto& [name, values] : read_bios_registry(*c, *inv)) allowed[name] = values;
@@ -193,7 +249,8 @@ Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
     return o;
 }
 
-Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+Result<std::vector<engine::Action>> FirmwareStage::plan_unguarded(engine::StageContext& ctx,
+                                                                   const engine::Observation& observed) {
     std::vector<engine::Action> actions;
     const json& st = observed.state;
     BmcInventory inv;
@@ -203,6 +260,8 @@ Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ct
     for (const auto& c : st.value("components", json::array()))
         inv.components.push_back({c.value("id", ""), c.value("name", ""), c.value("version", ""), c.value("uri", ""),
                                   c.value("source", "")});
+    for (const auto& w : st.value("warnings", json::array()))
+        inv.warnings.push_back({w.value("part", ""), w.value("message", ""), false});
 
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
         for (const auto& comp : fw->components) {
@@ -210,9 +269,10 @@ Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ct
             if (!item)
                 return stage_error("firmware.component",
                                    fmt::format("{}: component '{}' of firmware profile '{}' is not in the BMC's "
-                                               "inventory (it lists {})",
-                                               comp.pos.str(), comp.name, fw->name, list_components(inv)));
-            if (version_matches(item->version, comp.version)) continue;
+                                               "inventory (it lists {}){}",
+                                               comp.pos.str(), comp.name, fw->name, list_components(inv),
+                                               unread_parts(inv)));
+            if (version_matches(item->version, comp.version, inv.vendor)) continue;
             engine::Action a;
             a.id = fmt::format("flash:{}:{}", comp.name, comp.version);
             a.description = fmt::format("update {} from {} to {}", comp.name, item->version, comp.version);
@@ -223,9 +283,9 @@ Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ct
     }
     if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
         if (!st.contains("bios"))
-            return stage_error("firmware.bios", fmt::format("node {}: the BMC has no Bios resource, but bios profile "
-                                                            "'{}' is set",
-                                                            ctx.node().name, bp->name));
+            return stage_error("firmware.bios", fmt::format("node {}: the BMC has no readable Bios resource, but bios "
+                                                            "profile '{}' is set{}",
+                                                            ctx.node().name, bp->name, unread_parts(inv)));
         std::map<std::string, std::vector<std::string>> allowed;
         for (auto it = st["registry_values"].begin(); it != st["registry_values"].end(); ++it)
             allowed[it.key()] = it.value().get<std::vector<std::string>>();
@@ -252,7 +312,7 @@ Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ct
     return actions;
 }
 
-Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+Status FirmwareStage::apply_unguarded(engine::StageContext& ctx, const engine::Action& action) {
     auto c = client(ctx);
     if (!c) return c.error();
     if (action.id.rfind("flash:", 0) == 0) return flash(ctx, *c, action);
@@ -271,7 +331,8 @@ Status FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfish::Cli
     for (size_t i = members->size() - n; i < members->size(); ++i) {
         auto t = client.get((*members)[i]);
         if (!t || !t->body.is_object()) continue;
-        std::string state = t->body.value("TaskState", "");
+        auto read_state = t->view().opt_str("TaskState");  // a non-string state is not a running task
+        std::string state = read_state ? *read_state : std::string();
         if (state.empty() || redfish::task_phase(state, "") != redfish::TaskPhase::Running) continue;
         ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", (*members)[i], state));
         redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
@@ -410,9 +471,10 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     if (!inv) return inv.error();
     auto item = find_component(*inv, comp->name);
     if (!item)
-        return stage_error("firmware.component",
-                           fmt::format("component '{}' is not in the BMC's inventory", comp->name));
-    if (version_matches(item->version, comp->version)) {
+        return stage_error("firmware.component", fmt::format("component '{}' is not in the BMC's inventory{}",
+                                                             comp->name, unread_parts(*inv)),
+                           transient_warnings(*inv));
+    if (version_matches(item->version, comp->version, inv->vendor)) {
         ctx.event("note", fmt::format("{} already at {}: nothing to flash", comp->name, item->version));
         return ok_status();
     }
@@ -451,8 +513,12 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
         if (now) {
             auto it = find_component(*now, comp->name);
             if (it) seen = it->version;
-            if (it && version_matches(it->version, comp->version)) return ok_status();
-            if (!reset_done) {
+            if (it && version_matches(it->version, comp->version, now->vendor)) return ok_status();
+            if (!it) {
+                // The part that lists it did not answer (a BMC restarting):
+                // not an old version, so no reset; read again.
+                last_error = unread_parts(*now);
+            } else if (!reset_done) {
                 if (auto st = reset_host(ctx, client, *now); !st) return st;
                 reset_done = true;
                 continue;
@@ -478,7 +544,9 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
     auto inv = read_inventory(client, {.bios = true, .network_adapters = false});
     if (!inv) return inv.error();
-    if (!inv->bios) return stage_error("firmware.bios", inv->system_uri + ": no Bios resource");
+    if (!inv->bios)
+        return stage_error("firmware.bios", inv->system_uri + ": no readable Bios resource" + unread_parts(*inv),
+                           transient_warnings(*inv));
     auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(client, *inv));
     if (!want) return want.error();
     json diff = diff_attributes(want->attributes, inv->bios->attributes);
@@ -524,6 +592,8 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
                 if (now->bios->pending.contains(it.key())) pending = true;
             if (left.empty() && !pending) return ok_status();
             last = fmt::format("{} attribute(s) not yet applied", left.size());
+        } else if (now) {
+            last = "Bios not readable" + unread_parts(*now);  // POST in progress on some BMCs
         } else if (!now && !now.error().transient) {
             return now.error();
         }
@@ -534,24 +604,27 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     }
 }
 
-Status FirmwareStage::verify(engine::StageContext& ctx) {
+Status FirmwareStage::verify_unguarded(engine::StageContext& ctx) {
     auto c = client(ctx);
     if (!c) return c.error();
     InventoryOptions opts;
     opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
         for (const auto& comp : fw->components) {
             auto item = find_component(*inv, comp.name);
-            if (!item || !version_matches(item->version, comp.version))
+            if (!item || !version_matches(item->version, comp.version, inv->vendor))
                 return stage_error("firmware.verify",
-                                   fmt::format("{} reports {}, the profile wants {}", comp.name,
-                                               item ? item->version : std::string("nothing"), comp.version));
+                                   fmt::format("{} reports {}, the profile wants {}{}", comp.name,
+                                               item ? item->version : std::string("nothing"), comp.version,
+                                               item ? "" : unread_parts(*inv)));
         }
     }
     if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
-        if (!inv->bios) return stage_error("firmware.verify", "the BMC has no Bios resource");
+        if (!inv->bios)
+            return stage_error("firmware.verify", "the BMC has no readable Bios resource" + unread_parts(*inv));
         auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(*c, *inv));
         if (!want) return want.error();
         json diff = diff_attributes(want->attributes, inv->bios->attributes);

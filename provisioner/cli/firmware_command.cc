@@ -29,7 +29,7 @@ void add_firmware_commands(CLI::App& app, FirmwareArgs& args) {
     auto* insecure = inv->add_flag("--insecure", args.insecure, "do not verify the BMC's certificate");
     ca->excludes(fp)->excludes(insecure);
     fp->excludes(insecure);
-    inv->add_flag("--json", args.json, R"(as {"nodes": [{"name", "vendor", "components", "bios_version"}]})");
+    inv->add_flag("--json", args.json, R"(as {"nodes": [{"name", "vendor", "components", "bios_version", "bmc_version", "warnings"}]})");
     args.inventory = inv;
 }
 
@@ -43,8 +43,14 @@ struct Target {
 json node_json(const std::string& name, const firmware::BmcInventory& inv) {
     json comps = json::array();
     for (const auto& c : inv.components) comps.push_back({{"id", c.id}, {"name", c.name}, {"version", c.version}});
-    return {{"name", name}, {"vendor", inv.vendor}, {"components", comps}, {"bios_version", inv.bios_version},
-            {"bmc_version", inv.bmc_version}};
+    json warnings = json::array();
+    for (const auto& w : inv.warnings) warnings.push_back({{"part", w.part}, {"message", w.message}});
+    return {{"name", name},
+            {"vendor", inv.vendor},
+            {"components", comps},
+            {"bios_version", inv.bios_version},
+            {"bmc_version", inv.bmc_version},
+            {"warnings", warnings}};
 }
 
 }  // namespace
@@ -122,6 +128,8 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
                         inv->bmc_version.empty() ? "-" : inv->bmc_version.c_str());
             for (const auto& c : inv->components)
                 std::printf("  %-28s %-48s %s\n", c.id.c_str(), c.name.c_str(), c.version.c_str());
+            // Parts that could not be read: the list above may lack what they hold.
+            for (const auto& w : inv->warnings) std::printf("  ! not read: %s\n", w.str().c_str());
         }
     }  // sessions logged out here
     if (args.json) std::printf("%s\n", json{{"nodes", nodes}}.dump(2).c_str());
