@@ -339,6 +339,29 @@ TEST_CASE("config: a TOML syntax error is one diagnostic at its position", "[con
     CHECK(dup->result.errors[0].key.empty());
 }
 
+TEST_CASE("config: a non-ASCII character outside strings is refused before toml++ sees it", "[config][errors]") {
+    // toml++ 3.3 reaches undefined behaviour (__builtin_unreachable) on
+    // these; found by scripts/fuzz.sh fleet-config.
+    struct Bad {
+        std::string line;
+        int column;
+    };
+    for (const Bad& bad : {Bad{"schema = 1\xc3\xa9\n", 11}, Bad{"schema = 1 \xe3\x80\x81\n", 12}}) {
+        auto l = load_text("[fleet]\nname = \"x\"\n" + bad.line);
+        REQUIRE(l->result.errors.size() == 1);
+        const auto& d = l->result.errors[0];
+        CHECK(d.pos.line == 3);
+        CHECK(d.pos.column == bad.column);
+        CHECK(d.message == "a non-ASCII character outside a string or comment");
+    }
+    // Inside strings of every kind, quoted keys and comments: fine.
+    const std::string e = "\xc3\xa9";
+    auto ok = load_text("schema = 1 # caf" + e + "\n[fleet]\nname = \"caf" + e + " \\\"q\\\"\"\n" +
+                        "description = '''a\n" + e + "'''\nnote = \"\"\"\n" + e + " \\\"\"\"\"\"\n");
+    INFO(all_errors(*ok));
+    for (const auto& d : ok->result.errors) CHECK(d.message != "a non-ASCII character outside a string or comment");
+}
+
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
                "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, "

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "provisioner/config/toml_reader.h"
+#include "provisioner/config/toml_text_check.h"
 #include "provisioner/core/sha256.h"
 
 namespace kiln::config {
@@ -1064,9 +1065,18 @@ std::optional<Pipeline> load_pipeline(const std::string& path, const std::set<st
                                       std::vector<Diagnostic>& errors) {
     ReadContext ctx{path, &errors};
     const size_t before = errors.size();
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    if (auto bad = non_ascii_outside_strings(text)) {
+        errors.push_back({{path, bad->line, bad->column}, "", "a non-ASCII character outside a string or comment"});
+        return std::nullopt;
+    }
     toml::table tbl;
     try {
-        tbl = toml::parse_file(path);
+        // An unreadable file: parse_file says why.
+        tbl = in ? toml::parse(text, path) : toml::parse_file(path);
     } catch (const toml::parse_error& e) {
         errors.push_back({ctx.pos(e.source()), "", std::string(e.description())});
         return std::nullopt;
@@ -1132,6 +1142,11 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
         return sorted();
     }
     const std::string text = ss.str();
+    if (auto bad = non_ascii_outside_strings(text)) {
+        result.errors.push_back(
+            {{path, bad->line, bad->column}, "", "a non-ASCII character outside a string or comment"});
+        return sorted();
+    }
 
     toml::table tbl;
     try {
