@@ -362,6 +362,19 @@ TEST_CASE("config: a non-ASCII character outside strings is refused before toml+
     for (const auto& d : ok->result.errors) CHECK(d.message != "a non-ASCII character outside a string or comment");
 }
 
+TEST_CASE("config: a firmware component's match and related_item", "[config][errors]") {
+    const std::string comp = "[firmware.f]\n[[firmware.f.components]]\nname = \"GPU\"\nversion = \"1\"\nartifact = "
+                             "\"a.bin\"\nsha256 = \"" + kHex64 + "\"\n";
+    auto ok = load_text(kBase + comp + "match = \"GPU_SXM_*\"\nrelated_item = \"/redfish/v1/Systems/Node1\"\n");
+    INFO(all_errors(*ok));
+    REQUIRE(ok->result.errors.empty());
+    const auto& c = ok->result.fleet->firmware.at("f").components.at(0);
+    CHECK(c.match == "GPU_SXM_*");
+    CHECK(c.related_item == "/redfish/v1/Systems/Node1");
+    expect_one(*load_text(kBase + comp + "related_item = \"Systems/Node1\"\n"), 12, 16,
+               "firmware.f.components[0].related_item", "expected a Redfish path starting with /redfish/");
+}
+
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
                "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, "

@@ -82,11 +82,45 @@ void degrade(BmcInventory& inv, const char* part, const Error& e) {
     inv.warnings.push_back({part, e.message, e.transient});
 }
 
+// An action's allowable values for `parameter`: inline
+// (`<parameter>@Redfish.AllowableValues`), else from the action's
+// `@Redfish.ActionInfo` resource (Parameters[Name].AllowableValues), which
+// many BMCs use instead. Empty when neither says; an ActionInfo that cannot
+// be read is a warning.
+std::vector<std::string> allowable_values(redfish::Client& client, const JsonView& action, const std::string& parameter,
+                                          BmcInventory& inv) {
+    auto inline_values = string_list(action, (parameter + "@Redfish.AllowableValues").c_str());
+    if (!inline_values.empty()) return inline_values;
+    // DSP0266 writes it as a URI string; some BMCs as a link object.
+    std::string info_uri;
+    if (auto plain = action.opt_str("@Redfish.ActionInfo")) info_uri = *plain;
+    else if (auto link = action.opt_link("@Redfish.ActionInfo")) info_uri = *link;
+    if (info_uri.empty() || info_uri[0] != '/') return {};
+    auto info = client.get(info_uri);
+    if (!info) {
+        degrade(inv, "action_info", info.error());
+        return {};
+    }
+    auto params = info->view().find("Parameters");
+    if (!params) return {};
+    auto list = params->array();
+    if (!list) return {};
+    for (const auto& p : *list) {
+        auto name = p.opt_str("Name");
+        if (name && *name == parameter) return string_list(p, "AllowableValues");
+    }
+    return {};
+}
+
 // The same device already listed (a NIC in FirmwareInventory and under
-// NetworkAdapters, a member in both Firmware- and SoftwareInventory).
+// NetworkAdapters, a member in both Firmware- and SoftwareInventory): the
+// same resource, or, seen through another collection, the same Id or Name
+// at the same version. Members of one collection are distinct devices even
+// with one name and version (eight GPUs).
 bool already_listed(const BmcInventory& inv, const FirmwareItem& item) {
     return std::any_of(inv.components.begin(), inv.components.end(), [&](const FirmwareItem& f) {
         if (!item.uri.empty() && f.uri == item.uri) return true;
+        if (f.source == item.source) return false;
         const bool same_device = (!item.id.empty() && lower(f.id) == lower(item.id)) ||
                                  (!item.name.empty() && lower(f.name) == lower(item.name));
         return same_device && same_version(f.version, item.version, inv.vendor);
@@ -110,7 +144,7 @@ Status read_network_adapter(redfish::Client& client, const std::string& uri, Bmc
         }
     }
     if (version.empty()) return ok_status();
-    FirmwareItem item{id, name, version, uri, "network_adapter"};
+    FirmwareItem item{id, name, version, uri, "network_adapter", {}};
     if (!already_listed(inv, item)) inv.components.push_back(std::move(item));
     return ok_status();
 }
@@ -165,7 +199,13 @@ void read_inventory_collection(redfish::Client& client, const std::string& uri, 
             degrade(inv, part, version.error());
             continue;
         }
-        FirmwareItem f{*id, *name, *version, m, source};
+        FirmwareItem f{*id, *name, *version, m, source, {}};
+        // RelatedItem: links to what the firmware belongs to (best effort:
+        // entries that are not links are skipped, not fatal).
+        if (auto rel = iv.find("RelatedItem"); rel && rel->raw().is_array())
+            for (const auto& r : rel->raw())
+                if (r.is_object() && r.contains("@odata.id") && r["@odata.id"].is_string())
+                    f.related.push_back(r["@odata.id"].get<std::string>());
         if (!already_listed(inv, f)) inv.components.push_back(std::move(f));
     }
 }
@@ -274,7 +314,7 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
         if (auto reset = actions->find("#ComputerSystem.Reset")) {
             KILN_TRY(target, reset->str("target"));
             inv.reset_target = target;
-            inv.reset_types = string_list(*reset, "ResetType@Redfish.AllowableValues");
+            inv.reset_types = allowable_values(client, *reset, "ResetType", inv);
         }
     }
 
@@ -296,7 +336,7 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
                 if (auto su = actions->find("#UpdateService.SimpleUpdate")) {
                     KILN_TRY(target, su->str("target"));
                     inv.simple_update_target = target;
-                    inv.transfer_protocols = string_list(*su, "TransferProtocol@Redfish.AllowableValues");
+                    inv.transfer_protocols = allowable_values(client, *su, "TransferProtocol", inv);
                     if (auto support = su->find("@Redfish.OperationApplyTimeSupport"))
                         inv.simple_update_apply_times = string_list(*support, "SupportedValues");
                 }
@@ -369,13 +409,13 @@ std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::s
     std::string want = lower(name);
     for (const auto& c : inv.components)
         if (lower(c.id) == want || lower(c.name) == want) return c;
-    auto same_version = [&](const std::string& v) -> std::optional<FirmwareItem> {
+    auto member_at = [&](const std::string& v) -> std::optional<FirmwareItem> {
         for (const auto& c : inv.components)
             if (!v.empty() && c.version == v) return c;
         return std::nullopt;
     };
     if (want == "bios" && !inv.bios_version.empty()) {
-        FirmwareItem item = same_version(inv.bios_version).value_or(FirmwareItem{});
+        FirmwareItem item = member_at(inv.bios_version).value_or(FirmwareItem{});
         item.id = item.id.empty() ? "BIOS" : item.id;
         item.name = item.name.empty() ? "BIOS" : item.name;
         item.version = inv.bios_version;
@@ -383,7 +423,7 @@ std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::s
         return item;
     }
     if (want == "bmc" && !inv.bmc_version.empty()) {
-        FirmwareItem item = same_version(inv.bmc_version).value_or(FirmwareItem{});
+        FirmwareItem item = member_at(inv.bmc_version).value_or(FirmwareItem{});
         item.id = item.id.empty() ? "BMC" : item.id;
         item.name = item.name.empty() ? "BMC" : item.name;
         item.version = inv.bmc_version;
@@ -444,7 +484,12 @@ std::string BmcInventory::warnings_about(const std::string& part) const {
 json BmcInventory::to_json() const {
     json comps = json::array();
     for (const auto& c : components)
-        comps.push_back({{"id", c.id}, {"name", c.name}, {"version", c.version}, {"uri", c.uri}, {"source", c.source}});
+        comps.push_back({{"id", c.id},
+                         {"name", c.name},
+                         {"version", c.version},
+                         {"uri", c.uri},
+                         {"source", c.source},
+                         {"related", c.related}});
     json j = {{"vendor", vendor},
               {"system", system_uri},
               {"manager", manager_uri},

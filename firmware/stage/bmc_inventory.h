@@ -26,7 +26,8 @@ struct FirmwareItem {
     std::string name;
     std::string version;
     std::string uri;     // the resource (a SimpleUpdate/multipart Target); "" for derived items
-    std::string source;  // inventory | system | manager | network_adapter
+    std::string source;  // inventory | software_inventory | system | manager | network_adapter
+    std::vector<std::string> related;  // RelatedItem links (the system or manager it belongs to)
 };
 
 // A part of the inventory that could not be read (a link that answers 404,

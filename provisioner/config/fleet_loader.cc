@@ -562,6 +562,14 @@ struct Loader {
                     c.pos = cr.pos();
                     if (auto v = cr.str("name", true)) c.name = *v;
                     if (auto v = cr.str("version", true)) c.version = *v;
+                    if (auto v = cr.str("match")) c.match = *v;
+                    if (auto v = cr.str("related_item")) {
+                        if (v->rfind("/redfish/", 0) != 0)
+                            ctx.error(n.as_table()->get("related_item")->source(), path + ".related_item",
+                                      "expected a Redfish path starting with /redfish/");
+                        else
+                            c.related_item = *v;
+                    }
                     if (auto v = cr.str("artifact", true)) c.artifact = resolve_path(fleet.dir, *v);
                     if (auto v = cr.str("sha256", true)) {
                         if (!is_hex64(*v))
