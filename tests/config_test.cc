@@ -362,7 +362,7 @@ TEST_CASE("config: a non-ASCII character outside strings is refused before toml+
     for (const auto& d : ok->result.errors) CHECK(d.message != "a non-ASCII character outside a string or comment");
 }
 
-TEST_CASE("config: a firmware component's match and related_item", "[config][errors]") {
+TEST_CASE("config: a firmware component's match and related_item, a node's bmc.system", "[config][errors]") {
     const std::string comp = "[firmware.f]\n[[firmware.f.components]]\nname = \"GPU\"\nversion = \"1\"\nartifact = "
                              "\"a.bin\"\nsha256 = \"" + kHex64 + "\"\n";
     auto ok = load_text(kBase + comp + "match = \"GPU_SXM_*\"\nrelated_item = \"/redfish/v1/Systems/Node1\"\n");
@@ -373,6 +373,9 @@ TEST_CASE("config: a firmware component's match and related_item", "[config][err
     CHECK(c.related_item == "/redfish/v1/Systems/Node1");
     expect_one(*load_text(kBase + comp + "related_item = \"Systems/Node1\"\n"), 12, 16,
                "firmware.f.components[0].related_item", "expected a Redfish path starting with /redfish/");
+    // A node's system on a shared BMC.
+    expect_one(*load_text(kBase + "[defaults]\nbmc = { system = \"Systems/1\" }\n"), 7, 18, "defaults.bmc.system",
+               "expected the system's Redfish path, starting with /redfish/");
 }
 
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
@@ -386,7 +389,7 @@ TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][
                "per_switch, retries, timeout, timeouts");
     expect_one(*load_text(kBase + kNodeA + "bmc = { url = \"https://h\", passwd = \"env:X\" }\n"), 10, 28,
                "nodes[0].bmc.passwd",
-               "unknown key 'passwd'; expected one of: ca_bundle, fingerprint, password, url, username, verify_tls");
+               "unknown key 'passwd'; expected one of: ca_bundle, fingerprint, password, system, url, username, verify_tls");
     expect_one(*load_text(kBase + "[switches.leaf-1]\nos = \"eos\"\naddress = \"h\"\ncolour = 1\n"), 9, 1,
                "switches.leaf-1.colour", "unknown key 'colour'");
     expect_one(*load_text(kBase +

@@ -297,6 +297,19 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
     if (sm.empty())
         return make_error("redfish", "redfish.missing", fmt::format("GET {}: no ComputerSystem members", systems_uri));
     inv.system_uri = sm.front();
+    if (!options.system_uri.empty()) {
+        // Compared without a trailing slash: /Systems/1 and /Systems/1/ are one.
+        auto bare = [](std::string u) {
+            while (u.size() > 1 && u.back() == '/') u.pop_back();
+            return u;
+        };
+        auto it = std::find_if(sm.begin(), sm.end(), [&](const std::string& m) { return bare(m) == bare(options.system_uri); });
+        if (it == sm.end())
+            return make_error("redfish", "redfish.missing",
+                              fmt::format("GET {}: the node's system {} is not a member (members: {})", systems_uri,
+                                          options.system_uri, fmt::join(sm, ", ")));
+        inv.system_uri = *it;
+    }
     KILN_TRY(sys, client.get(inv.system_uri));
     JsonView s = sys.view();
     KILN_TRY(bv, s.opt_str("BiosVersion"));

@@ -106,6 +106,9 @@ struct InventoryOptions {
     bool network_adapters = true;
     bool virtual_media = false;  // find the CD/DVD VirtualMedia slot (host OS boot)
     bool software_inventory = true;  // UpdateService.SoftwareInventory, merged in
+    // The node's system on a BMC with several ("" = the first member). An
+    // error (redfish.missing) when the Systems collection does not list it.
+    std::string system_uri;
 };
 
 Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options = {});

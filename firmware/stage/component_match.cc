@@ -62,6 +62,20 @@ std::vector<FirmwareItem> matched_members(const BmcInventory& inv, const Compone
     }
     if (out.empty())
         if (auto alias = find_component(inv, sel.name)) out.push_back(*alias);
+    // On a BMC that fronts several systems, members that belong to another
+    // system (RelatedItem under /Systems/ but not this one) are not this node's.
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&](const FirmwareItem& c) {
+                                 bool other = false, own = false;
+                                 for (const auto& r : related_of(inv, c)) {
+                                     if (r.find("/Systems/") == std::string::npos) continue;
+                                     const bool mine = r.rfind(inv.system_uri, 0) == 0 &&
+                                                       (r.size() == inv.system_uri.size() || r[inv.system_uri.size()] == '/');
+                                     (mine ? own : other) = true;
+                                 }
+                                 return other && !own && !inv.system_uri.empty();
+                             }),
+              out.end());
     if (!sel.related_item.empty())
         out.erase(std::remove_if(out.begin(), out.end(),
                                  [&](const FirmwareItem& c) { return !related_to(inv, c, sel.related_item); }),

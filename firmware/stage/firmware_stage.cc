@@ -261,6 +261,7 @@ Result<engine::Observation> FirmwareStage::observe_unguarded(engine::StageContex
     InventoryOptions opts;
     opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
     opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;  // no BIOS read without a BIOS profile
+    opts.system_uri = ctx.node().bmc.system;
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
@@ -518,7 +519,7 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
 
     // Crash safety: what is on the BMC now decides, not what the plan saw.
     // An update still running from a killed run is waited for, never repeated.
-    InventoryOptions light{.bios = false, .network_adapters = true};
+    InventoryOptions light{.bios = false, .network_adapters = true, .system_uri = ctx.node().bmc.system};
     auto inv = read_inventory(client, light);
     if (!inv) return inv.error();
     if (auto st = wait_running_tasks(ctx, client, *inv); !st) return st;
@@ -605,7 +606,7 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
 Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* bp = bios_profile(ctx.fleet(), ctx.node());
     if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
-    auto inv = read_inventory(client, {.bios = true, .network_adapters = false});
+    auto inv = read_inventory(client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
     if (!inv->bios)
         return stage_error("firmware.bios", inv->system_uri + ": no readable Bios resource" + unread_parts(*inv),
@@ -647,7 +648,7 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     auto until = Clock::now() + options_.settle_timeout;
     std::string last;
     for (;;) {
-        auto now = read_inventory(client, {.bios = true, .network_adapters = false});
+        auto now = read_inventory(client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
         if (now && now->bios) {
             json left = diff_attributes(diff, now->bios->attributes);
             bool pending = false;
@@ -673,6 +674,7 @@ Status FirmwareStage::verify_unguarded(engine::StageContext& ctx) {
     InventoryOptions opts;
     opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
     opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;
+    opts.system_uri = ctx.node().bmc.system;
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {

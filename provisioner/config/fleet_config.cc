@@ -122,6 +122,7 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
         if (auto it = fleet.firmware.find(node.firmware);
             it != fleet.firmware.end() && it->second.apply_time != "Immediate")
             out["apply_time"] = it->second.apply_time;
+        if (!node.bmc.system.empty()) out["bmc"]["system"] = node.bmc.system;  // only when set: hashes stay
         if (auto it = fleet.host_os.find(node.host_os); it != fleet.host_os.end())
             out["host_os"] = {{"name", it->second.name}, {"image", it->second.image}, {"sha256", it->second.sha256}};
         return out;

@@ -247,6 +247,9 @@ struct Bmc {
     std::string ca_bundle;          // path; empty = system store
     std::string fingerprint;        // pinned sha256 of the certificate, hex
     bool verify_tls = true;
+    // The node's ComputerSystem on a BMC that fronts several (a blade
+    // enclosure): its @odata.id. "" = the BMC's first system.
+    std::string system;
 };
 
 struct Node {

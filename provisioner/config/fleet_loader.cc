@@ -907,6 +907,13 @@ struct Loader {
                 bmc.fingerprint = lower(fp);
         }
         if (auto v = r.boolean("verify_tls")) bmc.verify_tls = *v;
+        if (auto v = r.str("system")) {
+            if (v->rfind("/redfish/", 0) != 0)
+                ctx.error(t->get("system")->source(), r.key_path("system"),
+                          "expected the system's Redfish path, starting with /redfish/");
+            else
+                bmc.system = *v;
+        }
         r.finish();
     }
 

@@ -64,17 +64,6 @@ engine::Observation observe_or_fail(engine::Stage& stage, const config::Fleet& f
     return *obs;
 }
 
-kiln::CommandResult kiln_cli(std::vector<std::string> args) {
-    args.insert(args.begin(), KILN_BINARY);
-    kiln::CommandSpec spec;
-    spec.argv = std::move(args);
-    spec.env = {{"KILN_FW_TEST_PASSWORD", kBmcPassword}};
-    spec.timeout = std::chrono::seconds(120);
-    auto r = kiln::ProcessRunner().run(spec);
-    REQUIRE(r);
-    return *r;
-}
-
 std::string component_toml(const std::string& name, const std::string& version) {
     return "[[firmware.p.components]]\nname = \"" + name + "\"\nversion = \"" + version +
            "\"\nartifact = \"/nonexistent/" + name + ".bin\"\nsha256 = \"" + std::string(64, 'a') + "\"\n";
@@ -289,14 +278,14 @@ TEST_CASE("kiln firmware inventory and plan on DMTF's tower with its NetworkAdap
     // The tower's own BIOS as the profile wants it, written without the
     // build date the system resource shows.
     const std::string fleet = write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "P79 v1.45")});
-    auto inv = kiln_cli({"firmware", "inventory", fleet});
+    auto inv = run_kiln({"firmware", "inventory", fleet});
     INFO(inv.out << inv.err);
     CHECK(inv.exit_code == 0);
     CHECK(inv.out.find("! not read: network_adapters: GET /redfish/v1/Chassis/Tower/NetworkAdapters: HTTP 404") !=
           std::string::npos);
     CHECK(inv.out.find("P79 v1.45") != std::string::npos);
 
-    auto plan = kiln_cli({"plan", fleet, "--stage", "firmware"});
+    auto plan = run_kiln({"plan", fleet, "--stage", "firmware"});
     INFO(plan.out << plan.err);
     CHECK(plan.exit_code == 0);
     CHECK(plan.out.find("(0 actions), 0 converged, 0 errors") != std::string::npos);  // the warning is not work
@@ -307,7 +296,7 @@ TEST_CASE("kiln firmware inventory and plan on DMTF's tower with its NetworkAdap
     kiln::test::TempDir dir2;
     const std::string nic_fleet =
         write_fleet(dir2, {.bmc_urls = {bmc.url()}, .firmware_toml = "[firmware.p]\n" + component_toml("Network Adapter", "7.4.10")});
-    auto nic = kiln_cli({"plan", nic_fleet, "--stage", "firmware"});
+    auto nic = run_kiln({"plan", nic_fleet, "--stage", "firmware"});
     INFO(nic.out << nic.err);
     CHECK(nic.exit_code == 1);
     const std::string all = nic.out + nic.err;
@@ -328,7 +317,7 @@ TEST_CASE("every DMTF tree under tests/fixtures/redfish is inventoried by kiln-b
         REQUIRE(bmc.start({"--mockup", fixture(t.name), "--port", "0"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
         kiln::test::TempDir dir;
         const std::string fleet = write_fleet(dir, {.bmc_urls = {bmc.url()}});
-        auto inv = kiln_cli({"firmware", "inventory", fleet, "--json"});
+        auto inv = run_kiln({"firmware", "inventory", fleet, "--json"});
         INFO(inv.out << inv.err);
         REQUIRE(inv.exit_code == 0);
         auto j = json::parse(inv.out);
