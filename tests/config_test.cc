@@ -339,6 +339,45 @@ TEST_CASE("config: a TOML syntax error is one diagnostic at its position", "[con
     CHECK(dup->result.errors[0].key.empty());
 }
 
+TEST_CASE("config: a non-ASCII character outside strings is refused before toml++ sees it", "[config][errors]") {
+    // toml++ 3.3 reaches undefined behaviour (__builtin_unreachable) on
+    // these; found by scripts/fuzz.sh fleet-config.
+    struct Bad {
+        std::string line;
+        int column;
+    };
+    for (const Bad& bad : {Bad{"schema = 1\xc3\xa9\n", 11}, Bad{"schema = 1 \xe3\x80\x81\n", 12}}) {
+        auto l = load_text("[fleet]\nname = \"x\"\n" + bad.line);
+        REQUIRE(l->result.errors.size() == 1);
+        const auto& d = l->result.errors[0];
+        CHECK(d.pos.line == 3);
+        CHECK(d.pos.column == bad.column);
+        CHECK(d.message == "a non-ASCII character outside a string or comment");
+    }
+    // Inside strings of every kind, quoted keys and comments: fine.
+    const std::string e = "\xc3\xa9";
+    auto ok = load_text("schema = 1 # caf" + e + "\n[fleet]\nname = \"caf" + e + " \\\"q\\\"\"\n" +
+                        "description = '''a\n" + e + "'''\nnote = \"\"\"\n" + e + " \\\"\"\"\"\"\n");
+    INFO(all_errors(*ok));
+    for (const auto& d : ok->result.errors) CHECK(d.message != "a non-ASCII character outside a string or comment");
+}
+
+TEST_CASE("config: a firmware component's match and related_item, a node's bmc.system", "[config][errors]") {
+    const std::string comp = "[firmware.f]\n[[firmware.f.components]]\nname = \"GPU\"\nversion = \"1\"\nartifact = "
+                             "\"a.bin\"\nsha256 = \"" + kHex64 + "\"\n";
+    auto ok = load_text(kBase + comp + "match = \"GPU_SXM_*\"\nrelated_item = \"/redfish/v1/Systems/Node1\"\n");
+    INFO(all_errors(*ok));
+    REQUIRE(ok->result.errors.empty());
+    const auto& c = ok->result.fleet->firmware.at("f").components.at(0);
+    CHECK(c.match == "GPU_SXM_*");
+    CHECK(c.related_item == "/redfish/v1/Systems/Node1");
+    expect_one(*load_text(kBase + comp + "related_item = \"Systems/Node1\"\n"), 12, 16,
+               "firmware.f.components[0].related_item", "expected a Redfish path starting with /redfish/");
+    // A node's system on a shared BMC.
+    expect_one(*load_text(kBase + "[defaults]\nbmc = { system = \"Systems/1\" }\n"), 7, 18, "defaults.bmc.system",
+               "expected the system's Redfish path, starting with /redfish/");
+}
+
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
                "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, "
@@ -350,7 +389,7 @@ TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][
                "per_switch, retries, timeout, timeouts");
     expect_one(*load_text(kBase + kNodeA + "bmc = { url = \"https://h\", passwd = \"env:X\" }\n"), 10, 28,
                "nodes[0].bmc.passwd",
-               "unknown key 'passwd'; expected one of: ca_bundle, fingerprint, password, url, username, verify_tls");
+               "unknown key 'passwd'; expected one of: ca_bundle, fingerprint, password, system, url, username, verify_tls");
     expect_one(*load_text(kBase + "[switches.leaf-1]\nos = \"eos\"\naddress = \"h\"\ncolour = 1\n"), 9, 1,
                "switches.leaf-1.colour", "unknown key 'colour'");
     expect_one(*load_text(kBase +

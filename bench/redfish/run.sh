@@ -9,11 +9,12 @@
 #      kiln-bmc's MultipartHttpPushUri, kiln's HttpClient vs `curl -F`
 #      (multipart_bench.py, which also writes bench/results/redfish-multipart.json):
 #      ratio kiln/curl seconds.
-#  plus a bounded libFuzzer run of the BMC-JSON -> model target when clang
-#  with -fsanitize=fuzzer is there.
+#  plus bounded libFuzzer runs (scripts/fuzz.sh) of the BMC-JSON -> model
+#  and the fleet.toml -> fleet targets when clang with -fsanitize=fuzzer is
+#  there.
 # KILN_BENCH_REDFISH_PARTS (default "a b c fuzz") picks the parts to run.
 # Writes bench/results/redfish.json (keys "inventory_walk", "fleet_apply",
-# "multipart_push", "fuzz", each from the parts run; other keys already in
+# "multipart_push", "fuzz", "fuzz_fleet_config", each from the parts run; other keys already in
 # the file are kept).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +23,7 @@ BUILD=${KILN_BUILD:-build}
 MOCKUPS=${KILN_REDFISH_MOCKUPS:-$ROOT/../shared/redfish/mockups}
 BMCS=${KILN_BENCH_BMCS:-500}
 WALKS=${KILN_BENCH_WALKS:-20}
-FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-60}
+FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-180}
 MULTIPART_MIB=${KILN_BENCH_MULTIPART_MIB:-256}
 PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b c fuzz} "
 WORK=$(mktemp -d)
@@ -142,38 +143,26 @@ fi
 
 # ---- fuzz ------------------------------------------------------------------
 if part fuzz; then
-fuzz='{"ran": false, "reason": "clang++ with -fsanitize=fuzzer not available"}'
-if command -v clang++ >/dev/null && echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long){return 0;}' \
-     | clang++ -x c++ -fsanitize=fuzzer - -o "$WORK/probe" 2>/dev/null; then
-  mkdir -p "$BUILD/fuzz"
-  fuzz_src="firmware/redfish/fuzz/redfish_model_fuzz.cc firmware/redfish/*.cc firmware/redfish/*.h firmware/stage/bmc_inventory.* tests/firmware/fake_bmc.*"
-  # shellcheck disable=SC2086
-  if [ -z "$(find $fuzz_src -newer "$BUILD/fuzz/kiln-fuzz-redfish-model" 2>/dev/null)" ] && [ -x "$BUILD/fuzz/kiln-fuzz-redfish-model" ]; then
-    : # up to date
-  else
-  clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -I. firmware/redfish/fuzz/redfish_model_fuzz.cc \
-    firmware/redfish/redfish_json.cc firmware/redfish/bmc_session.cc firmware/redfish/redfish_client.cc \
-    firmware/redfish/task_monitor.cc firmware/redfish/vendor_profile.cc firmware/stage/bmc_inventory.cc \
-    tests/firmware/fake_bmc.cc provisioner/net/url.cc provisioner/engine/backoff.cc -lfmt \
-    -o "$BUILD/fuzz/kiln-fuzz-redfish-model"
-  fi
-  mkdir -p "$WORK/corpus"
-  i=0
-  for f in "$MOCKUPS"/hpe-dl325/index.json "$MOCKUPS"/hpe-dl325/Systems/1/index.json \
-           "$MOCKUPS"/dmtf-public-rackmount1/UpdateService/index.json; do
-    { printf '%b' "\\x0$i"; cat "$f"; } > "$WORK/corpus/seed$i"; i=$((i + 1))
-  done
+# Both libFuzzer targets (BMC JSON -> model, fleet.toml -> fleet), built and
+# run by scripts/fuzz.sh for FUZZ_SECONDS each; their corpora persist in
+# $BUILD/fuzz between runs.
+fuzz_one() {
   set +e
-  "$BUILD/fuzz/kiln-fuzz-redfish-model" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -rss_limit_mb=2048 \
-    "$WORK/corpus" > "$WORK/fuzz.log" 2>&1
-  rc=$?
+  scripts/fuzz.sh "$1" "$BUILD/fuzz" "$FUZZ_SECONDS" > "$WORK/fuzz-$1.out" 2>&1
+  local rc=$?
   set -e
-  runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$WORK/fuzz.log" | grep -o '[0-9]*$' || true)
-  [ -z "$runs" ] && runs=$(grep -oE '#[0-9]+' "$WORK/fuzz.log" | tail -1 | tr -d '#')
-  fuzz=$(printf '{"ran": true, "seconds": %s, "exit_code": %d, "executions": %s}' "$FUZZ_SECONDS" "$rc" "${runs:-0}")
-  echo "fuzz: $fuzz"
-fi
-echo "{\"fuzz\": $fuzz}" > "$WORK/part-fuzz.json"
+  if [ "$rc" -eq 77 ]; then
+    echo '{"ran": false, "reason": "clang++ with -fsanitize=fuzzer not available"}'
+    return
+  fi
+  local execs
+  execs=$(grep -oE 'after [0-9]+ executions' "$WORK/fuzz-$1.out" | grep -oE '[0-9]+' || true)
+  printf '{"ran": true, "seconds": %s, "exit_code": %d, "executions": %s}' "$FUZZ_SECONDS" "$rc" "${execs:-0}"
+}
+fuzz=$(fuzz_one redfish-model)
+fuzz_fleet=$(fuzz_one fleet-config)
+echo "fuzz: redfish-model $fuzz; fleet-config $fuzz_fleet"
+echo "{\"fuzz\": $fuzz, \"fuzz_fleet_config\": $fuzz_fleet}" > "$WORK/part-fuzz.json"
 fi
 
 shopt -s nullglob

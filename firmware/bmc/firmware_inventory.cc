@@ -1,5 +1,7 @@
 #include "firmware/bmc/firmware_inventory.h"
 
+#include <cctype>
+
 #include <algorithm>
 
 #include "firmware/bmc/bios_settings.h"
@@ -75,6 +77,16 @@ std::optional<std::string> owner_of(const ResourceStore& store, const json& memb
     return first_member(store, "/redfish/v1/" + kind);
 }
 
+// "gpu_sxm_3" -> "gpu_sxm", "gpu3" -> "gpu": one of a numbered set of
+// devices (eight GPUs) takes the image made for the set.
+std::string without_index(const std::string& id) {
+    size_t end = id.size();
+    while (end > 0 && std::isdigit(static_cast<unsigned char>(id[end - 1]))) --end;
+    if (end == id.size() || end == 0) return id;
+    if (id[end - 1] == '_' || id[end - 1] == '-') --end;
+    return id.substr(0, end);
+}
+
 }  // namespace
 
 std::string component_class(const json& member) {
@@ -112,7 +124,9 @@ Result<std::vector<std::string>> update_targets(const ResourceStore& store, cons
     const auto members = inventory_members(store);
     auto matches = [&](const std::string& member) {
         const json& body = store.body(member);
-        return lower_ascii(str(body, "Id")) == want || component_class(body) == want;
+        const std::string id = lower_ascii(str(body, "Id"));
+        return id == want || without_index(id) == want || lower_ascii(str(body, "Name")) == want ||
+               component_class(body) == want;
     };
     std::vector<std::string> out;
     if (targets.empty()) {

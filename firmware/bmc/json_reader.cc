@@ -21,7 +21,9 @@ Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limit
     nlohmann::json value;
     try {
         value = nlohmann::json::parse(text.begin(), text.end(), on_event);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+        // parse_error for syntax, out_of_range for a number that overflows
+        // ("1e400"): both are the client's malformed JSON, not our fault.
         return make_error("bmc", "json_malformed", what + " is not valid JSON: " + e.what());
     }
     if (too_deep) {

@@ -1,5 +1,8 @@
 #include "firmware/redfish/redfish_json.h"
 
+#include <climits>
+#include <new>
+
 #include <fmt/format.h>
 
 namespace kiln::redfish {
@@ -64,20 +67,82 @@ Result<json> parse_json(std::string_view text, const std::string& what, const Js
     if (nesting_depth(text, limits.max_depth) > limits.max_depth)
         return make_error("redfish", "redfish.json",
                           fmt::format("{}: JSON nested deeper than {} levels", what, limits.max_depth));
-    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) {
-        // Name the byte where it broke, without quoting the body (it may be
-        // anything, secrets included, in a hostile reply).
-        std::string where;
-        try {
-            json again = json::parse(text);
-            (void)again;
-        } catch (const json::parse_error& e) {
-            where = fmt::format(" (at byte {})", e.byte);
-        }
-        return make_error("redfish", "redfish.json", fmt::format("{}: body is not valid JSON{}", what, where));
+    // One parse with exceptions on, every kind caught here: nlohmann reports
+    // syntax as parse_error but an overflowing number ("1e400") as
+    // out_of_range, and a hostile body may exhaust memory. None of it may
+    // leave this function. Messages name the byte, never quote the body (it
+    // may be anything, secrets included).
+    try {
+        return json::parse(text);
+    } catch (const json::parse_error& e) {
+        return make_error("redfish", "redfish.json",
+                          fmt::format("{}: body is not valid JSON (at byte {})", what, e.byte));
+    } catch (const json::out_of_range&) {
+        return make_error("redfish", "redfish.json",
+                          fmt::format("{}: body holds a number out of range (over about 1.8e308)", what));
+    } catch (const std::bad_alloc&) {
+        return make_error("redfish", "redfish.json", fmt::format("{}: body too large to hold in memory", what));
+    } catch (const std::exception&) {
+        return make_error("redfish", "redfish.json", fmt::format("{}: body is not valid JSON", what));
+    } catch (...) {
+        return make_error("redfish", "redfish.json", fmt::format("{}: body is not valid JSON", what));
     }
-    return doc;
+}
+
+// Length of the well-formed UTF-8 character at text[i] (RFC 3629: no
+// overlong forms, no surrogates, nothing past U+10FFFF), 0 when it is not one.
+static size_t utf8_char(std::string_view text, size_t i) {
+    auto at = [&](size_t k) { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0x100u; };
+    auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
+    const unsigned c = at(0);
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+    if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
+    if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
+    if (c >= 0xE1 && c <= 0xEF) return cont(1) && cont(2) ? 3 : 0;
+    if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+    if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+    if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
+    return 0;
+}
+
+std::string valid_utf8(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        size_t len = utf8_char(text, i);
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (len == 1 && (c < 0x20 || c == 0x7F) && c != '\t') len = 0;  // control bytes break one-line messages
+        if (len == 0) {
+            out += '?';
+            ++i;
+        } else {
+            out.append(text.substr(i, len));
+            i += len;
+        }
+    }
+    return out;
+}
+
+std::string current_exception_summary() {
+    try {
+        throw;
+    } catch (const json::exception& e) {
+        return fmt::format("JSON error {}", e.id);
+    } catch (const std::bad_alloc&) {
+        return "out of memory";
+    } catch (const std::exception& e) {
+        return clip_utf8(valid_utf8(e.what()), 120);
+    } catch (...) {
+        return "unknown exception";
+    }
+}
+
+std::string clip_utf8(std::string_view text, size_t max_bytes) {
+    if (text.size() <= max_bytes) return std::string(text);
+    size_t end = max_bytes;
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+    return std::string(text.substr(0, end)) + "...";
 }
 
 std::string JsonView::child_pointer(std::string_view key) const { return pointer_ + "/" + escape_key(key); }
@@ -118,6 +183,8 @@ Result<bool> JsonView::boolean() const {
 
 Result<long long> JsonView::integer() const {
     if (!v_->is_number_integer() && !v_->is_number_unsigned()) return wrong_type("an integer");
+    if (v_->is_number_unsigned() && v_->get<unsigned long long>() > static_cast<unsigned long long>(LLONG_MAX))
+        return make_error("redfish", "redfish.type", fmt::format("{}: {}: integer out of range", resource_, where()));
     return v_->get<long long>();
 }
 

@@ -4,7 +4,8 @@
 // /Bios/@odata.id: missing") instead of an exception or a crash.
 //
 // Errors, domain "redfish":
-//   redfish.json      not JSON, or past the size or nesting limit
+//   redfish.json      not JSON, a number out of range, or past the size or
+//                     nesting limit
 //   redfish.missing   a required field is absent (or null)
 //   redfish.type      a field holds another JSON type than the one expected
 #pragma once
@@ -77,5 +78,15 @@ private:
 };
 
 const char* json_type_name(const nlohmann::json& value);
+
+// Text from a BMC (headers, messages) made fit for a one-line message and
+// for JSON output: invalid UTF-8 and control bytes become '?'. nlohmann's
+// dump() throws on invalid UTF-8, so nothing unchecked may reach the journal.
+std::string valid_utf8(std::string_view text);
+// Called inside a catch block: the exception in flight in a few words, fit
+// for a message (nlohmann's own text is not quoted: it may quote the reply).
+std::string current_exception_summary();
+// At most `max_bytes` bytes, cut between characters, with "..." when cut.
+std::string clip_utf8(std::string_view text, size_t max_bytes);
 
 }  // namespace kiln::redfish

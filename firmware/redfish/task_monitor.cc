@@ -13,17 +13,44 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-TaskPhase task_phase(const std::string& state, const std::string& status) {
-    static const char* running[] = {"New",        "Starting", "Running",   "Pending",    "Stopping",
-                                    "Cancelling", "Service",  "Suspended", "Interrupted"};
+namespace {
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+}  // namespace
+
+TaskPhase task_phase(const std::string& raw_state, const std::string& raw_status) {
+    // Compared case-insensitively: BMCs write "COMPLETED", "completed".
+    const std::string state = lower(raw_state), status = lower(raw_status);
+    static const char* running[] = {"new",        "starting", "running",   "pending",    "stopping",
+                                    "cancelling", "service",  "suspended", "interrupted"};
     for (const char* s : running)
         if (state == s) return TaskPhase::Running;
-    if (state == "Completed") return (status.empty() || status == "OK" || status == "Warning") ? TaskPhase::Succeeded
+    if (state == "completed") return (status.empty() || status == "ok" || status == "warning") ? TaskPhase::Succeeded
                                                                                               : TaskPhase::Failed;
+    // Dell: the update is staged and waits for a host reboot. Not a failure:
+    // the caller resets the host and reads the version back.
+    if (state == "scheduled") return TaskPhase::Succeeded;
     return TaskPhase::Failed;  // Exception, Killed, Cancelled, or a state DSP0266 does not define
 }
 
 namespace {
+
+// Dell answers TaskState Running while its job (Oem.Dell.JobState) is
+// Scheduled: it will not run before a host reboot, so polling on would only
+// run into the stage deadline.
+bool dell_job_scheduled(const json& body) {
+    if (!body.is_object()) return false;
+    auto oem = body.find("Oem");
+    if (oem == body.end() || !oem->is_object()) return false;
+    auto dell = oem->find("Dell");
+    if (dell == oem->end() || !dell->is_object()) return false;
+    auto js = dell->find("JobState");
+    return js != dell->end() && js->is_string() && lower(js->get<std::string>()) == "scheduled";
+}
 
 std::string str_of(const json& body, const char* key) {
     if (body.is_object() && body.contains(key) && body[key].is_string()) return body[key].get<std::string>();
@@ -37,7 +64,7 @@ std::vector<std::string> messages_of(const json& body) {
         if (!m.is_object()) continue;
         std::string id = str_of(m, "MessageId");
         std::string text = str_of(m, "Message");
-        if (text.size() > 200) text = text.substr(0, 200) + "...";
+        text = clip_utf8(text, 200);
         out.push_back(text.empty() ? id : id + ": " + text);
     }
     return out;
@@ -90,6 +117,11 @@ Result<TaskResult> poll(Client& client, std::string uri, milliseconds first_wait
         if (r->status == 202) {
             result.state = str_of(r->body, "TaskState").empty() ? "Running" : str_of(r->body, "TaskState");
             if (options.progress) options.progress(result.state, percent_of(r->body));
+            if (dell_job_scheduled(r->body)) {
+                result.state = "Scheduled";
+                result.final_body = r->body;
+                return result;
+            }
             next = retry_after(*r, options.poll_interval, options.max_poll_interval);
             continue;
         }
@@ -101,6 +133,12 @@ Result<TaskResult> poll(Client& client, std::string uri, milliseconds first_wait
         if (r->status == 404 && result.polls > 1 && !result.final_body.is_null()) {
             // Some BMCs drop a finished task monitor: the last state stands.
             if (task_phase(result.state, result.status) == TaskPhase::Succeeded) return result;
+        }
+        if (r->status == 404 && result.polls > 1 && task_phase(result.state, "") == TaskPhase::Running) {
+            // Purged while it ran (Dell clears finished jobs): its outcome is
+            // unknown here, so the caller's read-back decides.
+            result.state = "Purged";
+            return result;
         }
         if (!r->ok()) return status_error(*r);
         result.final_body = r->body;
@@ -115,6 +153,10 @@ Result<TaskResult> poll(Client& client, std::string uri, milliseconds first_wait
             result.status = r->body["TaskStatus"].get<std::string>();
         if (options.progress) options.progress(state, percent_of(r->body));
         TaskPhase phase = task_phase(state, result.status);
+        if (phase == TaskPhase::Running && dell_job_scheduled(r->body)) {
+            result.state = "Scheduled";
+            return result;
+        }
         if (phase == TaskPhase::Running) {
             next = retry_after(*r, options.poll_interval, options.max_poll_interval);
             continue;

@@ -8,6 +8,12 @@
 //            Completed task with Critical status is a failure: seen on
 //            stuck Dell BIOS jobs)
 //   failed:  Exception Killed Cancelled (and any unknown state)
+//   staged:  Dell's Scheduled (as TaskState, or Oem.Dell.JobState of a
+//            Running task): the update waits for a host reboot; the result
+//            has state "Scheduled" and the caller resets and reads back
+// States compare case-insensitively. A monitor that answers 404 after
+// polls saw it running (a purged Dell job) ends with state "Purged": the
+// outcome is unknown, the caller's read-back decides.
 // Connection errors and 401s while polling are expected when the BMC
 // restarts after its own update: they are waited out (the session logs in
 // again) until `timeout`.

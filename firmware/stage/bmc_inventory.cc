@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "firmware/stage/firmware_version.h"
+
 namespace kiln::firmware {
 
 using nlohmann::json;
@@ -75,37 +77,137 @@ Status read_bios(redfish::Client& client, const std::string& bios_uri, const red
     return ok_status();
 }
 
-Status read_network_adapters(redfish::Client& client, const std::vector<std::string>& chassis, BmcInventory& inv) {
-    for (const auto& c : chassis) {
-        KILN_TRY(ch, client.get(c));
-        KILN_TRY(na, ch.view().opt_link("NetworkAdapters"));
-        if (na.empty()) continue;
-        KILN_TRY(coll, client.get(na));
-        KILN_TRY(members, coll.view().members());
-        for (const auto& m : members) {
-            KILN_TRY(adapter, client.get(m));
-            JsonView a = adapter.view();
-            KILN_TRY(id, a.opt_str("Id"));
-            KILN_TRY(name, a.opt_str("Name"));
-            std::string version;
-            if (auto ctrls = a.find("Controllers")) {
-                KILN_TRY(list, ctrls->array());
-                for (const auto& ctl : list) {
-                    KILN_TRY(fw, ctl.opt_str("FirmwarePackageVersion"));
-                    if (!fw.empty()) {
-                        version = fw;
-                        break;
-                    }
-                }
+// One optional part could not be read: the rest of the inventory stands.
+void degrade(BmcInventory& inv, const char* part, const Error& e) {
+    inv.warnings.push_back({part, e.message, e.transient});
+}
+
+// An action's allowable values for `parameter`: inline
+// (`<parameter>@Redfish.AllowableValues`), else from the action's
+// `@Redfish.ActionInfo` resource (Parameters[Name].AllowableValues), which
+// many BMCs use instead. Empty when neither says; an ActionInfo that cannot
+// be read is a warning.
+std::vector<std::string> allowable_values(redfish::Client& client, const JsonView& action, const std::string& parameter,
+                                          BmcInventory& inv) {
+    auto inline_values = string_list(action, (parameter + "@Redfish.AllowableValues").c_str());
+    if (!inline_values.empty()) return inline_values;
+    // DSP0266 writes it as a URI string; some BMCs as a link object.
+    std::string info_uri;
+    if (auto plain = action.opt_str("@Redfish.ActionInfo")) info_uri = *plain;
+    else if (auto link = action.opt_link("@Redfish.ActionInfo")) info_uri = *link;
+    if (info_uri.empty() || info_uri[0] != '/') return {};
+    auto info = client.get(info_uri);
+    if (!info) {
+        degrade(inv, "action_info", info.error());
+        return {};
+    }
+    auto params = info->view().find("Parameters");
+    if (!params) return {};
+    auto list = params->array();
+    if (!list) return {};
+    for (const auto& p : *list) {
+        auto name = p.opt_str("Name");
+        if (name && *name == parameter) return string_list(p, "AllowableValues");
+    }
+    return {};
+}
+
+// The same device already listed (a NIC in FirmwareInventory and under
+// NetworkAdapters, a member in both Firmware- and SoftwareInventory): the
+// same resource, or, seen through another collection, the same Id or Name
+// at the same version. Members of one collection are distinct devices even
+// with one name and version (eight GPUs).
+bool already_listed(const BmcInventory& inv, const FirmwareItem& item) {
+    return std::any_of(inv.components.begin(), inv.components.end(), [&](const FirmwareItem& f) {
+        if (!item.uri.empty() && f.uri == item.uri) return true;
+        if (f.source == item.source) return false;
+        const bool same_device = (!item.id.empty() && lower(f.id) == lower(item.id)) ||
+                                 (!item.name.empty() && lower(f.name) == lower(item.name));
+        return same_device && same_version(f.version, item.version, inv.vendor);
+    });
+}
+
+Status read_network_adapter(redfish::Client& client, const std::string& uri, BmcInventory& inv) {
+    KILN_TRY(adapter, client.get(uri));
+    JsonView a = adapter.view();
+    KILN_TRY(id, a.opt_str("Id"));
+    KILN_TRY(name, a.opt_str("Name"));
+    std::string version;
+    if (auto ctrls = a.find("Controllers")) {
+        KILN_TRY(list, ctrls->array());
+        for (const auto& ctl : list) {
+            KILN_TRY(fw, ctl.opt_str("FirmwarePackageVersion"));
+            if (!fw.empty()) {
+                version = fw;
+                break;
             }
-            if (version.empty()) continue;
-            // Some BMCs list the NIC in FirmwareInventory too: keep one entry.
-            bool known = std::any_of(inv.components.begin(), inv.components.end(),
-                                     [&](const FirmwareItem& f) { return f.version == version && f.name == name; });
-            if (!known) inv.components.push_back({id, name, version, m, "network_adapter"});
         }
     }
+    if (version.empty()) return ok_status();
+    FirmwareItem item{id, name, version, uri, "network_adapter", {}};
+    if (!already_listed(inv, item)) inv.components.push_back(std::move(item));
     return ok_status();
+}
+
+// Every chassis's NetworkAdapters; a chassis or adapter that cannot be read
+// is a warning, the others are still read.
+void read_network_adapters(redfish::Client& client, const std::vector<std::string>& chassis, BmcInventory& inv) {
+    for (const auto& c : chassis) {
+        auto ch = client.get(c);
+        if (!ch) {
+            degrade(inv, "network_adapters", ch.error());
+            continue;
+        }
+        auto na = ch->view().opt_link("NetworkAdapters");
+        if (!na) {
+            degrade(inv, "network_adapters", na.error());
+            continue;
+        }
+        if (na->empty()) continue;
+        auto coll = client.get(*na);
+        auto members = coll ? coll->view().members() : Result<std::vector<std::string>>(coll.error());
+        if (!members) {
+            degrade(inv, "network_adapters", members.error());
+            continue;
+        }
+        for (const auto& m : *members)
+            if (auto st = read_network_adapter(client, m, inv); !st) degrade(inv, "network_adapters", st.error());
+    }
+}
+
+// The members of a FirmwareInventory or SoftwareInventory collection, each
+// read on its own: one bad member is a warning, not a missing inventory.
+void read_inventory_collection(redfish::Client& client, const std::string& uri, const char* part,
+                               const char* source, BmcInventory& inv) {
+    auto coll = client.get(uri);
+    auto members = coll ? coll->view().members() : Result<std::vector<std::string>>(coll.error());
+    if (!members) {
+        degrade(inv, part, members.error());
+        return;
+    }
+    for (const auto& m : *members) {
+        auto item = client.get(m);
+        if (!item) {
+            degrade(inv, part, item.error());
+            continue;
+        }
+        JsonView iv = item->view();
+        auto id = iv.opt_str("Id");
+        auto name = id ? iv.opt_str("Name") : id;
+        auto version = name ? iv.opt_str("Version") : name;
+        if (!version) {
+            degrade(inv, part, version.error());
+            continue;
+        }
+        FirmwareItem f{*id, *name, *version, m, source, {}};
+        // RelatedItem: links to what the firmware belongs to (best effort:
+        // entries that are not links are skipped, not fatal).
+        if (auto rel = iv.find("RelatedItem"); rel && rel->raw().is_array())
+            for (const auto& r : rel->raw())
+                if (r.is_object() && r.contains("@odata.id") && r["@odata.id"].is_string())
+                    f.related.push_back(r["@odata.id"].get<std::string>());
+        if (!already_listed(inv, f)) inv.components.push_back(std::move(f));
+    }
 }
 
 // The first CD/DVD member of a VirtualMedia collection, if any.
@@ -147,15 +249,18 @@ Status read_virtual_media(redfish::Client& client, const std::string& collection
 
 }  // namespace
 
-bool version_matches(const std::string& reported, const std::string& desired) {
-    if (reported == desired) return true;
+bool version_matches(const std::string& reported, const std::string& desired, const std::string& vendor) {
+    if (same_version(reported, desired, vendor)) return true;
+    // The desired release followed by a build tag: "1.46.0" vs "1.46.0-kiln".
     if (desired.empty() || reported.size() <= desired.size() || reported.compare(0, desired.size(), desired) != 0)
         return false;
     char next = reported[desired.size()];
     return next == ' ' || next == '(' || next == '-' || next == '_';
 }
 
-Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options) {
+namespace {
+
+Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const InventoryOptions& options) {
     BmcInventory inv;
     KILN_TRY(root, client.service_root());
     JsonView r = root.view();
@@ -169,15 +274,20 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
 
     json manager_body;
     if (!managers_uri.empty()) {
-        KILN_TRY(mc, client.get(managers_uri));
-        KILN_TRY(mm, mc.view().members());
-        if (!mm.empty()) {
+        // Optional: a BMC without a readable manager has no BMC version to
+        // offer, but everything else is still there.
+        auto read_manager = [&]() -> Status {
+            KILN_TRY(mc, client.get(managers_uri));
+            KILN_TRY(mm, mc.view().members());
+            if (mm.empty()) return ok_status();
             inv.manager_uri = mm.front();
             KILN_TRY(mgr, client.get(inv.manager_uri));
             KILN_TRY(fw, mgr.view().opt_str("FirmwareVersion"));
             inv.bmc_version = fw;
             manager_body = mgr.body;
-        }
+            return ok_status();
+        };
+        if (auto st = read_manager(); !st) degrade(inv, "manager", st.error());
     }
     const redfish::VendorProfile& profile = redfish::detect_vendor(root.body, manager_body);
     inv.vendor = profile.name;
@@ -187,6 +297,19 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
     if (sm.empty())
         return make_error("redfish", "redfish.missing", fmt::format("GET {}: no ComputerSystem members", systems_uri));
     inv.system_uri = sm.front();
+    if (!options.system_uri.empty()) {
+        // Compared without a trailing slash: /Systems/1 and /Systems/1/ are one.
+        auto bare = [](std::string u) {
+            while (u.size() > 1 && u.back() == '/') u.pop_back();
+            return u;
+        };
+        auto it = std::find_if(sm.begin(), sm.end(), [&](const std::string& m) { return bare(m) == bare(options.system_uri); });
+        if (it == sm.end())
+            return make_error("redfish", "redfish.missing",
+                              fmt::format("GET {}: the node's system {} is not a member (members: {})", systems_uri,
+                                          options.system_uri, fmt::join(sm, ", ")));
+        inv.system_uri = *it;
+    }
     KILN_TRY(sys, client.get(inv.system_uri));
     JsonView s = sys.view();
     KILN_TRY(bv, s.opt_str("BiosVersion"));
@@ -204,39 +327,41 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         if (auto reset = actions->find("#ComputerSystem.Reset")) {
             KILN_TRY(target, reset->str("target"));
             inv.reset_target = target;
-            inv.reset_types = string_list(*reset, "ResetType@Redfish.AllowableValues");
+            inv.reset_types = allowable_values(client, *reset, "ResetType", inv);
         }
     }
 
     if (!update_uri.empty()) {
-        KILN_TRY(us, client.get(update_uri));
-        JsonView u = us.view();
-        KILN_TRY(fi, u.opt_link("FirmwareInventory"));
-        KILN_TRY(mp, u.opt_str("MultipartHttpPushUri"));
-        inv.multipart_uri = mp;
-        if (auto opts = u.find("MultipartHttpPushUriOptions"))
-            if (auto at = opts->find("UpdateApplyTime")) inv.update_apply_times = string_list(*at, "ApplyTime@Redfish.AllowableValues");
-        if (auto actions = u.find("Actions")) {
-            if (auto su = actions->find("#UpdateService.SimpleUpdate")) {
-                KILN_TRY(target, su->str("target"));
-                inv.simple_update_target = target;
-                inv.transfer_protocols = string_list(*su, "TransferProtocol@Redfish.AllowableValues");
-                if (auto support = su->find("@Redfish.OperationApplyTimeSupport"))
-                    inv.simple_update_apply_times = string_list(*support, "SupportedValues");
+        std::string firmware_inv, software_inv;
+        auto read_update_service = [&]() -> Status {
+            KILN_TRY(us, client.get(update_uri));
+            JsonView u = us.view();
+            KILN_TRY(fi, u.opt_link("FirmwareInventory"));
+            KILN_TRY(si, u.opt_link("SoftwareInventory"));
+            firmware_inv = fi;
+            software_inv = si;
+            KILN_TRY(mp, u.opt_str("MultipartHttpPushUri"));
+            inv.multipart_uri = mp;
+            if (auto opts = u.find("MultipartHttpPushUriOptions"))
+                if (auto at = opts->find("UpdateApplyTime"))
+                    inv.update_apply_times = string_list(*at, "ApplyTime@Redfish.AllowableValues");
+            if (auto actions = u.find("Actions")) {
+                if (auto su = actions->find("#UpdateService.SimpleUpdate")) {
+                    KILN_TRY(target, su->str("target"));
+                    inv.simple_update_target = target;
+                    inv.transfer_protocols = allowable_values(client, *su, "TransferProtocol", inv);
+                    if (auto support = su->find("@Redfish.OperationApplyTimeSupport"))
+                        inv.simple_update_apply_times = string_list(*support, "SupportedValues");
+                }
             }
-        }
-        if (!fi.empty()) {
-            KILN_TRY(coll, client.get(fi));
-            KILN_TRY(members, coll.view().members());
-            for (const auto& m : members) {
-                KILN_TRY(item, client.get(m));
-                JsonView iv = item.view();
-                KILN_TRY(id, iv.opt_str("Id"));
-                KILN_TRY(name, iv.opt_str("Name"));
-                KILN_TRY(version, iv.opt_str("Version"));
-                inv.components.push_back({id, name, version, m, "inventory"});
-            }
-        }
+            return ok_status();
+        };
+        if (auto st = read_update_service(); !st) degrade(inv, "update_service", st.error());
+        if (!firmware_inv.empty())
+            read_inventory_collection(client, firmware_inv, "firmware_inventory", "inventory", inv);
+        // Some services (Intel) list firmware only here.
+        if (!software_inv.empty() && options.software_inventory)
+            read_inventory_collection(client, software_inv, "software_inventory", "software_inventory", inv);
     }
     if (!tasks_uri.empty()) {
         auto ts = client.get_any(tasks_uri);
@@ -246,9 +371,10 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         }
     }
     if (options.network_adapters && !chassis_uri.empty()) {
-        KILN_TRY(cc, client.get(chassis_uri));
-        KILN_TRY(cm, cc.view().members());
-        if (auto st = read_network_adapters(client, cm, inv); !st) return st.error();
+        auto cc = client.get(chassis_uri);
+        auto cm = cc ? cc->view().members() : Result<std::vector<std::string>>(cc.error());
+        if (cm) read_network_adapters(client, *cm, inv);
+        else degrade(inv, "network_adapters", cm.error());
     }
     if (options.virtual_media) {
         inv.virtual_media_read = true;
@@ -263,24 +389,46 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
         }
     }
     if (options.bios) {
-        KILN_TRY(bios_uri, s.opt_link("Bios"));
-        if (!bios_uri.empty())
-            if (auto st = read_bios(client, bios_uri, profile, inv); !st) return st.error();
+        auto bios_uri = s.opt_link("Bios");
+        if (!bios_uri) degrade(inv, "bios", bios_uri.error());
+        else if (!bios_uri->empty())
+            if (auto st = read_bios(client, *bios_uri, profile, inv); !st) degrade(inv, "bios", st.error());
     }
     return inv;
+}
+
+}  // namespace
+
+// A public entry point (`kiln firmware inventory` calls it directly): no
+// exception leaves it, whatever the BMC sent, and its messages are valid
+// UTF-8 for the JSON outputs.
+Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options) {
+    std::string why;
+    try {
+        auto inv = read_inventory_unguarded(client, options);
+        if (inv) return inv;
+        Error e = inv.error();
+        e.message = redfish::valid_utf8(e.message);
+        return e;
+    } catch (...) {
+        why = redfish::current_exception_summary();
+    }
+    return make_error("redfish", "redfish.unreadable_reply",
+                      fmt::format("{}: inventory stopped by a reply kiln cannot read ({})", client.session().origin(),
+                                  why));
 }
 
 std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::string& name) {
     std::string want = lower(name);
     for (const auto& c : inv.components)
         if (lower(c.id) == want || lower(c.name) == want) return c;
-    auto same_version = [&](const std::string& v) -> std::optional<FirmwareItem> {
+    auto member_at = [&](const std::string& v) -> std::optional<FirmwareItem> {
         for (const auto& c : inv.components)
             if (!v.empty() && c.version == v) return c;
         return std::nullopt;
     };
     if (want == "bios" && !inv.bios_version.empty()) {
-        FirmwareItem item = same_version(inv.bios_version).value_or(FirmwareItem{});
+        FirmwareItem item = member_at(inv.bios_version).value_or(FirmwareItem{});
         item.id = item.id.empty() ? "BIOS" : item.id;
         item.name = item.name.empty() ? "BIOS" : item.name;
         item.version = inv.bios_version;
@@ -288,7 +436,7 @@ std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::s
         return item;
     }
     if (want == "bmc" && !inv.bmc_version.empty()) {
-        FirmwareItem item = same_version(inv.bmc_version).value_or(FirmwareItem{});
+        FirmwareItem item = member_at(inv.bmc_version).value_or(FirmwareItem{});
         item.id = item.id.empty() ? "BMC" : item.id;
         item.name = item.name.empty() ? "BMC" : item.name;
         item.version = inv.bmc_version;
@@ -339,10 +487,22 @@ std::map<std::string, std::vector<std::string>> read_bios_registry(redfish::Clie
     return out;
 }
 
+std::string BmcInventory::warnings_about(const std::string& part) const {
+    std::string out;
+    for (const auto& w : warnings)
+        if (w.part == part) out += (out.empty() ? "" : "; ") + w.message;
+    return out;
+}
+
 json BmcInventory::to_json() const {
     json comps = json::array();
     for (const auto& c : components)
-        comps.push_back({{"id", c.id}, {"name", c.name}, {"version", c.version}, {"uri", c.uri}, {"source", c.source}});
+        comps.push_back({{"id", c.id},
+                         {"name", c.name},
+                         {"version", c.version},
+                         {"uri", c.uri},
+                         {"source", c.source},
+                         {"related", c.related}});
     json j = {{"vendor", vendor},
               {"system", system_uri},
               {"manager", manager_uri},
@@ -352,6 +512,9 @@ json BmcInventory::to_json() const {
               {"power_state", power_state},
               {"boot", {{"target", boot_target}, {"enabled", boot_enabled}, {"targets", boot_targets}}},
               {"update", {{"simple_update", simple_update_target}, {"multipart", multipart_uri}}}};
+    json warns = json::array();
+    for (const auto& w : warnings) warns.push_back({{"part", w.part}, {"message", w.message}});
+    j["warnings"] = warns;
     if (virtual_media_read) {
         j["virtual_media"] = nullptr;
         if (cd)

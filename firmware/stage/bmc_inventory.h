@@ -1,10 +1,13 @@
 // What one BMC reports, read by walking @odata.id links from the service
 // root (never a hard-coded /Systems/1): firmware components with versions
 // (UpdateService.FirmwareInventory, ComputerSystem.BiosVersion,
-// Manager.FirmwareVersion, chassis NetworkAdapters), BIOS attributes and
+// Manager.FirmwareVersion, chassis NetworkAdapters, SoftwareInventory
+// merged in without duplicates), BIOS attributes and
 // what is pending in the settings object, power state, boot override, and
 // the update and reset entry points. The firmware stage observes with it;
-// `kiln firmware inventory` prints it.
+// `kiln firmware inventory` prints it. Only the service root and the
+// system are required; every other part is read on its own and, when it
+// cannot be, becomes a warning (InventoryWarning).
 #pragma once
 
 #include <optional>
@@ -23,7 +26,21 @@ struct FirmwareItem {
     std::string name;
     std::string version;
     std::string uri;     // the resource (a SimpleUpdate/multipart Target); "" for derived items
-    std::string source;  // inventory | system | manager | network_adapter
+    std::string source;  // inventory | software_inventory | system | manager | network_adapter
+    std::vector<std::string> related;  // RelatedItem links (the system or manager it belongs to)
+};
+
+// A part of the inventory that could not be read (a link that answers 404,
+// a collection without Members, a body of the wrong shape). Real BMCs are
+// like this all the time: the rest of the inventory stands, and the node
+// fails only when its profile needs exactly this part.
+struct InventoryWarning {
+    // manager | update_service | firmware_inventory | software_inventory |
+    // network_adapters | bios
+    std::string part;
+    std::string message;     // the error, naming the resource
+    bool transient = false;  // a 5xx or dropped connection: may read fine later
+    std::string str() const { return part + ": " + message; }
 };
 
 struct BiosState {
@@ -77,7 +94,10 @@ struct BmcInventory {
     std::vector<std::string> update_apply_times;  // MultipartHttpPushUri apply times offered
     std::string tasks_uri;                        // TaskService Tasks collection
     std::string registries_uri;
+    std::vector<InventoryWarning> warnings;  // optional parts not read
 
+    // The warnings about `part`, joined ("" when none).
+    std::string warnings_about(const std::string& part) const;
     nlohmann::json to_json() const;
 };
 
@@ -85,14 +105,19 @@ struct InventoryOptions {
     bool bios = true;           // read Bios and its settings object
     bool network_adapters = true;
     bool virtual_media = false;  // find the CD/DVD VirtualMedia slot (host OS boot)
+    bool software_inventory = true;  // UpdateService.SoftwareInventory, merged in
+    // The node's system on a BMC with several ("" = the first member). An
+    // error (redfish.missing) when the Systems collection does not list it.
+    std::string system_uri;
 };
 
 Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOptions& options = {});
 
-// The reported version satisfies the desired one: equal, or the desired
-// followed by a build date or note ("2.46" vs "2.46 May 11 2021",
-// "A43 v2.52" vs "A43 v2.52 (10/29/2021)").
-bool version_matches(const std::string& reported, const std::string& desired);
+// The reported version satisfies the desired one: the same release under
+// the vendor's rules (firmware_version.h: "iLO 5 v2.70" is "2.70",
+// "A43 v2.52 (10/29/2021)" is "A43 v2.52"), or the desired followed by a
+// build tag ("1.46.0" vs "1.46.0-kiln").
+bool version_matches(const std::string& reported, const std::string& desired, const std::string& vendor = "generic");
 
 // The component a fleet names ("BIOS", "BMC", an inventory Id or Name, a
 // NIC's adapter Id): its current version and update target. BIOS and BMC

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "firmware/stage/component_match.h"
 #include "firmware/stage/host_os_boot.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/net/url.h"
@@ -34,6 +35,39 @@ const config::FirmwareComponent* component_named(const config::FirmwareProfile& 
     for (const auto& c : p.components)
         if (c.name == name) return &c;
     return nullptr;
+}
+
+// Appended to "not found" errors: the parts of the inventory that could not
+// be read, since the component may be behind one of them.
+std::string unread_parts(const BmcInventory& inv) {
+    std::string out;
+    for (const auto& w : inv.warnings) out += (out.empty() ? "" : "; ") + w.str();
+    return out.empty() ? "" : " (not read: " + out + ")";
+}
+
+ComponentSelector selector_of(const config::FirmwareComponent& c) { return {c.name, c.match, c.related_item}; }
+
+// "GPU_SXM_2, GPU_SXM_5": the members not at the version, by Id.
+std::string member_ids(const std::vector<FirmwareItem>& items) {
+    std::string out;
+    for (const auto& i : items) out += (out.empty() ? "" : ", ") + (i.id.empty() ? i.name : i.id);
+    return out;
+}
+
+// What an update sends as Targets: every member off the version, or none
+// (the BMC decides) when one of them is known only through the system's or
+// manager's version and has no inventory resource.
+json update_targets(const std::vector<FirmwareItem>& off) {
+    json targets = json::array();
+    for (const auto& i : off) {
+        if (i.uri.empty()) return json::array();
+        targets.push_back(i.uri);
+    }
+    return targets;
+}
+
+bool transient_warnings(const BmcInventory& inv) {
+    return std::any_of(inv.warnings.begin(), inv.warnings.end(), [](const InventoryWarning& w) { return w.transient; });
 }
 
 std::string list_components(const BmcInventory& inv) {
@@ -73,13 +107,43 @@ json diff_attributes(const json& desired, const json& current) {
     return out;
 }
 
-std::string pick_reset(const BmcInventory& inv, bool powered_on) {
-    std::vector<std::string> prefs = powered_on ? std::vector<std::string>{"ForceRestart", "GracefulRestart", "PowerCycle"}
-                                                : std::vector<std::string>{"On", "ForceOn"};
+// The stage's boundary (exceptions never cross a module's): whatever a
+// BMC's reply did to the code below, that node's step fails with a named
+// error and every other node goes on. Messages are made valid UTF-8 here,
+// since BMC text reaches them and the journal stores them as JSON.
+template <typename R>
+R sanitised(R r) {
+    if (r) return r;
+    Error e = r.error();
+    e.message = redfish::valid_utf8(e.message);
+    return e;
+}
+
+template <typename F>
+auto guarded(const engine::StageContext& ctx, const char* step, F&& body) -> decltype(body()) {
+    auto failed = [&](const std::string& why) {
+        return stage_error("firmware.unreadable_reply",
+                           fmt::format("node {}: {}: stopped by a reply kiln cannot read ({})", ctx.node().name, step,
+                                       why));
+    };
+    try {
+        return sanitised(body());
+    } catch (...) {
+        return failed(redfish::current_exception_summary());
+    }
+}
+
+// The first of `prefs` the BMC allows (inline or through its ActionInfo);
+// with no list, the first. "" when the list allows none of them.
+std::string pick_of(const BmcInventory& inv, const std::vector<std::string>& prefs) {
     if (inv.reset_types.empty()) return prefs.front();
     for (const auto& p : prefs)
         if (std::find(inv.reset_types.begin(), inv.reset_types.end(), p) != inv.reset_types.end()) return p;
-    return prefs.front();
+    return "";
+}
+
+std::string pick_reset(const BmcInventory& inv, bool powered_on) {
+    return powered_on ? pick_of(inv, {"ForceRestart", "GracefulRestart", "PowerCycle"}) : pick_of(inv, {"On", "ForceOn"});
 }
 
 }  // namespace
@@ -175,17 +239,36 @@ Result<redfish::Client> FirmwareStage::client(engine::StageContext& ctx) {
 }
 
 Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
+    return guarded(ctx, "observe", [&] { return observe_unguarded(ctx); });
+}
+
+Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    return guarded(ctx, "plan", [&] { return plan_unguarded(ctx, observed); });
+}
+
+Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    return guarded(ctx, "apply", [&] { return apply_unguarded(ctx, action); });
+}
+
+Status FirmwareStage::verify(engine::StageContext& ctx) {
+    return guarded(ctx, "verify", [&] { return verify_unguarded(ctx); });
+}
+
+Result<engine::Observation> FirmwareStage::observe_unguarded(engine::StageContext& ctx) {
     auto c = client(ctx);
     if (!c) return c.error();
     ctx.progress("reading the BMC inventory");
     InventoryOptions opts;
     opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;  // no BIOS read without a BIOS profile
+    opts.system_uri = ctx.node().bmc.system;
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
     c->session().add_busy_message_ids(prof.busy_message_ids, prof.retry_conflict);
     engine::Observation o;
     o.state = inv->to_json();
+    for (const auto& w : inv->warnings) o.notes.push_back("inventory part not read: " + w.str());
     json allowed = json::object();
     if (bios_profile(ctx.fleet(), ctx.node()))
         for (const auto& [name, values] : read_bios_registry(*c, *inv)) allowed[name] = values;
@@ -193,39 +276,56 @@ Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
     return o;
 }
 
-Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+Result<std::vector<engine::Action>> FirmwareStage::plan_unguarded(engine::StageContext& ctx,
+                                                                   const engine::Observation& observed) {
     std::vector<engine::Action> actions;
     const json& st = observed.state;
     BmcInventory inv;
     inv.vendor = st.value("vendor", "generic");
     inv.bios_version = st.value("bios_version", "");
     inv.bmc_version = st.value("bmc_version", "");
+    inv.system_uri = st.value("system", "");
+    inv.manager_uri = st.value("manager", "");
     for (const auto& c : st.value("components", json::array()))
         inv.components.push_back({c.value("id", ""), c.value("name", ""), c.value("version", ""), c.value("uri", ""),
-                                  c.value("source", "")});
+                                  c.value("source", ""), c.value("related", std::vector<std::string>{})});
+    for (const auto& w : st.value("warnings", json::array()))
+        inv.warnings.push_back({w.value("part", ""), w.value("message", ""), false});
 
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
         for (const auto& comp : fw->components) {
-            auto item = find_component(inv, comp.name);
-            if (!item)
+            auto cs = component_state(inv, selector_of(comp), comp.version);
+            if (cs.members.empty())
                 return stage_error("firmware.component",
                                    fmt::format("{}: component '{}' of firmware profile '{}' is not in the BMC's "
-                                               "inventory (it lists {})",
-                                               comp.pos.str(), comp.name, fw->name, list_components(inv)));
-            if (version_matches(item->version, comp.version)) continue;
+                                               "inventory (it lists {}){}",
+                                               comp.pos.str(), comp.name, fw->name, list_components(inv),
+                                               unread_parts(inv)));
+            if (cs.off.empty()) continue;
             engine::Action a;
             a.id = fmt::format("flash:{}:{}", comp.name, comp.version);
-            a.description = fmt::format("update {} from {} to {}", comp.name, item->version, comp.version);
-            a.detail = {{"component", comp.name}, {"from", item->version}, {"to", comp.version},
-                        {"target", item->uri}};
+            // One member: as before. A set: how many are off, and where all are.
+            a.description = cs.members.size() == 1
+                                ? fmt::format("update {} from {} to {}", comp.name, cs.off[0].version, comp.version)
+                                : fmt::format("update {} on {} of {} members to {} ({}; to update: {})", comp.name,
+                                              cs.off.size(), cs.members.size(), comp.version, cs.counts,
+                                              member_ids(cs.off));
+            json off = json::array();
+            for (const auto& m : cs.off) off.push_back({{"id", m.id}, {"uri", m.uri}, {"version", m.version}});
+            a.detail = {{"component", comp.name},
+                        {"from", cs.members.size() == 1 ? cs.off[0].version : cs.counts},
+                        {"to", comp.version},
+                        {"targets", update_targets(cs.off)},
+                        {"off", off},
+                        {"members", cs.members.size()}};
             actions.push_back(std::move(a));
         }
     }
     if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
         if (!st.contains("bios"))
-            return stage_error("firmware.bios", fmt::format("node {}: the BMC has no Bios resource, but bios profile "
-                                                            "'{}' is set",
-                                                            ctx.node().name, bp->name));
+            return stage_error("firmware.bios", fmt::format("node {}: the BMC has no readable Bios resource, but bios "
+                                                            "profile '{}' is set{}",
+                                                            ctx.node().name, bp->name, unread_parts(inv)));
         std::map<std::string, std::vector<std::string>> allowed;
         for (auto it = st["registry_values"].begin(); it != st["registry_values"].end(); ++it)
             allowed[it.key()] = it.value().get<std::vector<std::string>>();
@@ -252,7 +352,7 @@ Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ct
     return actions;
 }
 
-Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+Status FirmwareStage::apply_unguarded(engine::StageContext& ctx, const engine::Action& action) {
     auto c = client(ctx);
     if (!c) return c.error();
     if (action.id.rfind("flash:", 0) == 0) return flash(ctx, *c, action);
@@ -271,7 +371,8 @@ Status FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfish::Cli
     for (size_t i = members->size() - n; i < members->size(); ++i) {
         auto t = client.get((*members)[i]);
         if (!t || !t->body.is_object()) continue;
-        std::string state = t->body.value("TaskState", "");
+        auto read_state = t->view().opt_str("TaskState");  // a non-string state is not a running task
+        std::string state = read_state ? *read_state : std::string();
         if (state.empty() || redfish::task_phase(state, "") != redfish::TaskPhase::Running) continue;
         ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", (*members)[i], state));
         redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
@@ -285,15 +386,29 @@ Status FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfish::Cli
 Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
     if (inv.reset_target.empty())
         return stage_error("firmware.reset", fmt::format("{}: no ComputerSystem.Reset action", inv.system_uri));
-    std::string type = pick_reset(inv, inv.power_state != "Off");
-    ctx.progress("resetting the host (" + type + ")");
-    auto r = client.post(inv.reset_target, json{{"ResetType", type}});
-    if (!r) return r.error();
-    if (!r->ok()) return redfish::status_error(*r);
-    if (r->status == 202) {
-        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-        auto t = redfish::follow_task(client, *r, opts);
-        if (!t) return t.error();
+    const bool on = inv.power_state != "Off";
+    std::vector<std::string> steps;
+    if (std::string type = pick_reset(inv, on); !type.empty()) {
+        steps = {type};
+    } else if (on) {
+        // No restart type allowed (a BMC offering only On/ForceOff): off, then on.
+        std::string off = pick_of(inv, {"ForceOff", "GracefulShutdown"}), up = pick_of(inv, {"On", "ForceOn"});
+        if (!off.empty() && !up.empty()) steps = {off, up};
+    }
+    if (steps.empty())
+        return stage_error("firmware.reset", fmt::format("{}: the BMC allows reset types {}, none of which restarts "
+                                                         "the host",
+                                                         inv.system_uri, fmt::join(inv.reset_types, ", ")));
+    for (const auto& type : steps) {
+        ctx.progress("resetting the host (" + type + ")");
+        auto r = client.post(inv.reset_target, json{{"ResetType", type}});
+        if (!r) return r.error();
+        if (!r->ok()) return redfish::status_error(*r);
+        if (r->status == 202) {
+            redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+            auto t = redfish::follow_task(client, *r, opts);
+            if (!t) return t.error();
+        }
     }
     return ok_status();
 }
@@ -374,7 +489,9 @@ bool FirmwareStage::update_staged(redfish::Client& client, const BmcInventory& i
     size_t n = std::min<size_t>(members->size(), 32);
     for (size_t i = members->size() - n; i < members->size(); ++i) {
         auto t = client.get((*members)[i]);
-        if (!t || !t->body.is_object() || t->body.value("TaskState", json("")) != "Completed") continue;
+        if (!t || !t->body.is_object()) continue;
+        auto state = t->view().opt_str("TaskState");
+        if (!state || redfish::task_phase(*state, "") != redfish::TaskPhase::Succeeded) continue;  // any case
         const json& msgs = t->body.value("Messages", json::array());
         if (!msgs.is_array()) continue;
         for (const auto& m : msgs) {
@@ -402,32 +519,40 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
 
     // Crash safety: what is on the BMC now decides, not what the plan saw.
     // An update still running from a killed run is waited for, never repeated.
-    InventoryOptions light{.bios = false, .network_adapters = true};
+    InventoryOptions light{.bios = false, .network_adapters = true, .system_uri = ctx.node().bmc.system};
     auto inv = read_inventory(client, light);
     if (!inv) return inv.error();
     if (auto st = wait_running_tasks(ctx, client, *inv); !st) return st;
     inv = read_inventory(client, light);
     if (!inv) return inv.error();
-    auto item = find_component(*inv, comp->name);
-    if (!item)
-        return stage_error("firmware.component",
-                           fmt::format("component '{}' is not in the BMC's inventory", comp->name));
-    if (version_matches(item->version, comp->version)) {
-        ctx.event("note", fmt::format("{} already at {}: nothing to flash", comp->name, item->version));
+    const ComponentSelector sel = selector_of(*comp);
+    auto cs = component_state(*inv, sel, comp->version);
+    if (cs.members.empty())
+        return stage_error("firmware.component", fmt::format("component '{}' is not in the BMC's inventory{}",
+                                                             comp->name, unread_parts(*inv)),
+                           transient_warnings(*inv));
+    if (cs.off.empty()) {
+        ctx.event("note", fmt::format("{} already at {}: nothing to flash ({})", comp->name, comp->version, cs.counts));
         return ok_status();
     }
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
-    json targets = item->uri.empty() ? json::array() : json::array({item->uri});
+    // Every member off the version, in one update (DSP0266 Targets is a set).
+    json targets = update_targets(cs.off);
     // OnReset: the image's digest goes into its URL / file name, so an update
     // staged by a run killed before its reset is recognised, not sent again.
     const bool on_reset = fw->apply_time == "OnReset";
     const std::string marker = comp->sha256.substr(0, 16);
     std::string task_note = "staged by an earlier run";
-    if (on_reset && !item->uri.empty() && update_staged(client, *inv, item->uri, marker)) {
+    const bool staged = on_reset && !targets.empty() && std::all_of(targets.begin(), targets.end(), [&](const json& t) {
+                            return update_staged(client, *inv, t.get<std::string>(), marker);
+                        });
+    if (staged) {
         ctx.event("note", fmt::format("{} {} is staged on the BMC by an earlier run: resetting the host to activate "
                                       "it, not flashing again",
                                       comp->name, comp->version));
     } else {
+        if (cs.members.size() > 1)
+            ctx.event("note", fmt::format("{}: {}; updating {}", comp->name, cs.counts, member_ids(cs.off)));
         auto started = start_update(ctx, client, *inv, prof, *comp, *fw, targets);
         if (!started) return started.error();
         redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
@@ -445,14 +570,19 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     // even when asked for Immediate).
     bool reset_done = false;
     auto until = Clock::now() + options_.settle_timeout;
-    std::string seen = item->version, last_error;
+    std::string seen = cs.counts, last_error;
     for (;;) {
         auto now = read_inventory(client, light);
         if (now) {
-            auto it = find_component(*now, comp->name);
-            if (it) seen = it->version;
-            if (it && version_matches(it->version, comp->version)) return ok_status();
-            if (!reset_done) {
+            auto cur = component_state(*now, sel, comp->version);
+            if (!cur.members.empty()) seen = cur.counts;
+            // Done when every member is at the version, not just the first.
+            if (!cur.members.empty() && cur.off.empty()) return ok_status();
+            if (cur.members.empty()) {
+                // The part that lists it did not answer (a BMC restarting):
+                // not an old version, so no reset; read again.
+                last_error = unread_parts(*now);
+            } else if (!reset_done) {
                 if (auto st = reset_host(ctx, client, *now); !st) return st;
                 reset_done = true;
                 continue;
@@ -464,8 +594,8 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
         }
         if (Clock::now() >= until)
             return stage_error("firmware.verify",
-                               fmt::format("{} still reports {} after the update to {} ({})", comp->name, seen,
-                                           comp->version, task_note),
+                               fmt::format("{} still {} after the update to {} ({})",
+                                           comp->name, seen, comp->version, task_note),
                                true);
         if (!ctx.wait_for(options_.settle_poll))
             return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
@@ -476,9 +606,11 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
 Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* bp = bios_profile(ctx.fleet(), ctx.node());
     if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
-    auto inv = read_inventory(client, {.bios = true, .network_adapters = false});
+    auto inv = read_inventory(client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
-    if (!inv->bios) return stage_error("firmware.bios", inv->system_uri + ": no Bios resource");
+    if (!inv->bios)
+        return stage_error("firmware.bios", inv->system_uri + ": no readable Bios resource" + unread_parts(*inv),
+                           transient_warnings(*inv));
     auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(client, *inv));
     if (!want) return want.error();
     json diff = diff_attributes(want->attributes, inv->bios->attributes);
@@ -516,7 +648,7 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     auto until = Clock::now() + options_.settle_timeout;
     std::string last;
     for (;;) {
-        auto now = read_inventory(client, {.bios = true, .network_adapters = false});
+        auto now = read_inventory(client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
         if (now && now->bios) {
             json left = diff_attributes(diff, now->bios->attributes);
             bool pending = false;
@@ -524,6 +656,8 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
                 if (now->bios->pending.contains(it.key())) pending = true;
             if (left.empty() && !pending) return ok_status();
             last = fmt::format("{} attribute(s) not yet applied", left.size());
+        } else if (now) {
+            last = "Bios not readable" + unread_parts(*now);  // POST in progress on some BMCs
         } else if (!now && !now.error().transient) {
             return now.error();
         }
@@ -534,24 +668,33 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     }
 }
 
-Status FirmwareStage::verify(engine::StageContext& ctx) {
+Status FirmwareStage::verify_unguarded(engine::StageContext& ctx) {
     auto c = client(ctx);
     if (!c) return c.error();
     InventoryOptions opts;
     opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;
+    opts.system_uri = ctx.node().bmc.system;
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
         for (const auto& comp : fw->components) {
-            auto item = find_component(*inv, comp.name);
-            if (!item || !version_matches(item->version, comp.version))
-                return stage_error("firmware.verify",
-                                   fmt::format("{} reports {}, the profile wants {}", comp.name,
-                                               item ? item->version : std::string("nothing"), comp.version));
+            auto cs = component_state(*inv, selector_of(comp), comp.version);
+            if (cs.members.empty())
+                return stage_error("firmware.verify", fmt::format("{} reports nothing, the profile wants {}{}",
+                                                                  comp.name, comp.version, unread_parts(*inv)));
+            if (cs.off.empty()) continue;
+            if (cs.members.size() == 1)
+                return stage_error("firmware.verify", fmt::format("{} reports {}, the profile wants {}", comp.name,
+                                                                  cs.off[0].version, comp.version));
+            return stage_error("firmware.verify",
+                               fmt::format("{}: {}; the profile wants all {} at {} (off: {})", comp.name, cs.counts,
+                                           cs.members.size(), comp.version, member_ids(cs.off)));
         }
     }
     if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
-        if (!inv->bios) return stage_error("firmware.verify", "the BMC has no Bios resource");
+        if (!inv->bios)
+            return stage_error("firmware.verify", "the BMC has no readable Bios resource" + unread_parts(*inv));
         auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(*c, *inv));
         if (!want) return want.error();
         json diff = diff_attributes(want->attributes, inv->bios->attributes);

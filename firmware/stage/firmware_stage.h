@@ -72,6 +72,12 @@ public:
     ArtifactServer* artifact_server();
 
 private:
+    // The four steps; the public ones run these inside a guard that turns
+    // any exception into that node's error (firmware.unreadable_reply).
+    Result<engine::Observation> observe_unguarded(engine::StageContext& ctx);
+    Result<std::vector<engine::Action>> plan_unguarded(engine::StageContext& ctx, const engine::Observation& observed);
+    Status apply_unguarded(engine::StageContext& ctx, const engine::Action& action);
+    Status verify_unguarded(engine::StageContext& ctx);
     Result<redfish::Client> client(engine::StageContext& ctx);
     Result<ArtifactServer*> artifacts(const config::Fleet& fleet);
     Status flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);

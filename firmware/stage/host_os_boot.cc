@@ -171,7 +171,10 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
     if (!url) return url.error();
 
     // What the BMC shows now decides (a killed run may have done part of it).
-    auto inv = read_inventory(client, {.bios = false, .network_adapters = false, .virtual_media = true});
+    auto inv = read_inventory(client, {.bios = false,
+                                       .network_adapters = false,
+                                       .virtual_media = true,
+                                       .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
     if (auto st = check_boot_capable(node, *os, *inv); !st) return st;
     const VirtualMediaSlot cd = *inv->cd;

@@ -29,7 +29,7 @@ void add_firmware_commands(CLI::App& app, FirmwareArgs& args) {
     auto* insecure = inv->add_flag("--insecure", args.insecure, "do not verify the BMC's certificate");
     ca->excludes(fp)->excludes(insecure);
     fp->excludes(insecure);
-    inv->add_flag("--json", args.json, R"(as {"nodes": [{"name", "vendor", "components", "bios_version"}]})");
+    inv->add_flag("--json", args.json, R"(as {"nodes": [{"name", "vendor", "system", "components", "bios_version", "bmc_version", "warnings"}]})");
     args.inventory = inv;
 }
 
@@ -38,13 +38,21 @@ namespace {
 struct Target {
     std::string name;
     Result<redfish::Endpoint> endpoint;
+    std::string system;  // the node's system on a shared BMC ("" = the first)
 };
 
 json node_json(const std::string& name, const firmware::BmcInventory& inv) {
     json comps = json::array();
     for (const auto& c : inv.components) comps.push_back({{"id", c.id}, {"name", c.name}, {"version", c.version}});
-    return {{"name", name}, {"vendor", inv.vendor}, {"components", comps}, {"bios_version", inv.bios_version},
-            {"bmc_version", inv.bmc_version}};
+    json warnings = json::array();
+    for (const auto& w : inv.warnings) warnings.push_back({{"part", w.part}, {"message", w.message}});
+    return {{"name", name},
+            {"vendor", inv.vendor},
+            {"system", inv.system_uri},
+            {"components", comps},
+            {"bios_version", inv.bios_version},
+            {"bmc_version", inv.bmc_version},
+            {"warnings", warnings}};
 }
 
 }  // namespace
@@ -92,7 +100,7 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
             if (!args.nodes.empty() && std::find(args.nodes.begin(), args.nodes.end(), n.name) == args.nodes.end())
                 continue;
             if (n.bmc.url.empty()) continue;
-            targets.push_back({n.name, firmware::bmc_endpoint(n)});
+            targets.push_back({n.name, firmware::bmc_endpoint(n), n.bmc.system});
         }
     }
 
@@ -104,7 +112,8 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
         for (auto& t : targets) {
             Result<firmware::BmcInventory> inv = t.endpoint ? [&]() -> Result<firmware::BmcInventory> {
                 redfish::Client client(pool.acquire(*t.endpoint));
-                return firmware::read_inventory(client, {.bios = false, .network_adapters = true});
+                return firmware::read_inventory(client,
+                                                {.bios = false, .network_adapters = true, .system_uri = t.system});
             }()
                                                             : Result<firmware::BmcInventory>(t.endpoint.error());
             if (!inv) {
@@ -122,6 +131,8 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
                         inv->bmc_version.empty() ? "-" : inv->bmc_version.c_str());
             for (const auto& c : inv->components)
                 std::printf("  %-28s %-48s %s\n", c.id.c_str(), c.name.c_str(), c.version.c_str());
+            // Parts that could not be read: the list above may lack what they hold.
+            for (const auto& w : inv->warnings) std::printf("  ! not read: %s\n", w.str().c_str());
         }
     }  // sessions logged out here
     if (args.json) std::printf("%s\n", json{{"nodes", nodes}}.dump(2).c_str());

@@ -93,9 +93,13 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
     if (stage == "firmware") {
         json comps = json::array();
         if (auto it = fleet.firmware.find(node.firmware); it != fleet.firmware.end())
-            for (const auto& c : it->second.components)
-                comps.push_back(
-                    {{"name", c.name}, {"version", c.version}, {"sha256", c.sha256}, {"artifact", c.artifact}});
+            for (const auto& c : it->second.components) {
+                json comp = {{"name", c.name}, {"version", c.version}, {"sha256", c.sha256}, {"artifact", c.artifact}};
+                // Only when set, so fleets without them keep their input hashes.
+                if (!c.match.empty()) comp["match"] = c.match;
+                if (!c.related_item.empty()) comp["related_item"] = c.related_item;
+                comps.push_back(std::move(comp));
+            }
         json bios = nullptr;
         if (auto it = fleet.bios.find(node.bios); it != fleet.bios.end()) {
             const auto& b = it->second;
@@ -118,6 +122,7 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
         if (auto it = fleet.firmware.find(node.firmware);
             it != fleet.firmware.end() && it->second.apply_time != "Immediate")
             out["apply_time"] = it->second.apply_time;
+        if (!node.bmc.system.empty()) out["bmc"]["system"] = node.bmc.system;  // only when set: hashes stay
         if (auto it = fleet.host_os.find(node.host_os); it != fleet.host_os.end())
             out["host_os"] = {{"name", it->second.name}, {"image", it->second.image}, {"sha256", it->second.sha256}};
         return out;

@@ -29,6 +29,11 @@ using Duration = std::chrono::milliseconds;
 struct FirmwareComponent {
     std::string name;         // inventory name as the BMC reports it, e.g. "BIOS"
     std::string version;      // desired version
+    // Which inventory members it applies to besides those named `name`: a
+    // glob on their Id or Name ("GPU_SXM_*"), and only members whose
+    // RelatedItem links start with `related_item` ("/redfish/v1/Systems/Node1").
+    std::string match;
+    std::string related_item;
     std::string artifact;     // path, resolved against the fleet file's folder
     std::string sha256;       // lowercase hex, 64 chars
     SourcePos pos;
@@ -242,6 +247,9 @@ struct Bmc {
     std::string ca_bundle;          // path; empty = system store
     std::string fingerprint;        // pinned sha256 of the certificate, hex
     bool verify_tls = true;
+    // The node's ComputerSystem on a BMC that fronts several (a blade
+    // enclosure): its @odata.id. "" = the BMC's first system.
+    std::string system;
 };
 
 struct Node {

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "provisioner/config/toml_reader.h"
+#include "provisioner/config/toml_text_check.h"
 #include "provisioner/core/sha256.h"
 
 namespace kiln::config {
@@ -561,6 +562,14 @@ struct Loader {
                     c.pos = cr.pos();
                     if (auto v = cr.str("name", true)) c.name = *v;
                     if (auto v = cr.str("version", true)) c.version = *v;
+                    if (auto v = cr.str("match")) c.match = *v;
+                    if (auto v = cr.str("related_item")) {
+                        if (v->rfind("/redfish/", 0) != 0)
+                            ctx.error(n.as_table()->get("related_item")->source(), path + ".related_item",
+                                      "expected a Redfish path starting with /redfish/");
+                        else
+                            c.related_item = *v;
+                    }
                     if (auto v = cr.str("artifact", true)) c.artifact = resolve_path(fleet.dir, *v);
                     if (auto v = cr.str("sha256", true)) {
                         if (!is_hex64(*v))
@@ -898,6 +907,13 @@ struct Loader {
                 bmc.fingerprint = lower(fp);
         }
         if (auto v = r.boolean("verify_tls")) bmc.verify_tls = *v;
+        if (auto v = r.str("system")) {
+            if (v->rfind("/redfish/", 0) != 0)
+                ctx.error(t->get("system")->source(), r.key_path("system"),
+                          "expected the system's Redfish path, starting with /redfish/");
+            else
+                bmc.system = *v;
+        }
         r.finish();
     }
 
@@ -1064,9 +1080,18 @@ std::optional<Pipeline> load_pipeline(const std::string& path, const std::set<st
                                       std::vector<Diagnostic>& errors) {
     ReadContext ctx{path, &errors};
     const size_t before = errors.size();
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    if (auto bad = non_ascii_outside_strings(text)) {
+        errors.push_back({{path, bad->line, bad->column}, "", "a non-ASCII character outside a string or comment"});
+        return std::nullopt;
+    }
     toml::table tbl;
     try {
-        tbl = toml::parse_file(path);
+        // An unreadable file: parse_file says why.
+        tbl = in ? toml::parse(text, path) : toml::parse_file(path);
     } catch (const toml::parse_error& e) {
         errors.push_back({ctx.pos(e.source()), "", std::string(e.description())});
         return std::nullopt;
@@ -1132,6 +1157,11 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
         return sorted();
     }
     const std::string text = ss.str();
+    if (auto bad = non_ascii_outside_strings(text)) {
+        result.errors.push_back(
+            {{path, bad->line, bad->column}, "", "a non-ASCII character outside a string or comment"});
+        return sorted();
+    }
 
     toml::table tbl;
     try {

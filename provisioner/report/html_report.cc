@@ -202,6 +202,19 @@ void failures(std::string& h, const ReportData& d) {
          rows + "</table>\n";
 }
 
+// What the newest run saw but did not count as a failure (inventory parts a
+// BMC would not give, ...): a node can be ready and still worth a look.
+void warnings(std::string& h, const ReportData& d) {
+    std::string rows;
+    for (const auto& n : d.nodes)
+        for (const auto& w : n.warnings)
+            rows += fmt::format("<tr class=\"warning\"><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(n.name),
+                                esc(w.stage), esc(w.text));
+    if (rows.empty()) return;
+    h += "<h2 id=\"warnings\">Warnings</h2>\n<table class=\"warnings\"><tr><th>node</th><th>stage</th><th>warning</th></tr>\n" +
+         rows + "</table>\n";
+}
+
 }  // namespace
 
 std::string render_html(const ReportData& d) {
@@ -215,6 +228,7 @@ std::string render_html(const ReportData& d) {
     gantt(h, d);
     smoke(h, d);
     failures(h, d);
+    warnings(h, d);
     h += "</body></html>\n";
     return h;
 }

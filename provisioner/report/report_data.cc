@@ -39,8 +39,11 @@ Result<ReportData> collect_report(const config::Fleet& fleet, journal::Store* st
                 if (shown_runs.count(r.run_id)) nr.stages.push_back(std::move(r));
             auto hist = store->history(n.name, 0);  // newest first
             if (!hist) return hist.error();
+            const int64_t newest_run = hist->empty() ? 0 : hist->front().run_id;
             for (const auto& e : *hist) {
                 if (e.kind != "event") continue;
+                if (e.name == "warning" && e.run_id == newest_run)
+                    nr.warnings.insert(nr.warnings.begin(), {e.stage, e.text});
                 if (!nr.smoke && e.name == "smoke.result") {
                     auto j = nlohmann::json::parse(e.text, nullptr, false);
                     if (!j.is_discarded()) nr.smoke = std::move(j);

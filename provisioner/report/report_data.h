@@ -26,6 +26,13 @@ struct NodeReport {
     std::vector<journal::StageRecord> stages;   // oldest first
     std::optional<nlohmann::json> smoke;        // the last "smoke.result" document
     std::string handover;                       // the last "handover" event message
+    // The "warning" events of the node's newest run (a stage's observation
+    // notes: an inventory part the BMC would not give, ...), oldest first.
+    struct Warning {
+        std::string stage;
+        std::string text;
+    };
+    std::vector<Warning> warnings;
 };
 
 struct ReportData {

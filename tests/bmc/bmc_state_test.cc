@@ -200,6 +200,11 @@ TEST_CASE("bmc state PATCH refuses what a real BMC refuses") {
     CHECK(error_id(authed(*bmc, "PATCH", kDmtfSystem, R"({"AssetTag": 7})")) == "Base.1.8.PropertyValueTypeError");
     CHECK(error_id(authed(*bmc, "PATCH", kDmtfSystem, R"({"AssetTag": )")) == "Base.1.8.MalformedJSON");
     CHECK(error_id(authed(*bmc, "PATCH", kDmtfSystem, "[1, 2]")) == "Base.1.8.MalformedJSON");
+    // A number that overflows is the client's malformed JSON (400), not an
+    // internal error of the emulator (500).
+    auto overflow = authed(*bmc, "PATCH", kDmtfSystem, R"({"AssetTag": 1e400})");
+    CHECK(overflow.status == 400);
+    CHECK(error_id(overflow) == "Base.1.8.MalformedJSON");
     CHECK(authed(*bmc, "PATCH", "/redfish/v1/Systems", R"({"Name": "x"})").status == 405);
     CHECK(authed(*bmc, "PATCH", "/redfish/v1/NoSuchThing", R"({"Name": "x"})").status == 404);
     CHECK(bmc->etag(kDmtfSystem) == before);

@@ -48,6 +48,14 @@ std::vector<net::HttpRequest> FakeBmc::requests() const {
     return seen_;
 }
 
+std::map<std::string, std::string> FakeBmc::get_bodies() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, std::string> out;
+    for (const auto& [key, replies] : routes_)
+        if (key.rfind("GET ", 0) == 0 && !replies.empty()) out[key.substr(4)] = replies.front().body;
+    return out;
+}
+
 int FakeBmc::count(const std::string& method, const std::string& path) const {
     std::lock_guard<std::mutex> lock(mu_);
     int n = 0;

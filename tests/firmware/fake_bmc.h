@@ -39,6 +39,9 @@ public:
     std::function<void(const net::HttpRequest&, const std::string& path)> hook;
 
     std::vector<net::HttpRequest> requests() const;
+    // Path -> body of the reply each GET route answers now (for serving the
+    // same tree over real HTTP, e.g. to a `kiln` child process).
+    std::map<std::string, std::string> get_bodies() const;
     int count(const std::string& method, const std::string& path) const;
 
     // A small DSP0266 tree: root with sessions, one system, a manager,

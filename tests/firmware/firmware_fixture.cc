@@ -20,8 +20,13 @@ std::string write_fleet(const kiln::test::TempDir& dir, const FleetSpec& spec) {
     if (spec.bios_toml.find("[bios.b]") != std::string::npos) t += "bios = \"b\"\n";
     if (spec.extra_toml.find("[host_os.os]") != std::string::npos) t += "host_os = \"os\"\n";
     t += "bmc = { username = \"admin\", password = \"env:KILN_FW_TEST_PASSWORD\" }\n";
-    for (size_t i = 0; i < spec.bmc_urls.size(); ++i)
-        t += fmt::format("[[nodes]]\nname = \"node-{}\"\nrack = \"r1\"\nbmc = {{ url = \"{}\" }}\n", i, spec.bmc_urls[i]);
+    for (size_t i = 0; i < spec.bmc_urls.size(); ++i) {
+        const std::string system = i < spec.bmc_systems.size() && !spec.bmc_systems[i].empty()
+                                       ? fmt::format(", system = \"{}\"", spec.bmc_systems[i])
+                                       : "";
+        t += fmt::format("[[nodes]]\nname = \"node-{}\"\nrack = \"r1\"\nbmc = {{ url = \"{}\"{} }}\n", i,
+                         spec.bmc_urls[i], system);
+    }
     return dir.write("fleet.toml", t);
 }
 
@@ -60,6 +65,17 @@ StageRunResult run_stage(engine::Stage& stage, const config::Fleet& fleet, const
     }
     if (auto v = stage.verify(ctx); !v) out.error = v.error();
     return out;
+}
+
+kiln::CommandResult run_kiln(std::vector<std::string> args) {
+    args.insert(args.begin(), KILN_BINARY);
+    kiln::CommandSpec spec;
+    spec.argv = std::move(args);
+    spec.env = {{"KILN_FW_TEST_PASSWORD", kBmcPassword}};
+    spec.timeout = std::chrono::seconds(120);
+    auto r = kiln::ProcessRunner().run(spec);
+    REQUIRE(r);
+    return *r;
 }
 
 }  // namespace kiln::firmware::test

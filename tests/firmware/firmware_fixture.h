@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "provisioner/config/fleet_config.h"
+#include "provisioner/core/command.h"
 #include "provisioner/engine/cancel.h"
 #include "provisioner/engine/stage.h"
 #include "tests/support/temp_dir.h"
@@ -22,6 +23,7 @@ struct FleetSpec {
     std::string firmware_toml;          // [firmware.p] section(s), or ""
     std::string bios_toml;              // [bios.b] section, or ""
     std::string extra_toml;             // more sections ([host_os.os] is then every node's host_os)
+    std::vector<std::string> bmc_systems;  // node i's bmc.system, when given and not ""
 };
 
 // Writes fleet.toml (+ pipelines/fw.toml with only the firmware stage) and
@@ -39,5 +41,9 @@ struct StageRunResult {
     std::optional<Error> error;
 };
 StageRunResult run_stage(engine::Stage& stage, const config::Fleet& fleet, const config::Node& node);
+
+// `kiln ARGS...` (build/kiln) as a child with the fleet's password in its
+// environment; fails the test when it cannot be started.
+kiln::CommandResult run_kiln(std::vector<std::string> args);
 
 }  // namespace kiln::firmware::test

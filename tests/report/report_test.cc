@@ -133,9 +133,12 @@ TEST_CASE("journal text is escaped everywhere it appears") {
                                        {"report", {{"checks", {{{"name", "x<y"}, {"figure", 1.0}, {"threshold", 2.0},
                                                                 {"unit", "&"}, {"verdict", "fail"},
                                                                 {"detail", "</td></tr><script>"}}}}}}}}}};
+    n.warnings.push_back({"firmware", "inventory part not read: network_adapters: GET /x<script>: HTTP 404"});
     d.nodes.push_back(n);
     const std::string html = render_html(d);
     check_self_contained(html);
+    CHECK(html.find("<h2 id=\"warnings\">") != std::string::npos);
+    CHECK(html.find("network_adapters: GET /x&lt;script&gt;: HTTP 404") != std::string::npos);
     CHECK(html.find("<b>fleet") == std::string::npos);
     CHECK(html.find("&lt;b&gt;fleet&lt;/b&gt;") != std::string::npos);
     CHECK(html.find("node&quot;&gt;&lt;script&gt;") != std::string::npos);

@@ -1,0 +1,57 @@
+// libFuzzer target: bytes -> fleet.toml -> kiln's fleet model. Whatever the
+// file holds, load_fleet must return a fleet or diagnostics, never crash,
+// hang or leak; a loaded fleet's per-stage sections must serialise. The
+// input is written to a scratch file because the loader reads a path (and
+// resolves the pipelines folder beside it); --pipelines is fixed to a
+// folder this target writes once, so inputs cannot point the loader at
+// arbitrary folders. Built and run by firmware/redfish/fuzz/run_fuzz.sh.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "provisioner/config/fleet_config.h"
+#include "provisioner/config/fleet_loader.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Scratch {
+    fs::path dir;
+    fs::path fleet;
+    kiln::config::LoadOptions options;
+    Scratch() {
+        dir = fs::temp_directory_path() / ("kiln-fuzz-fleet-" + std::to_string(getpid()));
+        fs::create_directories(dir / "pipes");
+        std::ofstream(dir / "pipes" / "gpu.toml") << "schema = 1\nname = \"gpu\"\nstages = [\"firmware\", \"vm\"]\n";
+        std::ofstream(dir / "pipes" / "fw.toml") << "schema = 1\nname = \"fw\"\nstages = [\"firmware\"]\n";
+        fleet = dir / "fleet.toml";
+        options.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+        options.pipelines_dir_override = (dir / "pipes").string();
+    }
+    ~Scratch() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    static Scratch scratch;
+    {
+        std::ofstream out(scratch.fleet, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    }
+    auto r = kiln::config::load_fleet(scratch.fleet.string(), scratch.options);
+    for (const auto& d : r.errors) (void)d.str();
+    if (r.fleet)
+        for (const auto& node : r.fleet->nodes)
+            for (const char* stage : {"firmware", "network", "vm"})
+                (void)kiln::config::node_section_json(*r.fleet, node, stage).dump();
+    return 0;
+}
