@@ -20,4 +20,10 @@ std::string ConfigChange::describe() const {
     return fmt::format("{}: {} -> {}", where, show(running), show(desired));
 }
 
+Result<nlohmann::json> SwitchDriver::read_running(const std::vector<Port>& ports) {
+    auto state = read_state();
+    if (!state) return state.error();
+    return project_running(*state, ports);
+}
+
 }  // namespace kiln::network

@@ -42,8 +42,15 @@ public:
 
     // The managed config for these ports (no I/O).
     virtual Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const = 0;
-    // What the switch runs now for the same keys (I/O, bounded by timeouts).
-    virtual Result<nlohmann::json> read_running(const std::vector<Port>& ports) = 0;
+    // What the switch runs now for the same keys (I/O, bounded by timeouts):
+    // project_running(read_state(), ports).
+    Result<nlohmann::json> read_running(const std::vector<Port>& ports);
+    // read_running in two halves, so that one read of a switch serves every
+    // node cabled to it: the switch's whole state as the OS answers it (one
+    // I/O: SONiC's CONFIG_DB dump, NVUE's applied tree, EOS's `show
+    // running-config`), and the managed keys of some ports within it (no I/O).
+    virtual Result<nlohmann::json> read_state() = 0;
+    virtual nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const = 0;
     // Running vs desired; empty = converged.
     virtual std::vector<ConfigChange> diff(const nlohmann::json& desired, const nlohmann::json& running) const = 0;
     // Make the switch run `desired`. All or nothing: on failure the switch

@@ -220,13 +220,17 @@ Result<json> EosDriver::run_cmds(const std::vector<std::string>& cmds) {
     return (*doc)["result"];
 }
 
-Result<json> EosDriver::read_running(const std::vector<Port>& ports) {
+Result<json> EosDriver::read_state() {
     auto r = run_cmds({"enable", "show running-config"});
     if (!r) return r.error();
     if (r->size() < 2)
         return make_error("network", "eapi-error",
                           fmt::format("switch {}: show running-config answered nothing", ep_.name));
-    return parse_running_config((*r)[1], ports);
+    return (*r)[1];
+}
+
+json EosDriver::project_running(const json& state, const std::vector<Port>& ports) const {
+    return parse_running_config(state, ports);
 }
 
 std::vector<ConfigChange> EosDriver::diff(const json& desired, const json& running) const {

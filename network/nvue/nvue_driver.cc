@@ -91,13 +91,17 @@ Result<json> NvueDriver::call(const std::string& method, const std::string& targ
     return json_body(ep_, req, http_->send(req));
 }
 
-Result<json> NvueDriver::read_running(const std::vector<Port>& ports) {
+Result<json> NvueDriver::read_state() {
     auto tree = call("GET", "/nvue_v1/?rev=applied", nullptr);
     if (!tree) return tree.error();
     if (!tree->is_object())
         return make_error("network", "switch-http",
                           fmt::format("switch {}: the applied config is not an object", ep_.name));
-    return project(*tree, ports);
+    return tree;
+}
+
+json NvueDriver::project_running(const json& state, const std::vector<Port>& ports) const {
+    return project(state, ports);
 }
 
 std::vector<ConfigChange> NvueDriver::diff(const json& desired, const json& running) const {

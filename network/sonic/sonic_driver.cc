@@ -122,13 +122,15 @@ Result<json> SonicDriver::read_config_db() {
     return doc;
 }
 
-Result<json> SonicDriver::read_running(const std::vector<Port>& ports) {
-    auto doc = read_config_db();
-    if (!doc) return doc.error();
+Result<json> SonicDriver::read_state() {
+    return read_config_db();
+}
+
+json SonicDriver::project_running(const json& state, const std::vector<Port>& ports) const {
     std::vector<std::string> names;
     names.reserve(ports.size());
     for (const auto& p : ports) names.push_back(p.name);
-    return select_managed(*doc, names, options_.render);
+    return select_managed(state, names, options_.render);
 }
 
 json SonicDriver::patch_for(const json& desired, const json& running) const {

@@ -60,7 +60,8 @@ public:
 
     std::string os() const override { return "sonic"; }
     Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const override;
-    Result<nlohmann::json> read_running(const std::vector<Port>& ports) override;
+    Result<nlohmann::json> read_state() override;
+    nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const override;
     std::vector<ConfigChange> diff(const nlohmann::json& desired, const nlohmann::json& running) const override;
     Status apply(const nlohmann::json& desired, const nlohmann::json& running) override;
 
