@@ -217,6 +217,7 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
     auto sel = select(options);
     if (!sel) return sel.error();
     const auto& selection = *sel;
+    const StageRegistry::RunScope scope(registry_, fleet_);
 
     std::vector<std::vector<PlanEntry>> per_node(selection.size());
     std::atomic<size_t> next{0};
@@ -294,6 +295,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     if (!sel) return sel.error();
     const auto& selection = *sel;
     if (auto s = check_implemented(selection); !s) return s.error();
+    const StageRegistry::RunScope scope(registry_, fleet_);
 
     // Everything is validated: from here on the run is journaled.
     std::map<std::string, journal::NodeState> previous;

@@ -121,6 +121,14 @@ public:
     // True for the stage that hands the node over: its success marks it ready.
     virtual bool hands_over() const { return false; }
 
+    // Called around each plan and each run of an engine, with its fleet: a
+    // stage may keep what all nodes of that plan or run share (the network
+    // stage's fabric and switch reads) from begin_run until end_run, and
+    // must drop it there. Runs of different fleets may overlap. Default:
+    // nothing kept.
+    virtual void begin_run(const config::Fleet& /*fleet*/) {}
+    virtual void end_run(const config::Fleet& /*fleet*/) {}
+
     virtual Result<Observation> observe(StageContext& ctx) = 0;
     virtual Result<std::vector<Action>> plan(StageContext& ctx, const Observation& observed) = 0;
     virtual Status apply(StageContext& ctx, const Action& action) = 0;

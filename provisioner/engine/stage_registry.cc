@@ -29,4 +29,13 @@ std::vector<std::string> StageRegistry::implemented_names() const {
     return names;
 }
 
+StageRegistry::RunScope::RunScope(const StageRegistry& registry, const config::Fleet& fleet)
+    : registry_(registry), fleet_(fleet) {
+    for (const auto& [name, stage] : registry_.stages_) stage->begin_run(fleet_);
+}
+
+StageRegistry::RunScope::~RunScope() {
+    for (const auto& [name, stage] : registry_.stages_) stage->end_run(fleet_);
+}
+
 }  // namespace kiln::engine

@@ -24,6 +24,20 @@ public:
     std::set<std::string> known_names() const;
     std::vector<std::string> implemented_names() const;
 
+    // Stage::begin_run on every registered stage now, end_run when the
+    // returned guard goes: an engine holds one for each plan and run.
+    class RunScope {
+    public:
+        RunScope(const StageRegistry& registry, const config::Fleet& fleet);
+        ~RunScope();
+        RunScope(const RunScope&) = delete;
+        RunScope& operator=(const RunScope&) = delete;
+
+    private:
+        const StageRegistry& registry_;
+        const config::Fleet& fleet_;
+    };
+
 private:
     std::map<std::string, std::shared_ptr<Stage>> stages_;
 };
