@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "provisioner/config/fleet_config.h"
@@ -42,10 +43,32 @@ struct FabricSwitch {
     const Port* find_port(const std::string& name) const;
 };
 
+// A cabled port, by position: fabric.switches[sw].ports[port].
+struct PortRef {
+    size_t sw = 0;
+    size_t port = 0;
+};
+
 struct Fabric {
     std::vector<FabricSwitch> switches;  // in fleet order
 
+    // Indexed once build_fabric has run index(); linear before (a fabric
+    // built by hand).
     const FabricSwitch* find_switch(const std::string& name) const;
+    // The ports cabled to `node`, in switch then port order; empty when none.
+    const std::vector<PortRef>& ports_of(const std::string& node) const;
+    // The fleet node of that name (build_fabric's fleet), or null.
+    const config::Node* find_node(const std::string& name) const;
+
+    // Build the indexes above from `switches` and the fleet's nodes; again
+    // after changing either.
+    void index(const config::Fleet& fleet);
+
+private:
+    std::unordered_map<std::string, size_t> switch_at_;
+    std::unordered_map<std::string, std::vector<PortRef>> ports_of_;
+    std::unordered_map<std::string, const config::Node*> nodes_;
+    bool indexed_ = false;
 };
 
 // Every fleet switch, with the ports given for it (none when absent). Errors:
@@ -66,5 +89,8 @@ std::vector<Port> make_ports(int count, int speed_mbps = 400000, int lanes_per_p
 // switch without cabled nodes takes the fleet's only profile. Errors when
 // nodes disagree or no profile applies.
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw);
+// The same, finding nodes through the fabric's index.
+Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
+                                                      const FabricSwitch& sw);
 
 }  // namespace kiln::network

@@ -4,26 +4,37 @@
 
 namespace kiln::network {
 
+const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fabric, size_t switch_index) {
+    const std::string& name = fabric.switches.at(switch_index).name;
+    if (switch_index < fleet.switches.size() && fleet.switches[switch_index].name == name)
+        return &fleet.switches[switch_index];
+    return fleet.find_switch(name);
+}
+
 Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
-                                                 const config::Node& node) {
+                                                 const config::Node& node, const SwitchProfileFn& profile) {
     std::vector<SwitchScope> out;
     if (node.network.empty()) return out;
     auto it = fleet.network.find(node.network);
     if (it == fleet.network.end())
         return make_error("network", "unknown-profile",
                           fmt::format("node {}: network profile {} is not declared", node.name, node.network));
-    for (const auto& fs : fabric.switches) {
-        SwitchScope scope;
-        for (const auto& p : fs.ports)
-            if (p.peer && p.peer->node == node.name) scope.ports.push_back(p);
-        if (scope.ports.empty()) continue;
-        scope.sw = fleet.find_switch(fs.name);
-        // The switch carries one profile for all its nodes: refuse a mix here
-        // rather than have two nodes rewrite each other's QoS.
-        auto prof = profile_for_switch(fleet, fs);
-        if (!prof) return prof.error();
-        scope.profile = *prof;
-        out.push_back(std::move(scope));
+    // ports_of lists switch by switch, each switch's ports in its order.
+    for (const PortRef& ref : fabric.ports_of(node.name)) {
+        if (out.empty() || out.back().sw->name != fabric.switches[ref.sw].name) {
+            SwitchScope scope;
+            scope.sw = fleet_switch(fleet, fabric, ref.sw);
+            if (scope.sw == nullptr)
+                return make_error("network", "unknown-switch",
+                                  fmt::format("switch {} is not in the fleet", fabric.switches[ref.sw].name));
+            // The switch carries one profile for all its nodes: refuse a mix here
+            // rather than have two nodes rewrite each other's QoS.
+            auto prof = profile ? profile(ref.sw) : profile_for_switch(fleet, fabric, fabric.switches[ref.sw]);
+            if (!prof) return prof.error();
+            scope.profile = *prof;
+            out.push_back(std::move(scope));
+        }
+        out.back().ports.push_back(fabric.switches[ref.sw].ports[ref.port]);
     }
     return out;
 }
@@ -36,21 +47,26 @@ Result<SwitchScope> scope_for_switch(const config::Fleet& fleet, const Fabric& f
     for (const auto& p : fs->ports)
         if (p.peer) scope.ports.push_back(p);
     if (scope.ports.empty()) return scope;
-    auto prof = profile_for_switch(fleet, *fs);
+    auto prof = profile_for_switch(fleet, fabric, *fs);
     if (!prof) return prof.error();
     scope.profile = *prof;
     return scope;
 }
 
 Result<SwitchComparison> compare_switch(SwitchDriver& driver, const SwitchScope& scope) {
+    auto state = driver.read_state();
+    if (!state) return state.error();
+    return compare_switch(driver, scope, *state);
+}
+
+Result<SwitchComparison> compare_switch(const SwitchDriver& driver, const SwitchScope& scope,
+                                        const nlohmann::json& state) {
     SwitchComparison c;
     auto desired = driver.render(*scope.profile, scope.ports);
     if (!desired) return desired.error();
-    auto running = driver.read_running(scope.ports);
-    if (!running) return running.error();
-    c.changes = driver.diff(*desired, *running);
+    c.running = driver.project_running(state, scope.ports);
+    c.changes = driver.diff(*desired, c.running);
     c.desired = std::move(*desired);
-    c.running = std::move(*running);
     return c;
 }
 

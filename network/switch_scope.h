@@ -4,6 +4,7 @@
 // (one node's ports) and `kiln network drift` (every cabled port).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,18 @@ struct SwitchScope {
     std::vector<Port> ports;  // cabled ports, in the switch's order
 };
 
+// The profile of fabric.switches[i]; profile_for_switch by default. A plan
+// passes one that computes each switch's once.
+using SwitchProfileFn = std::function<Result<const config::RoceProfile*>(size_t switch_index)>;
+
 // Every switch `node` is cabled to, with the node's own ports there and the
-// node's network profile; empty when the node names no network profile.
+// switch's network profile; empty when the node names no network profile.
+// Cost: the node's own ports (the fabric's index), plus `profile`.
 Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
-                                                 const config::Node& node);
+                                                 const config::Node& node, const SwitchProfileFn& profile = {});
+
+// The fleet's switch behind fabric.switches[i] (build_fabric keeps fleet order).
+const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fabric, size_t switch_index);
 
 // One switch with every cabled port and the profile its nodes share
 // (profile_for_switch's rules). No cabled port: an empty scope.
@@ -39,6 +48,9 @@ struct SwitchComparison {
 
 // render, read_running, diff.
 Result<SwitchComparison> compare_switch(SwitchDriver& driver, const SwitchScope& scope);
+// The same on a state read_state() returned before (no I/O).
+Result<SwitchComparison> compare_switch(const SwitchDriver& driver, const SwitchScope& scope,
+                                        const nlohmann::json& state);
 
 // A change as JSON for plans and `drift --json`.
 nlohmann::json change_json(const std::string& switch_name, const ConfigChange& c);
