@@ -5,8 +5,11 @@
 //   KILN_SWITCH_PASSWORD=... kiln-switch --listen 127.0.0.1:8765
 //       --switch leaf-1:nvue --switch leaf-2:eos --state-dir /tmp/sw
 //       --fault leaf-2:fail-applies=1
-// Switch i listens on the --listen port + i (port 0: free ports).
+// Switch i listens on the --listen port + i (port 0: free ports). Each switch
+// holds two descriptors and a thread: thousands fit once the soft
+// RLIMIT_NOFILE is raised to the hard one, which kiln-switch does at start.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <iostream>
@@ -62,6 +65,17 @@ int main(int argc, char** argv) {
     auto password = secret->resolve();
     if (!password || password->empty())
         return fail("set the switch password in the environment variable " + password_env);
+
+    // Two descriptors per switch plus its clients' connections.
+    if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+                         nofile.rlim_cur < 2 * switches.size() + 64)
+        return fail("--switch: " + std::to_string(switches.size()) + " switches need about " +
+                    std::to_string(2 * switches.size() + 64) + " file descriptors; the limit is " +
+                    std::to_string(nofile.rlim_cur) + " (ulimit -n)");
 
     std::map<std::string, Faults> fault_by_switch;
     for (const auto& f : faults) {

@@ -98,7 +98,11 @@ Result<std::unique_ptr<SwitchServer>> SwitchServer::start(const SwitchServerConf
     addr.sin_port = htons(config.port);
     if (inet_pton(AF_INET, config.bind_address.c_str(), &addr.sin_addr) != 1)
         return make_error("emulator", "listen_failed", "bind address " + config.bind_address + " is not IPv4");
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    // poll(), not select(): select() cannot watch a descriptor past FD_SETSIZE
+    // (1,024), and each switch holds two (its socket and a wake-up pipe), so
+    // select() stopped kiln-switch at ~509 switches.
+    unsigned flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
         if (config.tls_cert_file.empty() || config.tls_key_file.empty())
             return make_error("emulator", "tls_unreadable", "HTTPS needs both a certificate and a key");

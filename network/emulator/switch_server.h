@@ -1,7 +1,9 @@
 // kiln-switch's HTTP(S) front: libmicrohttpd serving one EmulatedSwitch per
 // port, as kiln-bmc serves one BMC per port (each switch is its own
 // management endpoint and failure domain). A thread per connection, so a
-// delayed answer (the timeout fault) holds up only its own client.
+// delayed answer (the timeout fault) holds up only its own client; poll(),
+// not select(), so one process serves thousands of switches (two descriptors
+// each; raise RLIMIT_NOFILE, as kiln-switch does).
 // The libmicrohttpd glue follows firmware/bmc/bmc_server.cc; it is repeated
 // here rather than shared because that one is bound to BmcState.
 #pragma once
