@@ -1,6 +1,9 @@
 #include "network/stage/network_stage.h"
 
+#include <algorithm>
+#include <optional>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -35,6 +38,74 @@ std::string first_lines(const std::vector<std::string>& lines, size_t max = 3) {
 
 }  // namespace
 
+// What the nodes of one plan or run share: the fabric, each switch's profile,
+// and each switch's last read (its state, and its whole comparison).
+struct NetworkStage::RunCache {
+    struct SwitchRead {
+        std::mutex mu;  // held across the read, so one node reads and the others wait for it
+        std::optional<json> state;                        // read_state(); empty: not read, or dropped
+        std::optional<std::vector<ConfigChange>> changes;  // every cabled port, from `state`
+        // Indexes into `changes`: by the node whose port it is, and switch-wide
+        // (no port, or one no node is cabled to), so a node's share costs its own.
+        std::unordered_map<std::string, std::vector<size_t>> by_node;
+        std::vector<size_t> wide;
+    };
+
+    explicit RunCache(const config::Fleet& f) : fleet(f) {}
+
+    // Built on first use: a run whose pipelines lack the network stage pays nothing.
+    Status build() {
+        std::call_once(built, [&] {
+            auto f = build_fabric(fleet);
+            if (!f) {
+                fabric_error = f.error();
+                return;
+            }
+            fabric = std::move(*f);
+            for (const auto& fs : fabric.switches) {
+                profiles.push_back(profile_for_switch(fleet, fabric, fs));
+                std::unordered_map<std::string, std::string> owners;
+                for (const auto& p : fs.ports)
+                    if (p.peer) owners.emplace(p.name, p.peer->node);
+                port_owner.push_back(std::move(owners));
+                reads.push_back(std::make_unique<SwitchRead>());
+            }
+        });
+        if (fabric_error) return *fabric_error;
+        return ok_status();
+    }
+    SwitchProfileFn profile_fn() const {
+        return [this](size_t i) { return profiles.at(i); };
+    }
+    size_t index_of(const std::string& switch_name) const {
+        return static_cast<size_t>(fabric.find_switch(switch_name) - fabric.switches.data());
+    }
+    // A newer read of switch i (apply's own), in place of the one kept.
+    void refresh(size_t i, const json& state) {
+        std::lock_guard<std::mutex> lock(reads[i]->mu);
+        reads[i]->state = state;
+        reads[i]->changes.reset();
+        reads[i]->by_node.clear();
+        reads[i]->wide.clear();
+    }
+    // After an apply: the next reader of this switch reads it again.
+    void drop(size_t i) {
+        std::lock_guard<std::mutex> lock(reads[i]->mu);
+        reads[i]->state.reset();
+        reads[i]->changes.reset();
+        reads[i]->by_node.clear();
+        reads[i]->wide.clear();
+    }
+
+    const config::Fleet& fleet;
+    std::once_flag built;
+    std::optional<Error> fabric_error;
+    Fabric fabric;
+    std::vector<Result<const config::RoceProfile*>> profiles;         // by fabric switch
+    std::vector<std::unordered_map<std::string, std::string>> port_owner;  // cabled port -> node
+    std::vector<std::unique_ptr<SwitchRead>> reads;
+};
+
 NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
     : factory_(std::move(factory)), hosts_(std::move(hosts)) {
     if (!hosts_) hosts_ = [](const config::Node& node) { return host::make_host_runner(node); };
@@ -48,30 +119,116 @@ NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
     }
 }
 
+void NetworkStage::begin_run(const config::Fleet& fleet) {
+    std::lock_guard<std::mutex> lock(runs_mu_);
+    auto& [holders, cache] = runs_[&fleet];
+    if (holders++ == 0) cache = std::make_shared<RunCache>(fleet);
+}
+
+void NetworkStage::end_run(const config::Fleet& fleet) {
+    std::lock_guard<std::mutex> lock(runs_mu_);
+    auto it = runs_.find(&fleet);
+    if (it != runs_.end() && --it->second.first <= 0) runs_.erase(it);
+}
+
+std::shared_ptr<NetworkStage::RunCache> NetworkStage::run_cache(const config::Fleet& fleet) const {
+    std::lock_guard<std::mutex> lock(runs_mu_);
+    auto it = runs_.find(&fleet);
+    return it == runs_.end() ? nullptr : it->second.second;
+}
+
+Result<NetworkStage::FabricView> NetworkStage::fabric_view(const config::Fleet& fleet) const {
+    FabricView view;
+    view.cache = run_cache(fleet);
+    if (view.cache) {
+        if (auto s = view.cache->build(); !s) return s.error();
+        return view;
+    }
+    auto fabric = build_fabric(fleet);
+    if (!fabric) return fabric.error();
+    view.own = std::move(*fabric);
+    return view;
+}
+
+const Fabric& NetworkStage::FabricView::fabric() const {
+    return cache ? cache->fabric : *own;
+}
+
+SwitchProfileFn NetworkStage::FabricView::profiles() const {
+    return cache ? cache->profile_fn() : SwitchProfileFn{};
+}
+
 std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, const config::Node& node) const {
     std::set<std::string> names;
-    for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
+    if (auto cache = run_cache(fleet); cache && cache->build()) {
+        for (const PortRef& ref : cache->fabric.ports_of(node.name))
+            names.insert(cache->fabric.switches[ref.sw].name);
+    } else {
+        for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
+    }
     std::vector<std::string> out;
     for (const auto& n : names) out.push_back("switch:" + n);
     return out;
 }
 
 Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
-    auto fabric = build_fabric(ctx.fleet());
-    if (!fabric) return fabric.error();
-    auto scopes = scopes_for_node(ctx.fleet(), *fabric, ctx.node());
+    auto view = fabric_view(ctx.fleet());
+    if (!view) return view.error();
+    const auto& cache = view->cache;
+    const Fabric& fabric = view->fabric();
+    auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
     if (!scopes) return scopes.error();
     engine::Observation obs;
     json switches = json::array();
     for (const auto& scope : *scopes) {
         if (ctx.should_stop()) return make_error("network", "stopped", "stopped while reading switches");
-        ctx.progress(fmt::format("reading {}", scope.sw->name));
-        auto driver = factory_(ctx.fleet(), *scope.sw);
-        if (!driver) return driver.error();
-        auto cmp = compare_switch(**driver, scope);
-        if (!cmp) return cmp.error();
         json changes = json::array();
-        for (const auto& c : cmp->changes) changes.push_back(change_json(scope.sw->name, c));
+        if (cache) {
+            // The whole switch, compared once for all its nodes; this node
+            // takes the changes on its own ports and the switch-wide ones.
+            const size_t i = cache->index_of(scope.sw->name);
+            auto& entry = *cache->reads[i];
+            std::lock_guard<std::mutex> lock(entry.mu);
+            if (!entry.changes) {
+                auto driver = factory_(ctx.fleet(), *scope.sw);
+                if (!driver) return driver.error();
+                if (!entry.state) {
+                    ctx.progress(fmt::format("reading {}", scope.sw->name));
+                    auto state = (*driver)->read_state();
+                    if (!state) return state.error();
+                    entry.state = std::move(*state);
+                }
+                auto whole = scope_for_switch(ctx.fleet(), fabric, *scope.sw);
+                if (!whole) return whole.error();
+                auto cmp = compare_switch(**driver, *whole, *entry.state);
+                if (!cmp) return cmp.error();
+                entry.changes = std::move(cmp->changes);
+                entry.by_node.clear();
+                entry.wide.clear();
+                const auto& owner = cache->port_owner[i];
+                for (size_t k = 0; k < entry.changes->size(); ++k) {
+                    auto o = owner.find((*entry.changes)[k].port);
+                    if (o == owner.end())
+                        entry.wide.push_back(k);
+                    else
+                        entry.by_node[o->second].push_back(k);
+                }
+            }
+            // In the whole comparison's order, as the node's own diff lists them.
+            std::vector<size_t> mine = entry.wide;
+            if (auto o = entry.by_node.find(ctx.node().name); o != entry.by_node.end()) {
+                mine.insert(mine.end(), o->second.begin(), o->second.end());
+                std::sort(mine.begin(), mine.end());
+            }
+            for (size_t k : mine) changes.push_back(change_json(scope.sw->name, (*entry.changes)[k]));
+        } else {
+            ctx.progress(fmt::format("reading {}", scope.sw->name));
+            auto driver = factory_(ctx.fleet(), *scope.sw);
+            if (!driver) return driver.error();
+            auto cmp = compare_switch(**driver, scope);
+            if (!cmp) return cmp.error();
+            for (const auto& c : cmp->changes) changes.push_back(change_json(scope.sw->name, c));
+        }
         json ports = json::array();
         for (const auto& p : scope.ports) ports.push_back(p.name);
         switches.push_back({{"switch", scope.sw->name}, {"os", scope.sw->os}, {"ports", ports}, {"changes", changes}});
@@ -177,36 +334,61 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
     if (action.id.rfind(kActionPrefix, 0) != 0)
         return make_error("network", "bad-action", "unknown network action " + action.id);
     const std::string name = action.id.substr(kActionPrefix.size());
-    auto fabric = build_fabric(ctx.fleet());
-    if (!fabric) return fabric.error();
-    auto scopes = scopes_for_node(ctx.fleet(), *fabric, ctx.node());
+    auto view = fabric_view(ctx.fleet());
+    if (!view) return view.error();
+    const auto& cache = view->cache;
+    const Fabric& fabric = view->fabric();
+    auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
     if (!scopes) return scopes.error();
     for (const auto& scope : *scopes) {
         if (scope.sw->name != name) continue;
         auto driver = factory_(ctx.fleet(), *scope.sw);
         if (!driver) return driver.error();
-        // Diff again: the switch may have changed since the plan, or an
-        // earlier run may have done this already.
-        auto cmp = compare_switch(**driver, scope);
+        // Read and diff again, never from the shared read: the switch may
+        // have changed since the plan, or an earlier run may have done this
+        // already. The engine holds "switch:<name>" from here to the end.
+        auto state = (*driver)->read_state();
+        if (!state) return state.error();
+        if (cache) cache->refresh(cache->index_of(name), *state);  // the freshest read, for the readers after
+        auto cmp = compare_switch(**driver, scope, *state);
         if (!cmp) return cmp.error();
         if (cmp->changes.empty()) return ok_status();
         ctx.progress(
             fmt::format("applying {} change{} to {}", cmp->changes.size(), cmp->changes.size() == 1 ? "" : "s", name));
-        return (*driver)->apply(cmp->desired, cmp->running);
+        auto applied = (*driver)->apply(cmp->desired, cmp->running);
+        // Applied or not (a failure may leave it half done), what was read is stale.
+        if (cache) cache->drop(cache->index_of(name));
+        return applied;
     }
     return make_error("network", "bad-action",
                       fmt::format("node {} is not cabled to switch {}", ctx.node().name, name));
 }
 
 Status NetworkStage::verify(engine::StageContext& ctx) {
-    auto fabric = build_fabric(ctx.fleet());
-    if (!fabric) return fabric.error();
-    auto scopes = scopes_for_node(ctx.fleet(), *fabric, ctx.node());
+    auto view = fabric_view(ctx.fleet());
+    if (!view) return view.error();
+    const auto& cache = view->cache;
+    const Fabric& fabric = view->fabric();
+    auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
     if (!scopes) return scopes.error();
     for (const auto& scope : *scopes) {
         auto driver = factory_(ctx.fleet(), *scope.sw);
         if (!driver) return driver.error();
-        auto cmp = compare_switch(**driver, scope);
+        Result<SwitchComparison> cmp = make_error("network", "unread", "not read");
+        if (cache) {
+            // The node's own keys (exactly, not the whole switch's) from the
+            // shared read; an apply since has dropped it, so this reads anew.
+            auto& entry = *cache->reads[cache->index_of(scope.sw->name)];
+            std::lock_guard<std::mutex> lock(entry.mu);
+            if (!entry.state) {
+                auto state = (*driver)->read_state();
+                if (!state) return state.error();
+                entry.state = std::move(*state);
+            }
+            cmp = compare_switch(**driver, scope, *entry.state);
+        } else {
+            cmp = compare_switch(**driver, scope);
+        }
         if (!cmp) return cmp.error();
         if (!cmp->changes.empty())
             return make_error(

@@ -14,6 +14,15 @@
 // resources: "switch:<name>" per switch, so the scheduler's per_switch limit
 // keeps one change at a time on each switch (and so on each rail).
 //
+// Within one engine plan or run (begin_run .. end_run) the fabric is built
+// once and each switch is read once, shared by every node cabled to it:
+// observe compares the whole switch once (every cabled port) and gives each
+// node the changes on its own ports and the switch-wide ones; verify takes
+// the node's keys from the shared read. apply reads its switch afresh (under
+// the engine's "switch:<name>" hold) and drops the shared read after, so the
+// next reader sees what it did. Outside a run (a stage driven by hand) each
+// call reads for itself.
+//
 // Host NICs that the fleet does not manage (no `host`) are said so under
 // "host_nics" in the observation, never skipped silently. Unsupported and
 // needs-reboot items are warnings (Observation::notes), not work, unless the
@@ -21,9 +30,13 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include "network/switch_driver.h"
+#include "network/switch_scope.h"
 #include "provisioner/core/command.h"
 #include "provisioner/engine/stage.h"
 
@@ -45,13 +58,29 @@ public:
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;
     Status verify(engine::StageContext& ctx) override;
+    void begin_run(const config::Fleet& fleet) override;
+    void end_run(const config::Fleet& fleet) override;
+
+    struct RunCache;  // network_stage.cc
 
 private:
+    // The fabric a call works on: the run's, or one of its own outside a run.
+    struct FabricView {
+        std::shared_ptr<RunCache> cache;
+        std::optional<Fabric> own;
+        const Fabric& fabric() const;
+        SwitchProfileFn profiles() const;
+    };
+    std::shared_ptr<RunCache> run_cache(const config::Fleet& fleet) const;
+    Result<FabricView> fabric_view(const config::Fleet& fleet) const;
+
     Status apply_host(engine::StageContext& ctx);
     Status verify_host(engine::StageContext& ctx);
 
     DriverFactory factory_;
     HostRunnerFactory hosts_;
+    mutable std::mutex runs_mu_;
+    std::map<const config::Fleet*, std::pair<int, std::shared_ptr<RunCache>>> runs_;  // holders, cache
 };
 
 }  // namespace kiln::network

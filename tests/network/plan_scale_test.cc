@@ -1,0 +1,301 @@
+// The network stage at fabric scale: within one engine plan or run each
+// switch is read once for all the nodes cabled to it, apply reads its switch
+// afresh, and what apply did is what the next reader sees. Reads are counted
+// by a driver that wraps the real one (emulated NVUE and EOS switches).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "network/stage/network_stage.h"
+#include "network/switch_drivers.h"
+#include "provisioner/journal/sqlite_store.h"
+#include "provisioner/net/http_client.h"
+#include "provisioner/engine/engine.h"
+#include "provisioner/engine/stage_registry.h"
+#include "tests/network/fabric_test_util.h"
+
+using namespace kiln;
+using namespace kiln::test::fabric;
+using nlohmann::json;
+
+namespace {
+
+struct Counts {
+    std::atomic<int> reads{0};
+    std::atomic<int> applies{0};
+};
+
+// The real driver, counting what reaches the switch.
+class CountingDriver : public network::SwitchDriver {
+public:
+    CountingDriver(std::unique_ptr<network::SwitchDriver> real, Counts& counts)
+        : real_(std::move(real)), counts_(counts) {}
+    std::string os() const override { return real_->os(); }
+    Result<json> render(const config::RoceProfile& profile, const std::vector<network::Port>& ports) const override {
+        return real_->render(profile, ports);
+    }
+    Result<json> read_state() override {
+        ++counts_.reads;
+        return real_->read_state();
+    }
+    json project_running(const json& state, const std::vector<network::Port>& ports) const override {
+        return real_->project_running(state, ports);
+    }
+    std::vector<network::ConfigChange> diff(const json& desired, const json& running) const override {
+        return real_->diff(desired, running);
+    }
+    Status apply(const json& desired, const json& running) override {
+        ++counts_.applies;
+        return real_->apply(desired, running);
+    }
+
+private:
+    std::unique_ptr<network::SwitchDriver> real_;
+    Counts& counts_;
+};
+
+std::shared_ptr<network::NetworkStage> counting_stage(Counts& counts) {
+    return std::make_shared<network::NetworkStage>(
+        [&counts](const config::Fleet& fleet, const config::Switch& sw) -> Result<std::unique_ptr<network::SwitchDriver>> {
+            network::SwitchDriverDeps deps;
+            deps.nvue.poll_interval = std::chrono::milliseconds(10);
+            auto real = network::make_switch_driver(fleet, sw, deps);
+            if (!real) return real.error();
+            return std::unique_ptr<network::SwitchDriver>(new CountingDriver(std::move(*real), counts));
+        });
+}
+
+// Two switches (NVUE, EOS) of four ports; four nodes, each on both.
+struct Fabric4 {
+    Emulators emu;
+    std::unique_ptr<FleetFile> fleet;
+    Fabric4() {
+        const auto n = emu.start("leaf-n", "nvue");
+        const auto e = emu.start("leaf-e", "eos");
+        fleet = write_fleet(
+            fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3", "swp4"}},
+                        {"leaf-e", "eos", e, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1", "Ethernet4/1"}}},
+                       4));
+        INFO(fleet->errors());
+        REQUIRE(fleet->loaded.fleet);
+    }
+    const config::Fleet& f() const { return *fleet->loaded.fleet; }
+};
+
+engine::StageContext context(const config::Fleet& fleet, const config::Node& node, const engine::StopToken& stop) {
+    return engine::StageContext(fleet, node, "network", stop,
+                                engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
+}
+
+// Each node's actions as JSON, from the engine's plan.
+json plan_of(const config::Fleet& fleet, engine::StageRegistry& registry) {
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "plan";
+    auto report = eng.plan(opts);
+    REQUIRE(report);
+    json out = json::object();
+    for (const auto& e : report->entries) {
+        INFO(e.node << ": " << e.error);
+        REQUIRE(e.status != "error");
+        json actions = json::array();
+        for (const auto& a : e.actions)
+            actions.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});
+        out[e.node] = actions;
+    }
+    return out;
+}
+
+// The same, each node observed on its own outside a run (every call reads).
+json plan_outside_run(const config::Fleet& fleet, network::NetworkStage& stage) {
+    engine::StopToken stop;
+    json out = json::object();
+    for (const auto& node : fleet.nodes) {
+        auto ctx = context(fleet, node, stop);
+        auto obs = stage.observe(ctx);
+        REQUIRE(obs);
+        auto plan = stage.plan(ctx, *obs);
+        REQUIRE(plan);
+        json actions = json::array();
+        for (const auto& a : *plan)
+            actions.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});
+        out[node.name] = actions;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("network plan at scale: one read per switch, not per node, with the same actions") {
+    Fabric4 lab;
+    Counts counts;
+    auto stage = counting_stage(counts);
+    engine::StageRegistry registry;
+    registry.add(stage);
+
+    const json shared = plan_of(lab.f(), registry);
+    CHECK(counts.reads == 2);  // 2 switches; 4 nodes x 2 switches before
+    CHECK(counts.applies == 0);
+
+    counts.reads = 0;
+    const json own = plan_outside_run(lab.f(), *stage);
+    CHECK(counts.reads == 8);  // outside a run each node reads for itself
+    CHECK(shared == own);
+    REQUIRE(shared["n3"].size() == 2);
+    // A node's plan names its own ports, never a neighbour's.
+    const std::string text = shared["n3"].dump();
+    CHECK_THAT(text, Catch::Contains("swp3"));
+    CHECK_THAT(text, !Catch::Contains("swp2"));
+    CHECK_THAT(text, !Catch::Contains("Ethernet4/1"));
+
+    // A second plan reads again: nothing is kept between runs.
+    counts.reads = 0;
+    CHECK(plan_of(lab.f(), registry) == shared);
+    CHECK(counts.reads == 2);
+}
+
+TEST_CASE("network plan at scale: apply reads its switch afresh and later readers see what it did") {
+    Fabric4 lab;
+    Counts counts;
+    auto stage = counting_stage(counts);
+    const config::Fleet& fleet = lab.f();
+    engine::StopToken stop;
+    stage->begin_run(fleet);
+
+    auto n1 = context(fleet, fleet.nodes[0], stop);
+    auto obs1 = stage->observe(n1);
+    REQUIRE(obs1);
+    auto plan1 = stage->plan(n1, *obs1);
+    REQUIRE(plan1);
+    REQUIRE(plan1->size() == 2);
+    CHECK(counts.reads == 2);
+
+    // Behind the plan's back, n1's NVUE port is made right: apply must see
+    // that (a fresh read), not act on the plan's read.
+    auto driver = network::make_switch_driver(fleet, *fleet.find_switch("leaf-n"), {});
+    REQUIRE(driver);
+    {
+        network::SwitchScope scope;
+        scope.sw = fleet.find_switch("leaf-n");
+        scope.profile = &fleet.network.at("roce");
+        network::Port p;
+        p.name = "swp1";
+        scope.ports = {p};
+        auto cmp = network::compare_switch(**driver, scope);
+        REQUIRE(cmp);
+        REQUIRE((*driver)->apply(cmp->desired, cmp->running));
+    }
+    const auto& leaf_n = (*plan1)[0].id == "configure:leaf-n" ? (*plan1)[0] : (*plan1)[1];
+    REQUIRE(leaf_n.id == "configure:leaf-n");
+    CHECK(stage->apply(n1, leaf_n));
+    CHECK(counts.reads == 3);    // apply read leaf-n again
+    CHECK(counts.applies == 0);  // and found nothing left to do
+
+    const auto& leaf_e = (*plan1)[0].id == "configure:leaf-e" ? (*plan1)[0] : (*plan1)[1];
+    REQUIRE(stage->apply(n1, leaf_e));
+    CHECK(counts.reads == 4);
+    CHECK(counts.applies == 1);
+
+    // verify reads leaf-e again (the apply dropped the shared read) and
+    // passes; leaf-n's read from the plan still stands (nothing applied there).
+    REQUIRE(stage->verify(n1));
+    CHECK(counts.reads == 5);
+
+    // n2 shares the reads verify left: the switch-wide settings n1's apply
+    // made are no longer work for it; its own port still is.
+    auto n2 = context(fleet, fleet.nodes[1], stop);
+    auto obs2 = stage->observe(n2);
+    REQUIRE(obs2);
+    CHECK(counts.reads == 5);
+    json leaf_e2;
+    for (const auto& s : obs2->state["switches"])
+        if (s["switch"] == "leaf-e") leaf_e2 = s;
+    REQUIRE(!leaf_e2.is_null());
+    REQUIRE_FALSE(leaf_e2["changes"].empty());
+    for (const auto& c : leaf_e2["changes"]) CHECK(c["port"] == "Ethernet2/1");
+    stage->end_run(fleet);
+
+    // The whole run through the engine: every node ends verified, and a
+    // plan after it has nothing to do.
+    auto store = journal::open_sqlite_store(lab.fleet->dir.file("journal.db"), {});
+    REQUIRE(store.ok());
+    engine::StageRegistry registry;
+    registry.add(stage);
+    engine::Engine eng(fleet, registry, store->get(), nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "apply";
+    auto run = eng.run(opts);
+    REQUIRE(run);
+    for (const auto& n : run->nodes) {
+        INFO(n.node << ": " << n.error);
+        CHECK(n.error.empty());
+    }
+    counts.reads = 0;
+    const json after = plan_of(fleet, registry);
+    for (const auto& [node, actions] : after.items()) CHECK(actions.empty());
+    CHECK(counts.reads == 2);
+}
+
+TEST_CASE("kiln-switch serves more switches than select() can watch (FD_SETSIZE)") {
+    // 600 switches hold 1,200+ descriptors: the last ones are past 1,024.
+    constexpr int kSwitches = 600;
+    ::setenv("KILN_TEST_SWITCH_BIN_PASSWORD", "pw", 1);
+    std::vector<std::string> args{KILN_SWITCH_BINARY, "--listen", "127.0.0.1:0", "--password-env",
+                                  "KILN_TEST_SWITCH_BIN_PASSWORD"};
+    for (int i = 0; i < kSwitches; ++i) {
+        args.push_back("--switch");
+        args.push_back(fmt::format("s{}:{}", i, i % 2 ? "eos" : "nvue"));
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2];
+    REQUIRE(::pipe(out) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::dup2(out[1], 1);
+        ::dup2(out[1], 2);
+        ::close(out[0]);
+        ::execv(KILN_SWITCH_BINARY, argv.data());
+        ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string text;
+    char buf[4096];
+    while (std::count(text.begin(), text.end(), '\n') < kSwitches) {
+        const ssize_t n = ::read(out[0], buf, sizeof buf);
+        if (n <= 0) break;
+        text.append(buf, static_cast<size_t>(n));
+    }
+    INFO(text.substr(text.size() > 2000 ? text.size() - 2000 : 0));
+    const std::string last = fmt::format("switch s{} (eos): ", kSwitches - 1);
+    const auto at = text.find(last);
+    REQUIRE(at != std::string::npos);
+    const std::string url = text.substr(at + last.size(), text.find('\n', at) - at - last.size());
+
+    // The last switch answers, and so does the first.
+    kiln::net::CurlHttpClient http;
+    for (const std::string& u : {url, text.substr(text.find("http://"), text.find('\n') - text.find("http://"))}) {
+        kiln::net::HttpRequest req;
+        req.url = u + "/_emulator/faults";
+        req.basic_user = "admin";
+        req.basic_password = "pw";
+        auto r = http.send(req);
+        INFO(u);
+        REQUIRE(r);
+        CHECK(r->status == 200);
+    }
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    ::close(out[0]);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+}
