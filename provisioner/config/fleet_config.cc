@@ -71,9 +71,21 @@ std::vector<const Node*> Fleet::smoke_ring(const Node& node) const {
 
 std::vector<const Cable*> Fleet::cables_of(const std::string& node) const {
     std::vector<const Cable*> out;
+    if (cables_indexed_ == cabling.size()) {
+        if (auto it = cables_by_node_.find(node); it != cables_by_node_.end())
+            for (size_t i : it->second)
+                if (i < cabling.size() && cabling[i].node == node) out.push_back(&cabling[i]);
+        return out;
+    }
     for (const auto& c : cabling)
         if (c.node == node) out.push_back(&c);
     return out;
+}
+
+void Fleet::index_cables() {
+    cables_by_node_.clear();
+    for (size_t i = 0; i < cabling.size(); ++i) cables_by_node_[cabling[i].node].push_back(i);
+    cables_indexed_ = cabling.size();
 }
 
 namespace {

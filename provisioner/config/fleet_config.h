@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -311,8 +312,15 @@ struct Fleet {
     // The nodes whose VMs share one smoke ring with this node's, in fleet
     // order, the node included (just the node for scope "node").
     std::vector<const Node*> smoke_ring(const Node& node) const;
-    // The cables from this node, in file order.
+    // The cables from this node, in file order. Indexed once index_cables()
+    // has run (the loader runs it); linear before, or when `cabling` has
+    // changed size since: every node's network inputs call this.
     std::vector<const Cable*> cables_of(const std::string& node) const;
+    void index_cables();
+
+private:
+    std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;  // positions in `cabling`
+    size_t cables_indexed_ = static_cast<size_t>(-1);                    // cabling.size() when indexed
 };
 
 // The config a stage depends on, as canonical JSON (keys sorted, no

@@ -1139,7 +1139,10 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
             return std::tie(fa, a.pos.file, a.pos.line, a.pos.column) <
                    std::tie(fb, b.pos.file, b.pos.line, b.pos.column);
         });
-        if (result.errors.empty()) result.fleet = std::move(L.fleet);
+        if (result.errors.empty()) {
+            L.fleet.index_cables();
+            result.fleet = std::move(L.fleet);
+        }
         return std::move(result);
     };
 
