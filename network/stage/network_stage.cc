@@ -42,8 +42,8 @@ std::string first_lines(const std::vector<std::string>& lines, size_t max = 3) {
 // and each switch's last read (its state, and its whole comparison).
 struct NetworkStage::RunCache {
     struct SwitchRead {
-        std::mutex mu;  // held across the read, so one node reads and the others wait for it
-        std::optional<json> state;                        // read_state(); empty: not read, or dropped
+        std::mutex mu;              // held across the read, so one node reads and the others wait for it
+        std::optional<json> state;  // read_state(); empty: not read, or dropped
         std::optional<std::vector<ConfigChange>> changes;  // every cabled port, from `state`
         // Indexes into `changes`: by the node whose port it is, and switch-wide
         // (no port, or one no node is cabled to), so a node's share costs its own.
@@ -101,7 +101,7 @@ struct NetworkStage::RunCache {
     std::once_flag built;
     std::optional<Error> fabric_error;
     Fabric fabric;
-    std::vector<Result<const config::RoceProfile*>> profiles;         // by fabric switch
+    std::vector<Result<const config::RoceProfile*>> profiles;              // by fabric switch
     std::vector<std::unordered_map<std::string, std::string>> port_owner;  // cabled port -> node
     std::vector<std::unique_ptr<SwitchRead>> reads;
 };
@@ -161,8 +161,7 @@ SwitchProfileFn NetworkStage::FabricView::profiles() const {
 std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, const config::Node& node) const {
     std::set<std::string> names;
     if (auto cache = run_cache(fleet); cache && cache->build()) {
-        for (const PortRef& ref : cache->fabric.ports_of(node.name))
-            names.insert(cache->fabric.switches[ref.sw].name);
+        for (const PortRef& ref : cache->fabric.ports_of(node.name)) names.insert(cache->fabric.switches[ref.sw].name);
     } else {
         for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
     }

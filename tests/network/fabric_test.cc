@@ -109,3 +109,29 @@ TEST_CASE("fabric finds the profile a switch must carry") {
         CHECK((*r)->name == "roce");
     }
 }
+
+TEST_CASE("fabric indexes each node's ports, switch by switch, and the fleet's cables by node") {
+    auto fleet = small_fleet();
+    auto leaf2 = cabled_ports(3, "r1", 2);  // r1's nodes on leaf2 too
+    auto fabric = build_fabric(fleet, {SwitchPorts{"leaf1", cabled_ports(4, "r1", 2)}, SwitchPorts{"leaf2", leaf2}});
+    REQUIRE(fabric.ok());
+    const auto& refs = fabric->ports_of("r1n2");
+    REQUIRE(refs.size() == 2);
+    CHECK(fabric->switches[refs[0].sw].name == "leaf1");
+    CHECK(fabric->switches[refs[0].sw].ports[refs[0].port].name == "Ethernet4");
+    CHECK(fabric->switches[refs[1].sw].name == "leaf2");
+    CHECK(fabric->ports_of("r2n1").empty());
+    REQUIRE(fabric->find_node("r2n1") != nullptr);
+    CHECK(fabric->find_node("r2n1")->rack == "r2");
+    CHECK(fabric->find_node("nobody") == nullptr);
+
+    // Cables: indexed once asked, and a change of size falls back to the walk.
+    fleet.cabling.push_back({"r1n1", "mlx5_0", "leaf1", "Ethernet0", {}});
+    fleet.cabling.push_back({"r1n2", "mlx5_0", "leaf1", "Ethernet4", {}});
+    fleet.index_cables();
+    REQUIRE(fleet.cables_of("r1n2").size() == 1);
+    CHECK(fleet.cables_of("r1n2")[0]->port == "Ethernet4");
+    CHECK(fleet.cables_of("r2n1").empty());
+    fleet.cabling.push_back({"r1n2", "mlx5_1", "leaf2", "Ethernet4", {}});
+    CHECK(fleet.cables_of("r1n2").size() == 2);
+}

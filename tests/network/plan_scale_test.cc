@@ -13,10 +13,10 @@
 
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
-#include "provisioner/journal/sqlite_store.h"
-#include "provisioner/net/http_client.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/engine/stage_registry.h"
+#include "provisioner/journal/sqlite_store.h"
+#include "provisioner/net/http_client.h"
 #include "tests/network/fabric_test_util.h"
 
 using namespace kiln;
@@ -61,7 +61,8 @@ private:
 
 std::shared_ptr<network::NetworkStage> counting_stage(Counts& counts) {
     return std::make_shared<network::NetworkStage>(
-        [&counts](const config::Fleet& fleet, const config::Switch& sw) -> Result<std::unique_ptr<network::SwitchDriver>> {
+        [&counts](const config::Fleet& fleet,
+                  const config::Switch& sw) -> Result<std::unique_ptr<network::SwitchDriver>> {
             network::SwitchDriverDeps deps;
             deps.nvue.poll_interval = std::chrono::milliseconds(10);
             auto real = network::make_switch_driver(fleet, sw, deps);
@@ -77,10 +78,10 @@ struct Fabric4 {
     Fabric4() {
         const auto n = emu.start("leaf-n", "nvue");
         const auto e = emu.start("leaf-e", "eos");
-        fleet = write_fleet(
-            fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3", "swp4"}},
-                        {"leaf-e", "eos", e, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1", "Ethernet4/1"}}},
-                       4));
+        fleet =
+            write_fleet(fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3", "swp4"}},
+                                    {"leaf-e", "eos", e, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1", "Ethernet4/1"}}},
+                                   4));
         INFO(fleet->errors());
         REQUIRE(fleet->loaded.fleet);
     }
