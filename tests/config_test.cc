@@ -165,6 +165,10 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(net.pfc_watchdog_restoration_ms == 300);
     CHECK(net.switch_mtu == 9216);
     CHECK(net.buffer_policy == "lossless");  // default
+    // What the file wrote, apart from kiln's defaults (NVUE keeps RoCE mode's for the rest).
+    CHECK(net.is_given("ecn_probability_pct"));
+    CHECK(net.is_given("pfc_watchdog.detection_ms"));
+    CHECK_FALSE(net.is_given("buffer_policy"));
     CHECK(f.images.at("gpu-guest").recipe == normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml"));
     CHECK(f.vm.at("whole").split == "numa");
     CHECK(f.vm.at("whole").vcpus == 8);
@@ -234,6 +238,7 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(net.ecn_max_kb == 1500);
     CHECK(net.pfc_watchdog_action == "drop");
     CHECK(net.host_mtu == 9000);
+    CHECK(net.given.empty());
     CHECK(f.vm.at("plain").split == "whole");
     CHECK(f.vm.at("plain").hugepages);
     CHECK(f.smoke.at("plain").timeout == 20min);
@@ -278,7 +283,11 @@ TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
     CHECK(net["profile"]["roce_dscp"] == 26);
     CHECK(net["profile"]["ecn_min_kb"] == 100);
     CHECK(net["profile"]["pfc_watchdog_action"] == "forward");
-    CHECK(net["profile"].size() == 13);  // every RoceProfile field but the name and position
+    // Every RoceProfile field but the name and position, and the ECN keys the
+    // file wrote (only when it wrote some: other fleets' hashes stay).
+    CHECK(net["profile"].size() == 14);
+    CHECK(net["profile"]["ecn_given"] ==
+          nlohmann::json{"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"});
     CHECK(node_section_json(f, f.nodes[1], "network")["switches"].empty());
     CHECK(net.dump().find("KILN_SWITCH_PASSWORD") == std::string::npos);  // no switch credentials at all
 

@@ -10,19 +10,14 @@ namespace {
 
 using nlohmann::json;
 
-// Lines that enter a sub-mode, by the mode they are typed in.
-bool enters_mode(const std::vector<std::string>& mode, const std::string& line) {
-    if (mode.empty()) return line.rfind("interface ", 0) == 0;
-    if (mode.size() == 1) return line.rfind("tx-queue ", 0) == 0;
-    return false;
-}
-
 // Commands EOS accepts in each mode (enough for kiln's config and tests).
+// Watchdog times: seconds with two decimals (polling-interval three), as
+// Arista's AVD schema has them; actions drop, errdisable, notify-only.
 bool known_line(const std::vector<std::string>& mode, const std::string& line) {
     static const std::regex top(
-        R"(^(qos map dscp \d+ to traffic-class \d|priority-flow-control pause watchdog (default (timeout|recovery-time) [0-9.]+|action (drop|notify-only))|hostname \S+)$)");
+        R"(^(qos map dscp \d+ to traffic-class \d|priority-flow-control pause watchdog (default (timeout|recovery-time) \d+(\.\d{1,2})?|default polling-interval \d+(\.\d{1,3})?|action (drop|errdisable|notify-only))|hostname \S+)$)");
     static const std::regex intf(
-        R"(^(mtu \d+|qos trust (dscp|cos)|priority-flow-control (on|off)|priority-flow-control priority \d no-drop|description .*|shutdown)$)");
+        R"(^(mtu \d+|qos trust (dscp|cos)|priority-flow-control (on|off)|priority-flow-control priority \d no-drop|priority-flow-control pause watchdog|description .*|shutdown)$)");
     static const std::regex txq(
         R"(^random-detect ecn minimum-threshold \d+ kbytes maximum-threshold \d+ kbytes max-mark-probability \d+$)");
     if (mode.empty()) return std::regex_match(line, top);
@@ -69,13 +64,39 @@ void remove_line(json& node, const std::string& line) {
 
 }  // namespace
 
+const std::vector<EosModel>& emulated_eos_models() {
+    // Arista's chipset mapping: Trident3 and Tomahawk switches queue with
+    // tx-queue, the Sand (Jericho, Jericho2) VOQ ones with uc-tx-queue.
+    static const std::vector<EosModel> models = {
+        {"DCS-7050CX3-32S", "Trident3", false},
+        {"DCS-7060CX2-32S", "Tomahawk", false},
+        {"DCS-7280SR-48C6", "Jericho", true},
+        {"DCS-7280CR3-32P4", "Jericho2", true},
+    };
+    return models;
+}
+
+const EosModel* find_eos_model(const std::string& name) {
+    for (const auto& m : emulated_eos_models())
+        if (name == m.name) return &m;
+    return nullptr;
+}
+
+// Lines that enter a sub-mode, by the mode they are typed in.
+bool EapiService::enters_mode(const std::vector<std::string>& mode, const std::string& line) const {
+    if (mode.empty()) return line.rfind("interface ", 0) == 0;
+    if (mode.size() == 1) return line.rfind(model_.voq ? "uc-tx-queue " : "tx-queue ", 0) == 0;
+    return false;
+}
+
 std::string eos_line_key(const std::string& line) {
     static const std::vector<std::pair<std::regex, std::string>> rules = {
         {std::regex(R"(^(mtu) \d+$)"), "$1"},
         {std::regex(R"(^(qos trust) \S+$)"), "$1"},
         {std::regex(R"(^(qos map dscp \d+) to traffic-class \d+$)"), "$1"},
         {std::regex(R"(^(priority-flow-control) (on|off)$)"), "$1 on|off"},
-        {std::regex(R"(^(priority-flow-control pause watchdog default (timeout|recovery-time)) \S+$)"), "$1"},
+        {std::regex(R"(^(priority-flow-control pause watchdog default (timeout|recovery-time|polling-interval)) \S+$)"),
+         "$1"},
         {std::regex(R"(^(priority-flow-control pause watchdog action) \S+$)"), "$1"},
         {std::regex(R"(^(random-detect ecn) .*$)"), "$1"},
         {std::regex(R"(^(hostname) \S+$)"), "$1"},
@@ -86,7 +107,9 @@ std::string eos_line_key(const std::string& line) {
     return line;
 }
 
-EapiService::EapiService() {
+EapiService::EapiService(const std::string& model) {
+    const EosModel* m = find_eos_model(model);
+    model_ = m ? *m : *find_eos_model(kDefaultEosModel);
     running_ = {{"cmds", json::object()}};
 }
 
@@ -124,6 +147,12 @@ bool EapiService::run(const std::string& raw, Cursor& cur, json& result, std::st
     result = json::object();
     if (cmd == "enable") {
         cur.enabled = true;
+        return true;
+    }
+    if (cmd == "show version") {
+        result = {{"modelName", model_.name},      {"version", "4.31.2F"},
+                  {"architecture", "x86_64"},      {"hardwareRevision", "11.00"},
+                  {"serialNumber", "KILNEMU0001"}, {"systemMacAddress", "00:1c:73:00:00:01"}};
         return true;
     }
     if (cmd == "show running-config") {

@@ -1,10 +1,12 @@
 // Arista eAPI as kiln uses it: JSON-RPC runCmds at /command-api, with the
 // running config as EOS's nested lines ({"cmds": {"interface Ethernet1/1":
-// {"cmds": {"mtu 9214": null}}}}), config modes (interface, tx-queue),
-// `no` forms, configure sessions with commit and abort, and `show
-// running-config` in JSON. A command it does not know fails the call as
-// EOS does ("invalid command"), with the commands before it kept only in
-// config mode, never in a session.
+// {"cmds": {"mtu 9214": null}}}}), config modes (interface, and the queue
+// mode of the model's platform), `no` forms, configure sessions with commit
+// and abort, `show version` (modelName) and `show running-config` in JSON.
+// A command it does not know fails the call as EOS does ("invalid
+// command"), with the commands before it kept only in config mode, never in
+// a session. The model decides the queue mode: VOQ (Sand) platforms take
+// `uc-tx-queue N` and refuse `tx-queue N`; the others the reverse.
 #pragma once
 
 #include <map>
@@ -15,9 +17,22 @@
 
 namespace kiln::network::emulator {
 
+// The models the emulator answers as, with their platform's queue mode.
+struct EosModel {
+    const char* name;  // modelName in show version
+    const char* chip;
+    bool voq;
+};
+const std::vector<EosModel>& emulated_eos_models();
+// The default: a non-VOQ switch (tx-queue), as the emulator always was.
+inline const char* const kDefaultEosModel = "DCS-7050CX3-32S";
+// The known model of that name; nullptr when the emulator has none.
+const EosModel* find_eos_model(const std::string& name);
+
 class EapiService : public SwitchService {
 public:
-    EapiService();
+    // `model` must be one of emulated_eos_models() (EmulatedSwitch checks).
+    explicit EapiService(const std::string& model = kDefaultEosModel);
 
     std::string os() const override { return "eos"; }
     SwitchResponse handle(const SwitchRequest& request, ApplyGate& gate) override;
@@ -35,7 +50,9 @@ private:
         bool enabled = false;
     };
     bool run(const std::string& cmd, Cursor& cur, nlohmann::json& result, std::string& error, ApplyGate& gate);
+    bool enters_mode(const std::vector<std::string>& mode, const std::string& line) const;
 
+    EosModel model_;
     nlohmann::json running_;
     std::map<std::string, nlohmann::json> sessions_;
 };

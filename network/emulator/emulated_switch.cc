@@ -93,11 +93,22 @@ Result<std::unique_ptr<EmulatedSwitch>> EmulatedSwitch::open(const SwitchSpec& s
     std::unique_ptr<EmulatedSwitch> sw(new EmulatedSwitch(spec));
     if (spec.os == "nvue")
         sw->service_ = std::make_unique<NvueService>(spec.user);
-    else if (spec.os == "eos")
-        sw->service_ = std::make_unique<EapiService>();
-    else
+    else if (spec.os == "eos") {
+        const std::string model = spec.model.empty() ? kDefaultEosModel : spec.model;
+        if (!find_eos_model(model)) {
+            std::string known;
+            for (const auto& m : emulated_eos_models()) known += std::string(known.empty() ? "" : ", ") + m.name;
+            return make_error(
+                "emulator", "bad_model",
+                fmt::format("switch {}: EOS model '{}' is not emulated here ({})", spec.name, model, known));
+        }
+        sw->service_ = std::make_unique<EapiService>(model);
+    } else
         return make_error("emulator", "bad_os",
                           fmt::format("switch {}: os '{}' is not emulated here (nvue, eos)", spec.name, spec.os));
+    if (spec.os != "eos" && !spec.model.empty())
+        return make_error("emulator", "bad_model",
+                          fmt::format("switch {}: a model is for eos switches, not {}", spec.name, spec.os));
     sw->faults_ = spec.faults;
     if (!spec.state_file.empty() && std::filesystem::exists(spec.state_file)) {
         std::ifstream in(spec.state_file);

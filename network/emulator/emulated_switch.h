@@ -29,7 +29,8 @@ Result<Faults> parse_faults(const std::string& spec);
 
 struct SwitchSpec {
     std::string name;
-    std::string os;  // nvue | eos
+    std::string os;     // nvue | eos
+    std::string model;  // eos: the modelName (emulated_eos_models()); "" = kDefaultEosModel
     std::string user = "admin";
     std::string password;
     std::string state_file;  // "" = memory only
@@ -38,7 +39,7 @@ struct SwitchSpec {
 
 class EmulatedSwitch : public ApplyGate {
 public:
-    // Loads the state file when it exists. Errors: "bad_os",
+    // Loads the state file when it exists. Errors: "bad_os", "bad_model",
     // "state_unreadable", "state_malformed".
     static Result<std::unique_ptr<EmulatedSwitch>> open(const SwitchSpec& spec);
 

@@ -4,7 +4,9 @@
 //
 //   KILN_SWITCH_PASSWORD=... kiln-switch --listen 127.0.0.1:8765
 //       --switch leaf-1:nvue --switch leaf-2:eos --state-dir /tmp/sw
-//       --fault leaf-2:fail-applies=1
+//       --switch spine-1:eos:DCS-7280CR3-32P4 --fault leaf-2:fail-applies=1
+// An eos switch's third field is its model (modelName in show version;
+// the default DCS-7050CX3-32S takes tx-queue, a 7280 uc-tx-queue).
 // Switch i listens on the --listen port + i (port 0: free ports). Each switch
 // holds two descriptors and a thread: thousands fit once the soft
 // RLIMIT_NOFILE is raised to the hard one, which kiln-switch does at start.
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
     std::string password_env = "KILN_SWITCH_PASSWORD";
     std::vector<std::string> switches, faults;
     app.add_option("--listen", listen, "HOST:PORT of the first switch; switch i listens on PORT+i (0: free ports)");
-    app.add_option("--switch", switches, "NAME:OS, OS nvue or eos (repeat for more switches)")->required();
+    app.add_option("--switch", switches, "NAME:OS[:MODEL], OS nvue or eos, MODEL an EOS modelName (repeatable)")
+        ->required();
     app.add_option("--state-dir", state_dir, "keep each switch's running config in DIR/<name>.json");
     app.add_option("--tls-cert", tls_cert, "certificate PEM: serve HTTPS")->check(CLI::ExistingFile);
     app.add_option("--tls-key", tls_key, "private key PEM for --tls-cert")->check(CLI::ExistingFile);
@@ -101,11 +104,15 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<EmulatedSwitch>> emulated;
     std::vector<std::unique_ptr<SwitchServer>> servers;
     for (size_t i = 0; i < switches.size(); ++i) {
-        const auto c = switches[i].rfind(':');
-        if (c == std::string::npos || c == 0) return fail("--switch expects NAME:OS, got " + switches[i]);
+        const auto c = switches[i].find(':');
+        if (c == std::string::npos || c == 0) return fail("--switch expects NAME:OS[:MODEL], got " + switches[i]);
         SwitchSpec spec;
         spec.name = switches[i].substr(0, c);
         spec.os = switches[i].substr(c + 1);
+        if (const auto m = spec.os.find(':'); m != std::string::npos) {
+            spec.model = spec.os.substr(m + 1);
+            spec.os.erase(m);
+        }
         spec.user = user;
         spec.password = *password;
         if (!state_dir.empty()) spec.state_file = state_dir + "/" + spec.name + ".json";

@@ -1,5 +1,8 @@
 #include "network/emulator/nvue_service.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 namespace kiln::network::emulator {
@@ -32,6 +35,71 @@ json::json_pointer pointer(const std::string& path) {
         start = end + 1;
     }
     return json::json_pointer(p);
+}
+
+const json* at(const json& j, std::initializer_list<const char*> path) {
+    const json* cur = &j;
+    for (const char* k : path) {
+        if (!cur->is_object()) return nullptr;
+        auto it = cur->find(k);
+        if (it == cur->end()) return nullptr;
+        cur = &*it;
+    }
+    return cur;
+}
+
+bool int_in(const json& v, long long lo, long long hi) {
+    return v.is_number_integer() && v.get<long long>() >= lo && v.get<long long>() <= hi;
+}
+
+// What NVUE's schema refuses at PATCH time, for the keys kiln writes (NVIDIA,
+// NVUE command reference): "" when the tree is acceptable.
+std::string schema_problem(const json& tree) {
+    if (const json* wd = at(tree, {"qos", "pfc-watchdog"})) {
+        if (const json* v = at(*wd, {"polling-interval"}); v && !int_in(*v, 100, 5000))
+            return v->dump() + " is not valid for qos/pfc-watchdog/polling-interval (100-5000)";
+        if (const json* v = at(*wd, {"robustness"}); v && !int_in(*v, 1, 1000))
+            return v->dump() + " is not valid for qos/pfc-watchdog/robustness (1-1000)";
+    }
+    if (const json* maps = at(tree, {"qos", "mapping"}); maps && maps->is_object())
+        for (const auto& [profile, m] : maps->items()) {
+            if (const json* t = at(m, {"trust"});
+                t && !(t->is_string() && (*t == "l2" || *t == "l3" || *t == "port" || *t == "both")))
+                return t->dump() + " is not valid for qos/mapping/" + profile + "/trust (l2, l3, port, both)";
+            if (const json* d = at(m, {"dscp"}); d && d->is_object())
+                for (const auto& [code, e] : d->items()) {
+                    const json* sp = at(e, {"switch-priority"});
+                    if (!std::all_of(code.begin(), code.end(), ::isdigit) || code.empty() || std::stoi(code) > 63 ||
+                        (sp && !int_in(*sp, 0, 7)))
+                        return "qos/mapping/" + profile + "/dscp/" + code +
+                               ": expected DSCP 0-63 to switch-priority 0-7";
+                }
+        }
+    if (const json* ifs = at(tree, {"interface"}); ifs && ifs->is_object())
+        for (const auto& [name, i] : ifs->items())
+            if (const json* st = at(i, {"qos", "pfc-watchdog", "state"})) {
+                if (!(st->is_string() && (*st == "enable" || *st == "disable")))
+                    return st->dump() + " is not valid for interface/" + name +
+                           "/qos/pfc-watchdog/state (enable, disable)";
+                // Only physical ports take a watchdog (user guide, "PFC Watchdog").
+                if (*st == "enable" && name.rfind("swp", 0) != 0)
+                    return "interface/" + name + ": PFC watchdog can only be enabled on a physical interface (swp)";
+            }
+    return "";
+}
+
+// What an apply refuses: a watchdog on a port without PFC (RoCE lossless mode
+// gives every port PFC). "" when the revision can be applied.
+std::string apply_problem(const json& tree) {
+    const json* roce = at(tree, {"qos", "roce"});
+    const bool lossless = roce && roce->value("enable", "off") == "on" && roce->value("mode", "lossless") == "lossless";
+    if (const json* ifs = at(tree, {"interface"}); ifs && ifs->is_object())
+        for (const auto& [name, i] : ifs->items()) {
+            const json* st = at(i, {"qos", "pfc-watchdog", "state"});
+            if (st && *st == "enable" && !lossless && !at(i, {"qos", "pfc"}) && !at(i, {"link", "flow-control"}))
+                return "PFC watchdog on " + name + " needs PFC or link pause on the port";
+        }
+    return "";
 }
 
 }  // namespace
@@ -76,6 +144,9 @@ SwitchResponse NvueService::revision_op(const std::string& id, const SwitchReque
         if (!auto_yes) {
             rev.state = "ays_fail";
             rev.issue = "apply needs a yes to its prompt (auto-prompt ays_yes)";
+        } else if (const std::string why = apply_problem(rev.tree); !why.empty()) {
+            rev.state = "invalid";
+            rev.issue = why;
         } else if (!gate.allow_apply()) {
             rev.state = "apply_fail";
             rev.issue = "emulated apply failure";
@@ -126,7 +197,7 @@ SwitchResponse NvueService::handle(const SwitchRequest& request, ApplyGate& gate
         if (it->second.state != "pending") return problem(409, "revision is " + it->second.state);
         auto body = json::parse(request.body, nullptr, false);
         if (body.is_discarded()) return problem(400, "body is not JSON");
-        json& tree = it->second.tree;
+        json tree = it->second.tree;
         const auto ptr = pointer(rest);
         if (ptr.empty()) {
             tree.merge_patch(body);
@@ -135,7 +206,12 @@ SwitchResponse NvueService::handle(const SwitchRequest& request, ApplyGate& gate
             sub.merge_patch(body);
             tree[ptr] = sub;
         }
-        return reply(200, tree.contains(ptr) ? tree.at(ptr) : json::object());
+        // A value the schema refuses leaves the revision as it was.
+        if (const std::string why = schema_problem(tree); !why.empty())
+            return reply(400, {{"status", 400}, {"title", "Bad Request"}, {"detail", why}});
+        it->second.tree = std::move(tree);
+        const json& kept = it->second.tree;
+        return reply(200, kept.contains(ptr) ? kept.at(ptr) : json::object());
     }
     return problem(405, "method not allowed");
 }

@@ -1,7 +1,13 @@
 // Cumulus NVUE's REST API as kiln uses it: the applied tree, revisions
 // (created, PATCHed per path, applied, polled), reads with ?rev=applied or
 // ?rev=<id>. Revision ids hold '/' as older NVUE releases' do, so a client
-// that does not percent-encode them fails here as it would there.
+// that does not percent-encode them fails here as it would there. PATCHes
+// are checked against the ranges NVUE's schema has for the keys kiln writes
+// (watchdog polling-interval 100-5000 and robustness 1-1000, trust, DSCP
+// maps, pfc-watchdog state on swp ports only): a bad value is a 400 and the
+// revision keeps its tree. An apply with a watchdog on a port without PFC
+// ends "invalid". The tree keeps what is applied, watchdog state included,
+// so read-back and drift see it.
 #pragma once
 
 #include <map>

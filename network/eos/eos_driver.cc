@@ -30,6 +30,21 @@ std::string seconds(int ms) {
     return s;
 }
 
+// EOS takes the watchdog's timeout and recovery-time as seconds with at
+// most two decimals, 0.01..60 (Arista AVD schema, priority_flow_control.watchdog).
+constexpr int kWatchdogStepMs = 10;
+constexpr int kWatchdogMaxMs = 60000;
+
+Status check_watchdog_ms(const config::RoceProfile& p, const char* key, int ms) {
+    if (ms >= kWatchdogStepMs && ms <= kWatchdogMaxMs && ms % kWatchdogStepMs == 0) return ok_status();
+    const std::string what = fmt::format(
+        "EOS takes the PFC watchdog's times in steps of {} ms from {} ms to {} s: pfc_watchdog.{} {} "
+        "cannot be expressed",
+        kWatchdogStepMs, kWatchdogStepMs, kWatchdogMaxMs / 1000, key, ms);
+    return make_error("network", "bad-profile",
+                      p.name.empty() ? what : fmt::format("network profile {}: {}", p.name, what));
+}
+
 std::string watchdog_action(const std::string& action) {
     return action == "drop" ? "drop" : "notify-only";
 }
@@ -56,12 +71,54 @@ std::string ecn_line(const json& e) {
 
 }  // namespace
 
+// The families are Broadcom Sand (Arad, Jericho, Jericho2) VOQ switches (Arista
+// 7280R3 architecture white paper: "deep buffer, virtual output queue (VoQ)");
+// that they take uc-tx-queue where others take tx-queue is issue 16's finding,
+// and Arista's AVD generates both forms in interface mode.
+bool eos_model_is_voq(const std::string& model_name) {
+    // "DCS-7280CR3-32P4-F" -> "7280CR3-32P4-F"; the family is the first four digits.
+    std::string m = model_name;
+    if (m.rfind("DCS-", 0) == 0) m = m.substr(4);
+    if (m.size() < 4 || !std::all_of(m.begin(), m.begin() + 4, [](char c) { return c >= '0' && c <= '9'; }))
+        return false;
+    const std::string family = m.substr(0, 4);
+    if (family == "7280") return true;                             // 7280E/R/R2/R3
+    if (family.rfind("75", 0) == 0 || family.rfind("78", 0) == 0)  // 7500E/R/R3 and 7800R3 chassis
+        return true;
+    if (family == "7020") {  // 7020R (Jericho): 7020SR, 7020TR, 7020TRA
+        const auto dash = m.find('-');
+        const std::string series = m.substr(4, dash == std::string::npos ? std::string::npos : dash - 4);
+        return series.find('R') != std::string::npos;
+    }
+    return false;
+}
+
+Result<EosPlatform> eos_platform(const json& show_version) {
+    const json& model = member(show_version, "modelName");
+    if (!model.is_string() || model.get<std::string>().empty())
+        return make_error("network", "eos-platform-unknown",
+                          "show version gave no modelName: kiln cannot tell whether the switch takes tx-queue or "
+                          "uc-tx-queue");
+    EosPlatform p;
+    p.model = model.get<std::string>();
+    p.voq = eos_model_is_voq(p.model);
+    return p;
+}
+
 Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Port>& ports) {
+    if (auto s = check_watchdog_ms(profile, "detection_ms", profile.pfc_watchdog_detection_ms); !s) return s.error();
+    if (auto s = check_watchdog_ms(profile, "restoration_ms", profile.pfc_watchdog_restoration_ms); !s)
+        return s.error();
     json out;
     out["qos"]["dscp-map"] = {{std::to_string(profile.roce_dscp), profile.lossless_priority},
                               {std::to_string(profile.cnp_dscp), profile.cnp_priority}};
+    // Poll at half the shorter of timeout and recovery-time: above that EOS
+    // substitutes an interval of its own (a RoCE deployment guide for EOS;
+    // AVD takes the poll with three decimals).
+    const int poll_ms = std::min(profile.pfc_watchdog_detection_ms, profile.pfc_watchdog_restoration_ms) / 2;
     out["pfc-watchdog"] = {{"timeout", seconds(profile.pfc_watchdog_detection_ms)},
                            {"recovery-time", seconds(profile.pfc_watchdog_restoration_ms)},
+                           {"polling-interval", seconds(poll_ms)},
                            {"action", watchdog_action(profile.pfc_watchdog_action)}};
     json ifs = json::object();
     for (const auto& p : ports) {
@@ -70,10 +127,10 @@ Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Po
         i["qos-trust"] = "dscp";
         i["pfc"] = "on";
         i["pfc-no-drop"] = profile.pfc_priorities;
-        i["tx-queue"][std::to_string(profile.lossless_priority)]["ecn"] = {
-            {"min-kbytes", profile.ecn_min_kb},
-            {"max-kbytes", profile.ecn_max_kb},
-            {"probability", profile.ecn_probability_pct}};
+        i["pfc-watchdog"] = "on";
+        i["queue"][std::to_string(profile.lossless_priority)]["ecn"] = {{"min-kbytes", profile.ecn_min_kb},
+                                                                        {"max-kbytes", profile.ecn_max_kb},
+                                                                        {"probability", profile.ecn_probability_pct}};
         ifs[p.name] = i;
     }
     out["interfaces"] = ifs;
@@ -82,13 +139,14 @@ Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Po
 
 json parse_running_config(const json& show, const std::vector<Port>& ports) {
     static const std::regex dscp_re(R"(^qos map dscp (\d+) to traffic-class (\d+)$)");
-    static const std::regex wd_re(R"(^priority-flow-control pause watchdog default (timeout|recovery-time) (\S+)$)");
+    static const std::regex wd_re(
+        R"(^priority-flow-control pause watchdog default (timeout|recovery-time|polling-interval) (\S+)$)");
     static const std::regex wd_action_re(R"(^priority-flow-control pause watchdog action (\S+)$)");
     static const std::regex mtu_re(R"(^mtu (\d+)$)");
     static const std::regex trust_re(R"(^qos trust (\S+)$)");
     static const std::regex pfc_re(R"(^priority-flow-control (on|off)$)");
     static const std::regex nodrop_re(R"(^priority-flow-control priority (\d) no-drop$)");
-    static const std::regex txq_re(R"(^tx-queue (\d+)$)");
+    static const std::regex txq_re(R"(^(?:uc-)?tx-queue (\d+)$)");  // either platform's form
     static const std::regex ecn_re(
         R"(^random-detect ecn minimum-threshold (\d+) kbytes maximum-threshold (\d+) kbytes max-mark-probability (\d+)$)");
 
@@ -120,6 +178,8 @@ json parse_running_config(const json& show, const std::vector<Port>& ports) {
                     i["qos-trust"] = m[1].str();
                 } else if (std::regex_match(l, m, pfc_re)) {
                     i["pfc"] = m[1].str();
+                } else if (l == "priority-flow-control pause watchdog") {
+                    i["pfc-watchdog"] = "on";
                 } else if (std::regex_match(l, m, nodrop_re)) {
                     if (!i.contains("pfc-no-drop")) i["pfc-no-drop"] = json::array();
                     i["pfc-no-drop"].push_back(std::stoi(m[1].str()));
@@ -128,9 +188,9 @@ json parse_running_config(const json& show, const std::vector<Port>& ports) {
                     if (const json* qs = children(n))
                         for (const auto& [ql, qn] : qs->items())
                             if (std::regex_match(ql, m, ecn_re))
-                                i["tx-queue"][q]["ecn"] = {{"min-kbytes", std::stoi(m[1].str())},
-                                                           {"max-kbytes", std::stoi(m[2].str())},
-                                                           {"probability", std::stoi(m[3].str())}};
+                                i["queue"][q]["ecn"] = {{"min-kbytes", std::stoi(m[1].str())},
+                                                        {"max-kbytes", std::stoi(m[2].str())},
+                                                        {"probability", std::stoi(m[3].str())}};
                 }
             }
             if (i.contains("pfc-no-drop")) {
@@ -143,7 +203,7 @@ json parse_running_config(const json& show, const std::vector<Port>& ports) {
     return out;
 }
 
-std::vector<std::string> eos_config_lines(const json& desired, const json& running) {
+std::vector<std::string> eos_config_lines(const json& desired, const json& running, const EosPlatform& platform) {
     std::vector<std::string> lines;
     const json& dscp_map = member(member(desired, "qos"), "dscp-map");
     for (auto it = dscp_map.begin(); it != dscp_map.end(); ++it)
@@ -154,6 +214,9 @@ std::vector<std::string> eos_config_lines(const json& desired, const json& runni
     if (wd.contains("recovery-time"))
         lines.push_back("priority-flow-control pause watchdog default recovery-time " +
                         wd.at("recovery-time").get<std::string>());
+    if (wd.contains("polling-interval"))
+        lines.push_back("priority-flow-control pause watchdog default polling-interval " +
+                        wd.at("polling-interval").get<std::string>());
     if (wd.contains("action"))
         lines.push_back("priority-flow-control pause watchdog action " + wd.at("action").get<std::string>());
     const json& want_ifs = member(desired, "interfaces");
@@ -175,9 +238,12 @@ std::vector<std::string> eos_config_lines(const json& desired, const json& runni
                         lines.push_back(fmt::format("no priority-flow-control priority {} no-drop", p));
             for (int p : keep) lines.push_back(fmt::format("priority-flow-control priority {} no-drop", p));
         }
-        const json& queues = member(want, "tx-queue");
+        if (want.contains("pfc-watchdog"))
+            lines.push_back(std::string(want.at("pfc-watchdog") == "on" ? "" : "no ") +
+                            "priority-flow-control pause watchdog");
+        const json& queues = member(want, "queue");
         for (auto q = queues.begin(); q != queues.end(); ++q) {
-            lines.push_back("tx-queue " + q.key());
+            lines.push_back(std::string(platform.queue_command()) + " " + q.key());
             if (q.value().contains("ecn")) lines.push_back(ecn_line(q.value().at("ecn")));
             lines.push_back("exit");
         }
@@ -221,16 +287,27 @@ Result<json> EosDriver::run_cmds(const std::vector<std::string>& cmds) {
 }
 
 Result<json> EosDriver::read_state() {
-    auto r = run_cmds({"enable", "show running-config"});
+    auto r = run_cmds({"enable", "show version", "show running-config"});
     if (!r) return r.error();
-    if (r->size() < 2)
+    if (r->size() < 3)
         return make_error("network", "eapi-error",
                           fmt::format("switch {}: show running-config answered nothing", ep_.name));
-    return (*r)[1];
+    if (auto p = eos_platform((*r)[1])) platform_ = *p;  // apply() asks again when this had none
+    return (*r)[2];
 }
 
 json EosDriver::project_running(const json& state, const std::vector<Port>& ports) const {
     return parse_running_config(state, ports);
+}
+
+Result<EosPlatform> EosDriver::platform() {
+    if (platform_) return *platform_;
+    auto r = run_cmds({"enable", "show version"});
+    if (!r) return r.error();
+    auto p = eos_platform(r->size() > 1 ? (*r)[1] : json::object());
+    if (!p) return make_error("network", p.error().code, fmt::format("switch {}: {}", ep_.name, p.error().message));
+    platform_ = *p;
+    return *p;
 }
 
 std::vector<ConfigChange> EosDriver::diff(const json& desired, const json& running) const {
@@ -244,8 +321,14 @@ Status EosDriver::apply(const json& desired, const json& running) {
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count(),
         ++sessions_);
+    auto plat = platform();
+    if (!plat) {
+        Error e = plat.error();
+        e.message += " (nothing applied)";
+        return e;
+    }
     std::vector<std::string> cmds{"enable", "configure session " + session};
-    for (auto& l : eos_config_lines(desired, running)) cmds.push_back(std::move(l));
+    for (auto& l : eos_config_lines(desired, running, *plat)) cmds.push_back(std::move(l));
     cmds.push_back("commit");
     auto r = run_cmds(cmds);
     if (r) return ok_status();

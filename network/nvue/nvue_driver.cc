@@ -15,6 +15,21 @@ using nlohmann::json;
 
 const char* const kProfile = "default-global";
 
+// RoCE lossless mode's own settings (NVIDIA, Cumulus Linux user guide, "RDMA
+// over Converged Ethernet - RoCE", `nv show qos roce`): trust pcp,dscp (NVUE
+// `trust both`), ECN min 146.48 KB = 150000 B, max 1.43 MB = 1500000 B,
+// probability 100; DSCP d maps to switch priority d / 8.
+const char* const kRoceTrust = "both";
+constexpr int kRoceEcnMinBytes = 150000;
+constexpr int kRoceEcnMaxBytes = 1500000;
+constexpr int kRoceEcnProbability = 100;
+constexpr int kDscpPerPriority = 8;
+
+// NVUE's watchdog ranges (NVIDIA, NVUE command reference, Cumulus Linux 5.6+).
+constexpr int kMinPollMs = 100;
+constexpr int kMaxPollMs = 5000;
+constexpr int kMaxRobustness = 1000;
+
 TreeDiffOptions tree_options() {
     TreeDiffOptions o;
     o.ports_key = "interface";
@@ -39,7 +54,9 @@ json project(const json& tree, const std::vector<Port>& ports) {
         if (all.contains(p.name)) {
             const json& src = all[p.name];
             if (src.contains("link") && src["link"].contains("mtu")) i["link"]["mtu"] = src["link"]["mtu"];
-            if (src.contains("qos") && src["qos"].contains("pfc")) i["qos"]["pfc"] = src["qos"]["pfc"];
+            if (src.contains("qos"))
+                for (const char* k : {"pfc", "pfc-watchdog"})
+                    if (src["qos"].contains(k)) i["qos"][k] = src["qos"][k];
         }
         ifs[p.name] = i;
     }
@@ -47,31 +64,81 @@ json project(const json& tree, const std::vector<Port>& ports) {
     return out;
 }
 
+Error profile_error(const config::RoceProfile& p, const std::string& what) {
+    return make_error("network", "bad-profile",
+                      p.name.empty() ? what : fmt::format("network profile {}: {}", p.name, what));
+}
+
 }  // namespace
 
+Result<NvueWatchdogTiming> nvue_watchdog_timing(int detection_ms) {
+    if (detection_ms < kMinPollMs)
+        return make_error("network", "bad-profile",
+                          fmt::format("NVUE's PFC watchdog polls every {}..{} ms and acts after whole polls: "
+                                      "detection_ms {} is shorter than one poll",
+                                      kMinPollMs, kMaxPollMs, detection_ms));
+    for (int poll = kMinPollMs; poll <= kMaxPollMs && poll <= detection_ms; ++poll)
+        if (detection_ms % poll == 0 && detection_ms / poll <= kMaxRobustness)
+            return NvueWatchdogTiming{poll, detection_ms / poll};
+    return make_error("network", "bad-profile",
+                      fmt::format("NVUE's PFC watchdog detects after polling-interval ({}..{} ms) x robustness "
+                                  "(1..{}) and no such product is {} ms: pick a detection_ms with a factor in {}..{}",
+                                  kMinPollMs, kMaxPollMs, kMaxRobustness, detection_ms, kMinPollMs, kMaxPollMs));
+}
+
 Result<json> render_nvue(const config::RoceProfile& profile, const std::vector<Port>& ports) {
-    if (profile.pfc_watchdog_detection_ms <= 0)
-        return make_error("network", "bad-profile", "pfc watchdog detection time must be positive");
+    auto timing = nvue_watchdog_timing(profile.pfc_watchdog_detection_ms);
+    if (!timing) return profile_error(profile, timing.error().message);
+    // NVUE's watchdog stops honouring pause frames and drops the queue's new
+    // packets (user guide, "PFC Watchdog"); it has no forward or alert mode.
+    if (profile.pfc_watchdog_action != "drop")
+        return profile_error(profile, fmt::format("pfc_watchdog.action '{}' cannot be expressed on NVUE, whose PFC "
+                                                  "watchdog always drops; use \"drop\" for fabrics with NVUE switches",
+                                                  profile.pfc_watchdog_action));
     json q;
     q["roce"] = {{"enable", "on"}, {"mode", "lossless"}};
-    q["mapping"][kProfile] = {{"trust", "l3"},
-                              {"dscp",
-                               {{std::to_string(profile.roce_dscp), {{"switch-priority", profile.lossless_priority}}},
-                                {std::to_string(profile.cnp_dscp), {{"switch-priority", profile.cnp_priority}}}}}};
+
+    // RoCE mode maps DSCP d to priority d / 8: besides roce_dscp, the other
+    // DSCPs of the lossless priority's block would be paused by PFC too, so
+    // they go to the lowest priority that is neither lossless nor CNP.
+    int lossy = 0;
+    while (lossy == profile.lossless_priority || lossy == profile.cnp_priority) ++lossy;
+    json dscp = json::object();
+    for (int d = 0; d < 64; ++d) {
+        if (d == profile.roce_dscp)
+            dscp[std::to_string(d)] = {{"switch-priority", profile.lossless_priority}};
+        else if (d == profile.cnp_dscp)
+            dscp[std::to_string(d)] = {{"switch-priority", profile.cnp_priority}};
+        else if (d / kDscpPerPriority == profile.lossless_priority)
+            dscp[std::to_string(d)] = {{"switch-priority", lossy}};
+    }
+    q["mapping"][kProfile] = {{"trust", kRoceTrust}, {"dscp", dscp}};
+
     json prios = json::object();
     for (int p : profile.pfc_priorities) prios[std::to_string(p)] = json::object();
     q["pfc"][kProfile] = {{"switch-priority", prios}};
+
+    // RoCE mode's ECN unless the profile writes its own (kiln's defaults are
+    // for the other switch OSes, which have no RoCE mode to defer to).
+    const long long ecn_min = profile.is_given("ecn_min_kb") ? profile.ecn_min_kb * 1024LL : kRoceEcnMinBytes;
+    const long long ecn_max = profile.is_given("ecn_max_kb") ? profile.ecn_max_kb * 1024LL : kRoceEcnMaxBytes;
+    if (ecn_min >= ecn_max)
+        return profile_error(profile, fmt::format("ECN min threshold {} B is not below the max {} B (RoCE mode's own "
+                                                  "unless written): write both ecn_min_kb and ecn_max_kb",
+                                                  ecn_min, ecn_max));
     q["congestion-control"][kProfile]["traffic-class"][std::to_string(profile.lossless_priority)] = {
         {"ecn", "enable"},
-        {"min-threshold", profile.ecn_min_kb * 1024},
-        {"max-threshold", profile.ecn_max_kb * 1024},
-        {"probability", profile.ecn_probability_pct}};
-    const int robustness = std::max(1, (profile.pfc_watchdog_restoration_ms + profile.pfc_watchdog_detection_ms - 1) /
-                                           profile.pfc_watchdog_detection_ms);
-    q["pfc-watchdog"] = {{"polling-interval", profile.pfc_watchdog_detection_ms}, {"robustness", robustness}};
+        {"min-threshold", ecn_min},
+        {"max-threshold", ecn_max},
+        {"probability", profile.is_given("ecn_probability_pct") ? profile.ecn_probability_pct : kRoceEcnProbability}};
+
+    // No restoration setting exists: NVUE restores a queue after a polling
+    // interval with no pause frames, so restoration_ms has no NVUE form.
+    q["pfc-watchdog"] = {{"polling-interval", timing->polling_interval_ms}, {"robustness", timing->robustness}};
     json ifs = json::object();
     for (const auto& p : ports)
-        ifs[p.name] = {{"link", {{"mtu", profile.switch_mtu}}}, {"qos", {{"pfc", {{"profile", kProfile}}}}}};
+        ifs[p.name] = {{"link", {{"mtu", profile.switch_mtu}}},
+                       {"qos", {{"pfc", {{"profile", kProfile}}}, {"pfc-watchdog", {{"state", "enable"}}}}}};
     return json{{"qos", q}, {"interface", ifs}};
 }
 

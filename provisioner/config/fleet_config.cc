@@ -174,6 +174,12 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                        {"host_mtu", p.host_mtu},
                        {"switch_mtu", p.switch_mtu},
                        {"buffer_policy", p.buffer_policy}};
+            // Written ECN keys change what NVUE gets (RoCE mode's own values
+            // otherwise); only when there are some, so other hashes stay.
+            json ecn_given = json::array();
+            for (const char* k : {"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"})
+                if (p.is_given(k)) ecn_given.push_back(k);
+            if (!ecn_given.empty()) profile["ecn_given"] = ecn_given;
         }
         json out = {{"rack", node.rack}, {"switches", sws}, {"profile", profile}, {"cables", cables}};
         // Only a managed host adds inputs: nodes without one hash as before.

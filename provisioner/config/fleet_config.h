@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -90,6 +91,12 @@ struct RoceProfile {
     // Priorities with PFC: the loader accepts only lossless_priority (PFC on
     // a priority no RoCE traffic uses pauses the link for nothing).
     std::vector<int> pfc_priorities{3};
+    // The keys the fleet file wrote ("ecn_probability_pct",
+    // "pfc_watchdog.detection_ms"); the rest hold kiln's defaults above. A
+    // renderer whose platform has its own defaults keeps those for keys not
+    // written here (NVUE's RoCE mode: ECN thresholds and probability).
+    std::set<std::string> given;
+    bool is_given(const std::string& key) const { return given.count(key) != 0; }
     SourcePos pos;
 };
 

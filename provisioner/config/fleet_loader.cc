@@ -626,6 +626,11 @@ struct Loader {
             RoceProfile p;
             p.name = name;
             p.pos = r.pos();
+            for (const auto& [k, v] : r.table()) {
+                p.given.insert(std::string(k.str()));
+                if (const toml::table* sub = v.as_table(); sub && k.str() == "pfc_watchdog")
+                    for (const auto& kv : *sub) p.given.insert("pfc_watchdog." + std::string(kv.first.str()));
+            }
             auto set_int = [&](const char* key, int64_t lo, int64_t hi, int& field) {
                 if (auto v = r.integer(key, lo, hi)) field = static_cast<int>(*v);
             };

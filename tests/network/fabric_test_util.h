@@ -86,11 +86,14 @@ class Emulators {
 public:
     Emulators() { ::setenv(kPasswordEnv, kPassword, 1); }
 
-    // Starts one; returns its base URL ("http://127.0.0.1:PORT").
-    std::string start(const std::string& name, const std::string& os, const std::string& state_file = "") {
+    // Starts one; returns its base URL ("http://127.0.0.1:PORT"). `model`:
+    // an EOS modelName ("" = the emulator's non-VOQ default).
+    std::string start(const std::string& name, const std::string& os, const std::string& state_file = "",
+                      const std::string& model = "") {
         network::emulator::SwitchSpec spec;
         spec.name = name;
         spec.os = os;
+        spec.model = model;
         spec.password = kPassword;
         spec.state_file = state_file;
         auto sw = network::emulator::EmulatedSwitch::open(spec);

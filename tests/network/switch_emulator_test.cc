@@ -22,12 +22,14 @@ namespace {
 // "admin:pw" in Basic form.
 const std::string kAuth = "Basic YWRtaW46cHc=";
 
-std::unique_ptr<EmulatedSwitch> open_switch(const std::string& os, const std::string& state_file = "") {
+std::unique_ptr<EmulatedSwitch> open_switch(const std::string& os, const std::string& state_file = "",
+                                            const std::string& model = "") {
     SwitchSpec spec;
     spec.name = "sw";
     spec.os = os;
     spec.password = "pw";
     spec.state_file = state_file;
+    spec.model = model;
     auto sw = EmulatedSwitch::open(spec);
     REQUIRE(sw);
     return std::move(*sw);
@@ -88,6 +90,94 @@ TEST_CASE("switch emulator: NVUE revisions carry '/' in their ids and apply only
     CHECK(json::parse(call(*sw, "GET", "/nvue_v1/revision/" + second).body)["state"] == "applied");
     CHECK(json::parse(call(*sw, "GET", "/nvue_v1/interface/swp1/link", nullptr, {{"rev", "applied"}}).body)["mtu"] ==
           9216);
+}
+
+TEST_CASE("switch emulator: NVUE refuses watchdog values its schema refuses, and a watchdog without PFC") {
+    auto sw = open_switch("nvue");
+    const std::string id = json::parse(call(*sw, "POST", "/nvue_v1/revision").body).begin().key();
+    const json tree_before = json::parse(call(*sw, "GET", "/nvue_v1/", nullptr, {{"rev", id}}).body);
+    auto slow = call(*sw, "PATCH", "/nvue_v1/qos", {{"pfc-watchdog", {{"polling-interval", 50}}}}, {{"rev", id}});
+    CHECK(slow.status == 400);
+    CHECK_THAT(json::parse(slow.body)["detail"].get<std::string>(), Catch::Contains("100-5000"));
+    CHECK(call(*sw, "PATCH", "/nvue_v1/qos", {{"pfc-watchdog", {{"robustness", 0}}}}, {{"rev", id}}).status == 400);
+    CHECK(call(*sw, "PATCH", "/nvue_v1/interface", {{"bond0", {{"qos", {{"pfc-watchdog", {{"state", "enable"}}}}}}}},
+               {{"rev", id}})
+              .status == 400);
+    CHECK(call(*sw, "PATCH", "/nvue_v1/qos", {{"mapping", {{"default-global", {{"trust", "dscp"}}}}}}, {{"rev", id}})
+              .status == 400);
+    // Refused PATCHes leave the revision as it was.
+    CHECK(json::parse(call(*sw, "GET", "/nvue_v1/", nullptr, {{"rev", id}}).body) == tree_before);
+
+    // A watchdog on a port with no PFC (RoCE off, no PFC profile): the apply ends invalid.
+    REQUIRE(call(*sw, "PATCH", "/nvue_v1/interface", {{"swp1", {{"qos", {{"pfc-watchdog", {{"state", "enable"}}}}}}}},
+                 {{"rev", id}})
+                .status == 200);
+    call(*sw, "PATCH", "/nvue_v1/revision/" + id, {{"state", "apply"}, {"auto-prompt", {{"ays", "ays_yes"}}}});
+    auto st = json::parse(call(*sw, "GET", "/nvue_v1/revision/" + id).body);
+    CHECK(st["state"] == "invalid");
+    CHECK_FALSE(sw->running()["interface"].contains("swp1"));
+
+    // With PFC on the port it applies, and the applied tree keeps the state.
+    const std::string ok = json::parse(call(*sw, "POST", "/nvue_v1/revision").body).begin().key();
+    call(*sw, "PATCH", "/nvue_v1/interface",
+         {{"swp1", {{"qos", {{"pfc", {{"profile", "default-global"}}}, {"pfc-watchdog", {{"state", "enable"}}}}}}}},
+         {{"rev", ok}});
+    call(*sw, "PATCH", "/nvue_v1/revision/" + ok, {{"state", "apply"}, {"auto-prompt", {{"ays", "ays_yes"}}}});
+    CHECK(json::parse(call(*sw, "GET", "/nvue_v1/revision/" + ok).body)["state"] == "applied");
+    CHECK(sw->running()["interface"]["swp1"]["qos"]["pfc-watchdog"]["state"] == "enable");
+}
+
+TEST_CASE("switch emulator: eAPI show version names the model, whose platform decides the queue command") {
+    auto strata = open_switch("eos");
+    auto v = run_cmds(*strata, {"show version"});
+    REQUIRE(v.contains("result"));
+    CHECK(v["result"][0]["modelName"] == kDefaultEosModel);
+    CHECK(run_cmds(*strata, {"enable", "configure", "interface Ethernet1/1", "tx-queue 3"}).contains("result"));
+    auto no_uc = run_cmds(*strata, {"enable", "configure", "interface Ethernet1/1", "uc-tx-queue 3"});
+    REQUIRE(no_uc.contains("error"));
+
+    auto voq = open_switch("eos", "", "DCS-7280CR3-32P4");
+    CHECK(run_cmds(*voq, {"show version"})["result"][0]["modelName"] == "DCS-7280CR3-32P4");
+    const json before = voq->running();
+    // Refused inside a session: the whole call fails with the CLI's error for
+    // that command, and nothing reaches the running config.
+    auto bad = run_cmds(*voq, {"enable", "configure session s1", "interface Ethernet1/1", "mtu 9214", "tx-queue 3",
+                               "random-detect ecn minimum-threshold 1 kbytes maximum-threshold 2 kbytes "
+                               "max-mark-probability 3",
+                               "commit"});
+    REQUIRE(bad.contains("error"));
+    CHECK(bad["error"]["code"] == 1002);
+    CHECK_THAT(bad["error"]["message"].get<std::string>(), Catch::Contains("CLI command 5 of 7 'tx-queue 3' failed"));
+    REQUIRE(bad["error"]["data"].size() == 5);
+    CHECK_THAT(bad["error"]["data"][4]["errors"][0].get<std::string>(), Catch::Contains("invalid command"));
+    CHECK(voq->running() == before);
+    auto good = run_cmds(*voq, {"enable", "configure session s2", "interface Ethernet1/1", "uc-tx-queue 3",
+                                "random-detect ecn minimum-threshold 1 kbytes maximum-threshold 2 kbytes "
+                                "max-mark-probability 3",
+                                "priority-flow-control pause watchdog", "commit"});
+    REQUIRE(good.contains("result"));
+    const json intf = voq->running()["cmds"]["interface Ethernet1/1"]["cmds"];
+    CHECK(intf["uc-tx-queue 3"]["cmds"].size() == 1);
+    CHECK(intf.contains("priority-flow-control pause watchdog"));
+
+    // Watchdog times: two decimals for timeout and recovery-time, three for the poll.
+    CHECK(run_cmds(*voq, {"enable", "configure", "priority-flow-control pause watchdog default timeout 0.2"})
+              .contains("result"));
+    CHECK(run_cmds(*voq, {"enable", "configure", "priority-flow-control pause watchdog default polling-interval 0.015"})
+              .contains("result"));
+    CHECK(run_cmds(*voq, {"enable", "configure", "priority-flow-control pause watchdog default timeout 0.205"})
+              .contains("error"));
+
+    SwitchSpec unknown;
+    unknown.name = "sw";
+    unknown.os = "eos";
+    unknown.model = "DCS-9999";
+    auto refused = EmulatedSwitch::open(unknown);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == "bad_model");
+    CHECK_THAT(refused.error().message, Catch::Contains("DCS-7280CR3-32P4"));
+    unknown.os = "nvue";
+    CHECK_FALSE(EmulatedSwitch::open(unknown));
 }
 
 TEST_CASE("switch emulator: eAPI modes, replacing lines, no forms, invalid commands") {
@@ -180,15 +270,15 @@ TEST_CASE("kiln-switch: serves each switch on its own port, keeps state, and sto
         ::dup2(out[1], 1);
         ::close(out[0]);
         ::execl(KILN_SWITCH_BINARY, KILN_SWITCH_BINARY, "--listen", "127.0.0.1:0", "--switch", "a:nvue", "--switch",
-                "b:eos", "--password-env", "KILN_TEST_SWITCH_BIN_PASSWORD", "--state-dir", dir.path().c_str(),
-                "--fault", "b:fail-applies=all", static_cast<char*>(nullptr));
+                "b:eos", "--switch", "c:eos:DCS-7280CR3-32P4", "--password-env", "KILN_TEST_SWITCH_BIN_PASSWORD",
+                "--state-dir", dir.path().c_str(), "--fault", "b:fail-applies=all", static_cast<char*>(nullptr));
         ::_exit(127);
     }
     ::close(out[1]);
-    // Two lines, "switch <name> (<os>): <url>", once both listen.
+    // Three lines, "switch <name> (<os>): <url>", once all listen.
     std::string text;
     char buf[512];
-    while (std::count(text.begin(), text.end(), '\n') < 2) {
+    while (std::count(text.begin(), text.end(), '\n') < 3) {
         const ssize_t n = ::read(out[0], buf, sizeof buf);
         if (n <= 0) break;
         text.append(buf, static_cast<size_t>(n));
@@ -199,6 +289,9 @@ TEST_CASE("kiln-switch: serves each switch on its own port, keeps state, and sto
     REQUIRE(a != std::string::npos);
     REQUIRE(b != std::string::npos);
     const std::string url_b = text.substr(text.find("http://", b), text.find('\n', b) - text.find("http://", b));
+    const auto c = text.find("switch c (eos): http://127.0.0.1:");
+    REQUIRE(c != std::string::npos);
+    const std::string url_c = text.substr(text.find("http://", c), text.find('\n', c) - text.find("http://", c));
 
     kiln::net::CurlHttpClient http;
     kiln::net::HttpRequest req;
@@ -215,6 +308,13 @@ TEST_CASE("kiln-switch: serves each switch on its own port, keeps state, and sto
     auto changed = http.send(req);
     REQUIRE(changed);
     CHECK(changed->status == 200);
+    // The third field of --switch is the model show version reports.
+    req.url = url_c + "/command-api";
+    req.body =
+        R"({"jsonrpc": "2.0", "method": "runCmds", "id": 1, "params": {"version": 1, "cmds": ["show version"]}})";
+    auto version = http.send(req);
+    REQUIRE(version);
+    CHECK(json::parse(version->body)["result"][0]["modelName"] == "DCS-7280CR3-32P4");
 
     ::kill(pid, SIGTERM);
     int status = 0;
