@@ -87,7 +87,10 @@ Result<Fabric> build_fabric(const config::Fleet& fleet) {
         for (auto& sp : all) {
             if (sp.switch_name != c.switch_name) continue;
             for (auto& port : sp.ports)
-                if (port.name == c.port) port.peer = Cable{c.node, c.nic};
+                if (port.name == c.port) {
+                    port.peer = Cable{c.node, c.nic};
+                    port.cable_length_m = c.cable_length_m;
+                }
         }
     }
     return build_fabric(fleet, all);

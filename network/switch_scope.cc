@@ -44,11 +44,14 @@ Result<SwitchScope> scope_for_switch(const config::Fleet& fleet, const Fabric& f
 
 Result<SwitchComparison> compare_switch(SwitchDriver& driver, const SwitchScope& scope) {
     SwitchComparison c;
-    auto desired = driver.render(*scope.profile, scope.ports);
-    if (!desired) return desired.error();
+    // Read first: what kiln renders may depend on the switch's platform.
     auto running = driver.read_running(scope.ports);
     if (!running) return running.error();
+    auto desired = driver.render_for(*scope.profile, scope.ports, *running);
+    if (!desired) return desired.error();
     c.changes = driver.diff(*desired, *running);
+    if (!c.changes.empty())
+        if (Status s = driver.check(*desired, *running); !s) return s.error();
     c.desired = std::move(*desired);
     c.running = std::move(*running);
     return c;
@@ -56,7 +59,7 @@ Result<SwitchComparison> compare_switch(SwitchDriver& driver, const SwitchScope&
 
 nlohmann::json change_json(const std::string& switch_name, const ConfigChange& c) {
     return {{"switch", switch_name}, {"port", c.port},       {"field", c.field},    {"path", c.path},
-            {"desired", c.desired},  {"running", c.running}, {"text", c.describe()}};
+            {"desired", c.desired},  {"running", c.running}, {"text", c.describe()}, {"disruptive", c.disruptive}};
 }
 
 }  // namespace kiln::network
