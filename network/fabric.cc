@@ -125,7 +125,9 @@ Result<Fabric> build_fabric(const config::Fleet& fleet) {
     for (const auto& c : fleet.cabling) {
         auto it = at.find(c.switch_name + '\0' + c.port);
         if (it == at.end()) continue;
-        all[it->second.sw].ports[it->second.port].peer = Cable{c.node, c.nic};
+        auto& port = all[it->second.sw].ports[it->second.port];
+        port.peer = Cable{c.node, c.nic};
+        port.cable_length_m = c.cable_length_m;
     }
     return build_fabric(fleet, all);
 }

@@ -26,7 +26,16 @@ struct Port {
     std::string lanes;          // "0,1,2,3": SONiC needs them; platform-specific
     std::string alias;          // front-panel label; empty = none
     std::optional<Cable> peer;  // empty: not cabled to a node (uplink, unused)
+    int cable_length_m = 0;     // the fleet's length; 0 = default for the link's role
 };
+
+// Host links (node NIC to leaf) are short: 5 m unless the fleet says.
+inline constexpr int kDefaultHostCableM = 5;
+
+// The length PFC headroom is sized for.
+inline int cable_length_of(const Port& p) {
+    return p.cable_length_m > 0 ? p.cable_length_m : kDefaultHostCableM;
+}
 
 // Input: the ports of one switch, as an operator or a discovery step gives them.
 struct SwitchPorts {

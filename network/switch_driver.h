@@ -32,6 +32,9 @@ struct ConfigChange {
     std::string field;             // the leaf, for people: "mtu", "pfc_enable"
     nlohmann::json desired;        // null: kiln wants it absent
     nlohmann::json running;        // null: absent on the switch
+    // Applying it takes `port` down and up again (SONiC: its queues, PG
+    // buffers, QoS maps, cable length), so plans list such ports.
+    bool disruptive = false;
     std::string describe() const;  // "Ethernet0 mtu: 1500 -> 9216"
 };
 
@@ -51,6 +54,22 @@ public:
     // running-config`), and the managed keys of some ports within it (no I/O).
     virtual Result<nlohmann::json> read_state() = 0;
     virtual nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const = 0;
+    // The managed config for these ports on this switch as `running` shows
+    // it: what depends on the platform (SONiC: the buffer model, the SKU's
+    // headroom table) is taken from there. Default: render().
+    virtual Result<nlohmann::json> render_for(const config::RoceProfile& profile, const std::vector<Port>& ports,
+                                              const nlohmann::json& running) const {
+        (void)running;
+        return render(profile, ports);
+    }
+    // What the switch would refuse of the change from `running` to
+    // `desired`, found before anything is applied (create-only fields, the
+    // NOS's validation of the merged config). Default: nothing.
+    virtual Status check(const nlohmann::json& desired, const nlohmann::json& running) const {
+        (void)desired;
+        (void)running;
+        return ok_status();
+    }
     // Running vs desired; empty = converged.
     virtual std::vector<ConfigChange> diff(const nlohmann::json& desired, const nlohmann::json& running) const = 0;
     // Make the switch run `desired`. All or nothing: on failure the switch

@@ -62,17 +62,20 @@ Result<SwitchComparison> compare_switch(SwitchDriver& driver, const SwitchScope&
 Result<SwitchComparison> compare_switch(const SwitchDriver& driver, const SwitchScope& scope,
                                         const nlohmann::json& state) {
     SwitchComparison c;
-    auto desired = driver.render(*scope.profile, scope.ports);
-    if (!desired) return desired.error();
+    // Project first: what kiln renders may depend on the switch's platform.
     c.running = driver.project_running(state, scope.ports);
+    auto desired = driver.render_for(*scope.profile, scope.ports, c.running);
+    if (!desired) return desired.error();
     c.changes = driver.diff(*desired, c.running);
+    if (!c.changes.empty())
+        if (Status s = driver.check(*desired, c.running); !s) return s.error();
     c.desired = std::move(*desired);
     return c;
 }
 
 nlohmann::json change_json(const std::string& switch_name, const ConfigChange& c) {
     return {{"switch", switch_name}, {"port", c.port},       {"field", c.field},    {"path", c.path},
-            {"desired", c.desired},  {"running", c.running}, {"text", c.describe()}};
+            {"desired", c.desired},  {"running", c.running}, {"text", c.describe()}, {"disruptive", c.disruptive}};
 }
 
 }  // namespace kiln::network

@@ -66,7 +66,7 @@ if ! alive "$sonic_dir/sshd.pid"; then
     cp "$sonic_dir/state/config_db.json" "$stock"
   fi
   KILN_SONIC_TARGET_PORT=$sonic_port tests/network/sonic_ssh_target.sh start "$sonic_dir" "${BUILD_DIR:-build}/kiln-sonic-sim" \
-    ../shared/network/sonic-yang ${stock:+"$stock"}
+    "${BUILD_DIR:-build}/sonic-yang" ${stock:+"$stock"}
   [ -z "$stock" ] || rm -f "$stock"
 fi
 echo "lab: lab-leaf-1 (sonic) on ssh://127.0.0.1:$sonic_port"

@@ -12,12 +12,13 @@ namespace {
 using nlohmann::json;
 
 const std::set<std::string>& field_scoped_tables() {
-    static const std::set<std::string> t = {"PORT", "BUFFER_POOL"};
+    // Shared with the switch's own settings: only the fields kiln renders.
+    static const std::set<std::string> t = {"PORT", "BUFFER_POOL", "PORT_QOS_MAP", "PFC_WD", "CABLE_LENGTH"};
     return t;
 }
 
 const std::set<std::string>& ranged_tables() {
-    static const std::set<std::string> t = {"QUEUE", "BUFFER_PG"};
+    static const std::set<std::string> t = {"QUEUE", "BUFFER_PG", "BUFFER_QUEUE"};
     return t;
 }
 
@@ -38,7 +39,8 @@ void keep(json& out, const json& db, const std::string& table, const std::string
 }  // namespace
 
 bool is_port_table(const std::string& table) {
-    return table == "PORT" || table == "PORT_QOS_MAP" || table == "PFC_WD" || table == "QUEUE" || table == "BUFFER_PG";
+    return table == "PORT" || table == "PORT_QOS_MAP" || table == "PFC_WD" || table == "QUEUE" || table == "BUFFER_PG" ||
+           table == "BUFFER_QUEUE";
 }
 
 std::pair<int, int> parse_index_range(const std::string& s) {
@@ -66,7 +68,20 @@ json select_managed(const json& db, const std::vector<std::string>& ports, const
     keep(out, db, "SCHEDULER", n + "_LOSSLESS");
     keep(out, db, "SCHEDULER", n + "_CNP");
     keep(out, db, "PORT_QOS_MAP", "global");
-    keep(out, db, "BUFFER_POOL", opt.ingress_pool);
+    keep(out, db, "PFC_PRIORITY_TO_PRIORITY_GROUP_MAP", n);
+    keep(out, db, "PFC_WD", "GLOBAL");
+    if (auto t = db.find("CABLE_LENGTH"); t != db.end() && t->is_object()) {
+        // One entry ("AZURE") lists every port: keep only kiln's ports of it.
+        json& ot = table_in(out, "CABLE_LENGTH");
+        const std::set<std::string> wanted(ports.begin(), ports.end());
+        for (auto e = t->begin(); e != t->end(); ++e) {
+            json entry = json::object();
+            if (e->is_object())
+                for (auto f = e->begin(); f != e->end(); ++f)
+                    if (wanted.count(f.key())) entry[f.key()] = *f;
+            ot[e.key()] = std::move(entry);
+        }
+    }
     if (auto t = db.find("BUFFER_PROFILE"); t != db.end() && t->is_object()) {
         json& ot = table_in(out, "BUFFER_PROFILE");
         for (auto e = t->begin(); e != t->end(); ++e)
@@ -75,7 +90,7 @@ json select_managed(const json& db, const std::vector<std::string>& ports, const
     const std::set<std::string> wanted(ports.begin(), ports.end());
     for (const char* t : {"PORT", "PORT_QOS_MAP", "PFC_WD"})
         for (const auto& p : ports) keep(out, db, t, p);
-    for (const char* t : {"QUEUE", "BUFFER_PG"}) {
+    for (const char* t : {"QUEUE", "BUFFER_PG", "BUFFER_QUEUE"}) {
         auto tab = db.find(t);
         if (tab == db.end() || !tab->is_object()) continue;
         json& ot = table_in(out, t);

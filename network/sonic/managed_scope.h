@@ -5,17 +5,19 @@
 // ingress pool):
 //   switch-wide  DSCP_TO_TC_MAP|N, TC_TO_QUEUE_MAP|N, TC_TO_PRIORITY_GROUP_MAP|N,
 //                MAP_PFC_PRIORITY_TO_QUEUE|N, WRED_PROFILE|N, SCHEDULER|N_LOSSLESS,
-//                SCHEDULER|N_CNP, PORT_QOS_MAP|global, BUFFER_POOL|<pool>,
-//                BUFFER_PROFILE|pg_lossless_*
-//   per port p   PORT|p, PORT_QOS_MAP|p, PFC_WD|p, QUEUE|p|*, BUFFER_PG|p|*
+//                SCHEDULER|N_CNP, PORT_QOS_MAP|global, PFC_WD|GLOBAL,
+//                PFC_PRIORITY_TO_PRIORITY_GROUP_MAP|N, BUFFER_PROFILE|pg_lossless_*
+//   per port p   PORT|p, PORT_QOS_MAP|p, PFC_WD|p, QUEUE|p|*, BUFFER_PG|p|*,
+//                BUFFER_QUEUE|p|*, CABLE_LENGTH|*|p
 // select_managed() keeps exactly these from a full `sonic-cfggen -d
 // --print-data` dump (what read_running returns).
 //
 // scope_to_desired() then narrows that to what a diff against `desired` may
 // change:
-// - PORT and BUFFER_POOL are shared with the switch's own settings (fec,
-//   autoneg, pool size...): only the fields kiln renders are compared;
-// - QUEUE and BUFFER_PG entries kiln does not render stay, unless their
+// - PORT, PORT_QOS_MAP, PFC_WD and CABLE_LENGTH are shared with the switch's
+//   own settings (fec, autoneg, a SKU's pfc_to_pg_map, other ports' cable
+//   lengths...): only the fields kiln renders are compared;
+// - QUEUE, BUFFER_PG and BUFFER_QUEUE entries kiln does not render stay, unless their
 //   range covers one kiln renders ("3-4" against kiln's "3"): those are
 //   removed, since SONiC refuses overlapping ranges;
 // - any other entry kiln renders is owned whole (extra fields are removed);

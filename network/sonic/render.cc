@@ -41,21 +41,105 @@ Status check_profile(const config::RoceProfile& p) {
     if (p.ecn_min_kb < 0 || p.ecn_max_kb < p.ecn_min_kb)
         return profile_error(p, fmt::format("ECN thresholds need 0 <= ecn_min_kb <= ecn_max_kb, got {} and {}",
                                             p.ecn_min_kb, p.ecn_max_kb));
+    if (p.pfc_watchdog_detection_ms < p.pfc_watchdog_poll_ms || p.pfc_watchdog_restoration_ms < p.pfc_watchdog_poll_ms)
+        return profile_error(p, fmt::format("PFC watchdog detection ({} ms) and restoration ({} ms) must be at least "
+                                            "its poll interval ({} ms)",
+                                            p.pfc_watchdog_detection_ms, p.pfc_watchdog_restoration_ms,
+                                            p.pfc_watchdog_poll_ms));
     if (p.buffer_policy != "lossless" && p.buffer_policy != "default")
         return profile_error(p, fmt::format("buffer_policy must be lossless or default, got {}", p.buffer_policy));
     return ok_status();
 }
 
-Headroom estimate_headroom(int speed_mbps, int cable_length_m, int mtu) {
-    // Propagation ~5 ns/m each way, plus ~1000 ns for the peer to react.
-    const std::uint64_t ns = 10ull * static_cast<std::uint64_t>(cable_length_m) + 1000ull;
-    const std::uint64_t bits = static_cast<std::uint64_t>(speed_mbps) * ns / 1000ull;  // Mb/s * ns = 1e-3 bits
-    Headroom h;
-    h.xon = 2ull * static_cast<std::uint64_t>(mtu);
-    h.xoff = bits / 8 + 2ull * static_cast<std::uint64_t>(mtu);
-    h.size = h.xon + h.xoff;
-    return h;
+std::string lossless_profile_name(int speed_mbps, int cable_m) {
+    return fmt::format("pg_lossless_{}_{}m_profile", speed_mbps, cable_m);
 }
+
+namespace {
+
+// "0-2,4-6": the queues 0..6 other than `skip`, as ranges (SONiC's stock
+// BUFFER_QUEUE leaves queue 7 alone; so does kiln).
+std::vector<std::string> ranges_without(int skip, int last) {
+    std::vector<std::string> out;
+    int start = -1;
+    for (int q = 0; q <= last + 1; ++q) {
+        const bool in = q <= last && q != skip;
+        if (in && start < 0) start = q;
+        if (!in && start >= 0) {
+            out.push_back(start == q - 1 ? std::to_string(start) : fmt::format("{}-{}", start, q - 1));
+            start = -1;
+        }
+    }
+    return out;
+}
+
+// The lossless tables that depend on the switch: its buffer model, its SKU's
+// headroom table and the shared objects its templates made.
+Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vector<Port>& ports,
+                      const RenderOptions& opt) {
+    const SonicFacts& f = *opt.facts;
+    const std::string lossless = std::to_string(p.lossless_priority);
+    if (f.buffer_model != "traditional" && f.buffer_model != "dynamic")
+        return make_error("network", "buffer-model",
+                          fmt::format("DEVICE_METADATA|localhost buffer_model is '{}': kiln knows traditional and "
+                                      "dynamic",
+                                      f.buffer_model));
+    if (f.pool_mode.empty())
+        return make_error("network", "no-lossless-pool",
+                          fmt::format("the switch has no BUFFER_POOL|{} (its buffer template did not run?): kiln "
+                                      "binds lossless PGs to it; set buffer_policy = \"default\" to leave buffers "
+                                      "to the switch",
+                                      opt.ingress_pool));
+    const bool traditional = f.buffer_model == "traditional";
+    if (traditional && !f.pg_lookup)
+        return make_error(
+            "network", "no-headroom-table",
+            fmt::format("the switch uses SONiC's traditional buffer model, which sizes PG headroom from its SKU's "
+                        "table, and kiln could not read it ({}{}); set buffer_policy = \"default\" to leave "
+                        "buffers to the switch",
+                        f.pg_lookup_path.empty() ? "DEVICE_METADATA names no platform/hwsku" : f.pg_lookup_path,
+                        f.pg_lookup_error.empty() ? "" : ": " + f.pg_lookup_error));
+    const std::string cable_key = f.cable_length_key.empty() ? "AZURE" : f.cable_length_key;
+    const std::string pfc_pg_map = opt.name;
+    bool pfc_pg_map_used = false;
+    for (const auto& port : ports) {
+        const std::string& n = port.name;
+        const int wanted_m = cable_length_of(port);
+        if (traditional) {
+            auto row = f.pg_lookup->row_for(port.speed_mbps, wanted_m);
+            if (!row)
+                return make_error("network", row.error().code, fmt::format("port {}: {}", n, row.error().message));
+            // CABLE_LENGTH names the row, so buffermgrd looks up the same one kiln wrote.
+            db.set("CABLE_LENGTH", cable_key, n, fmt::format("{}m", row->cable_m));
+            const std::string profile = lossless_profile_name(port.speed_mbps, row->cable_m);
+            db.set("BUFFER_PROFILE", profile, "pool", opt.ingress_pool);
+            db.set("BUFFER_PROFILE", profile, "xon", row->xon);
+            if (!row->xon_offset.empty()) db.set("BUFFER_PROFILE", profile, "xon_offset", row->xon_offset);
+            db.set("BUFFER_PROFILE", profile, "xoff", row->xoff);
+            db.set("BUFFER_PROFILE", profile, "size", row->size);
+            // buffermgrd names the threshold after the pool's mode.
+            db.set("BUFFER_PROFILE", profile, f.pool_mode + "_th", row->threshold);
+            db.set("BUFFER_PG", join_key({n, lossless}), "profile", profile);
+        } else {
+            db.set("CABLE_LENGTH", cable_key, n, fmt::format("{}m", wanted_m));
+            // "NULL": the dynamic buffer manager computes this PG's headroom.
+            db.set("BUFFER_PG", join_key({n, lossless}), "profile", "NULL");
+        }
+        if (f.egress_profiles) {
+            db.set("BUFFER_QUEUE", join_key({n, lossless}), "profile", "egress_lossless_profile");
+            for (const auto& r : ranges_without(p.lossless_priority, 6))
+                db.set("BUFFER_QUEUE", join_key({n, r}), "profile", "egress_lossy_profile");
+        }
+        if (f.pfc_to_pg_ports.count(n)) {
+            db.set("PORT_QOS_MAP", n, "pfc_to_pg_map", pfc_pg_map);
+            pfc_pg_map_used = true;
+        }
+    }
+    if (pfc_pg_map_used) db.set("PFC_PRIORITY_TO_PRIORITY_GROUP_MAP", pfc_pg_map, lossless, lossless);
+    return ok_status();
+}
+
+}  // namespace
 
 Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Port>& ports, const RenderOptions& opt) {
     if (Status s = check_profile(p); !s) return s.error();
@@ -98,13 +182,7 @@ Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Por
 
     db.set("PORT_QOS_MAP", "global", "dscp_to_tc_map", map);
 
-    const bool buffers = p.buffer_policy == "lossless";
-    if (buffers) {
-        db.set("BUFFER_POOL", opt.ingress_pool, "type", "ingress");
-        db.set("BUFFER_POOL", opt.ingress_pool, "mode", "dynamic");
-        if (opt.ingress_pool_bytes > 0)
-            db.set("BUFFER_POOL", opt.ingress_pool, "size", std::to_string(opt.ingress_pool_bytes));
-    }
+    db.set("PFC_WD", "GLOBAL", "POLL_INTERVAL", str(p.pfc_watchdog_poll_ms));
 
     for (const auto& port : ports) {
         const std::string& n = port.name;
@@ -130,19 +208,9 @@ Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Por
         db.set("PFC_WD", n, "action", p.pfc_watchdog_action);
         db.set("PFC_WD", n, "detection_time", str(p.pfc_watchdog_detection_ms));
         db.set("PFC_WD", n, "restoration_time", str(p.pfc_watchdog_restoration_ms));
-
-        if (buffers) {
-            // SONiC's own naming, pg_lossless_<speed>_<cable>_profile.
-            const std::string profile = fmt::format("pg_lossless_{}_{}m_profile", port.speed_mbps, opt.cable_length_m);
-            const Headroom h = estimate_headroom(port.speed_mbps, opt.cable_length_m, p.switch_mtu);
-            db.set("BUFFER_PROFILE", profile, "pool", opt.ingress_pool);
-            db.set("BUFFER_PROFILE", profile, "size", std::to_string(h.size));
-            db.set("BUFFER_PROFILE", profile, "xon", std::to_string(h.xon));
-            db.set("BUFFER_PROFILE", profile, "xoff", std::to_string(h.xoff));
-            db.set("BUFFER_PROFILE", profile, "dynamic_th", "0");
-            db.set("BUFFER_PG", join_key({n, lossless}), "profile", profile);
-        }
     }
+    if (p.buffer_policy == "lossless" && opt.facts != nullptr)
+        if (Status st = render_buffers(db, p, ports, opt); !st) return st.error();
     return db;
 }
 

@@ -9,14 +9,25 @@
 // - TC_TO_PRIORITY_GROUP_MAP: the lossless TC to its own PG, the rest to PG 0.
 // - PORT: admin up, lanes, speed, mtu = switch_mtu.
 // - PORT_QOS_MAP per port: the maps above, pfc_enable and pfcwd_sw_enable on
-//   the lossless priority only; "global" carries the DSCP map too.
+//   the lossless priority only; "global" carries the DSCP map too. Fields kiln
+//   does not render (a SKU's pfc_to_pg_map) stay as the switch has them.
 // - WRED_PROFILE: ECN on all colours, thresholds from ecn_min_kb/ecn_max_kb.
 // - QUEUE: the lossless queue with the WRED profile and a DWRR scheduler; the
 //   CNP queue with a strict scheduler.
-// - PFC_WD per port: action, detection and restoration times.
-// - buffer_policy "lossless": BUFFER_POOL, a PG headroom BUFFER_PROFILE per
-//   port speed, BUFFER_PG|<port>|<lossless priority>. "default" leaves buffers
-//   to the switch's own buffer manager.
+// - PFC_WD per port: action, detection and restoration times; PFC_WD|GLOBAL
+//   POLL_INTERVAL (SONiC refuses a detection time below it).
+// - buffer_policy "lossless", rendered only with the switch's facts
+//   (switch_facts.h), since the numbers are the switch's own:
+//   CABLE_LENGTH per port; in the traditional buffer model the SKU's
+//   pg_profile_lookup.ini row for the port's speed and cable as
+//   BUFFER_PROFILE pg_lossless_<speed>_<cable>_profile (the name and fields
+//   SONiC's buffer manager gives it, so it never rewrites kiln's rows) and
+//   BUFFER_PG|<port>|<lossless priority>; in the dynamic model BUFFER_PG
+//   profile "NULL" (the switch computes the headroom from the cable length);
+//   BUFFER_QUEUE (the lossless queue on egress_lossless_profile, the others
+//   on egress_lossy_profile) where the switch has those profiles; and, on
+//   ports whose SKU maps PFC priorities to PGs, PFC_PRIORITY_TO_PRIORITY_GROUP_MAP.
+//   "default" leaves buffers to the switch's own buffer manager.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +36,7 @@
 
 #include "network/fabric.h"
 #include "network/sonic/config_db.h"
+#include "network/sonic/switch_facts.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 
@@ -36,10 +48,10 @@ struct RenderOptions {
     std::string name = "ROCE";
     // SONiC's stock pool name, so the profile binds to the switch's pool.
     std::string ingress_pool = "ingress_lossless_pool";
-    // 0: render the pool without a size and let the switch size it.
-    std::uint64_t ingress_pool_bytes = 0;
-    // Cable length used in the PG headroom estimate.
-    int cable_length_m = 5;
+    // The switch's facts (read with its running config). Null: render only
+    // what does not depend on the switch, without buffer tables (an offline
+    // `kiln network render`).
+    const SonicFacts* facts = nullptr;
 };
 
 // The profile's own consistency (priorities in 0..7 and distinct, DSCPs in
@@ -54,14 +66,8 @@ Result<ConfigDb> render_roce(const config::RoceProfile& profile, const std::vect
 // One SONiC switch of the fabric, with the profile its nodes name.
 Result<ConfigDb> render_switch(const config::Fleet& fleet, const FabricSwitch& sw, const RenderOptions& options = {});
 
-// PG headroom for a lossless port (bytes): what arrives after the switch
-// sends PAUSE (cable round trip plus ~1 us response at line rate) plus two
-// MTUs in flight. An estimate; vendors' lookup tables are authoritative.
-struct Headroom {
-    std::uint64_t xon = 0;
-    std::uint64_t xoff = 0;
-    std::uint64_t size = 0;
-};
-Headroom estimate_headroom(int speed_mbps, int cable_length_m, int mtu);
+// The PG profile SONiC's traditional buffer manager names for a port:
+// pg_lossless_<speed>_<cable>m_profile.
+std::string lossless_profile_name(int speed_mbps, int cable_m);
 
 }  // namespace kiln::network::sonic

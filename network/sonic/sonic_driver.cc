@@ -1,12 +1,16 @@
 #include "network/sonic/sonic_driver.h"
 
+#include <algorithm>
 #include <ctime>
+#include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "network/sonic/config_db.h"
 #include "network/sonic/json_patch.h"
 #include "network/sonic/managed_scope.h"
+#include "network/sonic/switch_facts.h"
 
 namespace kiln::network::sonic {
 
@@ -30,10 +34,19 @@ std::string field_label(const std::string& table, const std::string& key, const 
     return fmt::format("{}|{} {}", table, key, field);
 }
 
+// Tables whose change takes the port down and up (SONiC reprograms the
+// port's queues and buffers, or buffermgrd re-sizes its PG).
+bool flaps_port(const std::string& table) {
+    return table == "QUEUE" || table == "BUFFER_PG" || table == "BUFFER_QUEUE" || table == "PORT_QOS_MAP" ||
+           table == "CABLE_LENGTH";
+}
+
 void add_change(std::vector<ConfigChange>& out, const std::string& table, const std::string& key,
                 const std::string& field, const json& desired, const json& running) {
     ConfigChange c;
     if (is_port_table(table)) c.port = split_key(key).at(0);
+    if (table == "CABLE_LENGTH") c.port = field;  // CABLE_LENGTH|AZURE {port: length}
+    c.disruptive = !c.port.empty() && c.port != "global" && flaps_port(table);
     c.path = fmt::format("{}|{}/{}", table, key, field);
     c.field = field_label(table, key, field);
     c.desired = desired;
@@ -122,15 +135,136 @@ Result<json> SonicDriver::read_config_db() {
     return doc;
 }
 
+// The CONFIG_DB dump, with what else kiln needs of the switch under "_kiln":
+// in the traditional buffer model, the SKU's pg_profile_lookup.ini.
 Result<json> SonicDriver::read_state() {
-    return read_config_db();
+    auto doc = read_config_db();
+    if (!doc) return doc;
+    json facts = json::object();
+    const json& meta = doc->value("DEVICE_METADATA", json::object()).value("localhost", json::object());
+    // The SKU's headroom table matters only where buffermgrd sizes PGs from it.
+    if (meta.value("buffer_model", std::string("traditional")) == "traditional") {
+        const std::string path = pg_lookup_path(meta.value("platform", ""), meta.value("hwsku", ""));
+        facts["pg_lookup_path"] = path;
+        if (path.empty()) {
+            facts["pg_lookup_error"] = "DEVICE_METADATA|localhost has no usable platform and hwsku";
+        } else {
+            auto r = remote({"cat", path}, options_.read_timeout);
+            if (!r) return driver_error(name_, r.error().code, r.error().message);
+            if (ssh_failed(*r) || r->timed_out)
+                return driver_error(name_, "read-failed", "cat " + path + ": " + describe_remote_failure(*r), true);
+            if (r->success())
+                facts["pg_lookup"] = r->out;
+            else
+                facts["pg_lookup_error"] = describe_remote_failure(*r);
+        }
+    }
+    (*doc)[kFactsKey] = std::move(facts);
+    return doc;
 }
 
 json SonicDriver::project_running(const json& state, const std::vector<Port>& ports) const {
     std::vector<std::string> names;
     names.reserve(ports.size());
     for (const auto& p : ports) names.push_back(p.name);
-    return select_managed(state, names, options_.render);
+    json state_db = state;
+    json facts = {{"pg_lookup", nullptr}};
+    if (auto k = state_db.find(kFactsKey); k != state_db.end()) {
+        if (k->is_object()) facts.update(*k);
+        state_db.erase(k);
+    }
+    json out = select_managed(state_db, names, options_.render);
+    facts["config_db"] = std::move(state_db);
+    out[kFactsKey] = std::move(facts);
+    return out;
+}
+
+Result<json> SonicDriver::render_for(const config::RoceProfile& profile, const std::vector<Port>& ports,
+                                     const json& running) const {
+    const SonicFacts facts = facts_from_running(running);
+    RenderOptions opt = options_.render;
+    // Hand-built running configs (tests) carry no facts: render without buffers as before.
+    if (running.is_object() && running.contains(kFactsKey)) opt.facts = &facts;
+    auto db = render_roce(profile, ports, opt);
+    if (!db) return driver_error(name_, db.error().code, db.error().message);
+    return db->json();
+}
+
+namespace {
+
+// One validator per process: loading SONiC's models takes a while, and
+// libyang's context is shared, so checks take turns.
+std::mutex& validator_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+Result<std::shared_ptr<const YangValidator>> default_validator() {
+    static std::shared_ptr<const YangValidator> loaded;
+    static std::string load_error;
+    if (!loaded && load_error.empty()) {
+        auto v = YangValidator::load();
+        if (v)
+            loaded = std::make_shared<const YangValidator>(std::move(*v));
+        else
+            load_error = v.error().message;
+    }
+    if (loaded) return loaded;
+    return make_error("network", "yang-models", load_error);
+}
+
+// The tables the models know: a real switch has many more (BGP, VLANs...),
+// which kiln neither changes nor can judge.
+json known_tables(const json& db, const std::vector<std::string>& tables) {
+    json out = json::object();
+    for (auto t = db.begin(); t != db.end(); ++t)
+        if (std::binary_search(tables.begin(), tables.end(), t.key())) out[t.key()] = *t;
+    return out;
+}
+
+}  // namespace
+
+Status SonicDriver::check(const json& desired, const json& running) const {
+    const SonicFacts facts = facts_from_running(running);
+    if (auto ports = desired.find("PORT"); ports != desired.end())
+        for (auto p = ports->begin(); p != ports->end(); ++p) {
+            auto lanes = p->find("lanes");
+            auto have = facts.lanes.find(p.key());
+            if (lanes == p->end() || have == facts.lanes.end() || *lanes == have->second) continue;
+            return driver_error(name_, "create-only",
+                                fmt::format("PORT|{} lanes are {} on the switch and {} in the fleet: SONiC creates a "
+                                            "port's lanes with the port and refuses to change them; fix the fleet's "
+                                            "lanes (or break the port out on the switch first)",
+                                            p.key(), have->second, lanes->get<std::string>()));
+        }
+    auto k = running.find(kFactsKey);
+    if (k == running.end() || !k->contains("config_db")) return ok_status();
+    auto merged = json_patch_apply((*k)["config_db"], patch_for(desired, running));
+    if (!merged) return driver_error(name_, "patch-invalid", "the patch does not apply: " + merged.error().message);
+    std::shared_ptr<const YangValidator> validator = options_.validator;
+    std::lock_guard<std::mutex> lock(validator_mutex());
+    if (!validator) {
+        auto v = default_validator();
+        if (!v)
+            return driver_error(name_, "yang-models",
+                                "cannot check the change against SONiC's YANG models before applying it: " +
+                                    v.error().message);
+        validator = *v;
+    }
+    const std::vector<std::string> tables = validator->tables();
+    std::set<std::string> before;
+    for (const auto& i : validator->check(known_tables((*k)["config_db"], tables))) before.insert(i.str());
+    std::vector<std::string> added;
+    for (const auto& i : validator->check(known_tables(*merged, tables)))
+        if (!before.count(i.str())) added.push_back(i.str());
+    if (added.empty()) return ok_status();
+    std::string text;
+    for (size_t i = 0; i < added.size() && i < 5; ++i) text += (i ? "; " : "") + added[i];
+    if (added.size() > 5) text += fmt::format("; and {} more", added.size() - 5);
+    return driver_error(name_, "yang-invalid",
+                        fmt::format("the switch would refuse this change (SONiC's YANG models, on the merged "
+                                    "config): {}; nothing was applied",
+                                    text));
 }
 
 json SonicDriver::patch_for(const json& desired, const json& running) const {

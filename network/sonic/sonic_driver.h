@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "network/sonic/render.h"
+#include "network/sonic/yang_validator.h"
 #include "network/ssh_runner.h"
 #include "network/switch_driver.h"
 #include "provisioner/core/command.h"
@@ -45,6 +46,9 @@ struct SonicDriverOptions {
     std::chrono::seconds apply_timeout{300};   // apply-patch and rollback
     std::chrono::seconds connect_timeout{10};  // ssh ConnectTimeout (from_switch only)
     std::string ssh_program = "ssh";           // from_switch only
+    // The models check() validates the merged config with; null: SONiC's
+    // models at default_yang_dir(), loaded once per process.
+    std::shared_ptr<const YangValidator> validator;
 };
 
 class SonicDriver : public SwitchDriver {
@@ -60,8 +64,16 @@ public:
 
     std::string os() const override { return "sonic"; }
     Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const override;
+    // The managed tables, plus "_kiln" (switch_facts.h): the whole CONFIG_DB
+    // and, in the traditional buffer model, the SKU's pg_profile_lookup.ini.
     Result<nlohmann::json> read_state() override;
     nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const override;
+    Result<nlohmann::json> render_for(const config::RoceProfile& profile, const std::vector<Port>& ports,
+                                      const nlohmann::json& running) const override;
+    // Refuses what SONiC's config updater refuses: a changed PORT lanes
+    // (create-only), and any YANG issue the patch adds to the switch's whole
+    // CONFIG_DB (issues the switch already had are not kiln's).
+    Status check(const nlohmann::json& desired, const nlohmann::json& running) const override;
     std::vector<ConfigChange> diff(const nlohmann::json& desired, const nlohmann::json& running) const override;
     Status apply(const nlohmann::json& desired, const nlohmann::json& running) override;
 

@@ -156,7 +156,10 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                 if (const SwitchPort* p = s->find_port(c->port))
                     port = {{"name", p->name}, {"speed_mbps", p->speed_mbps}, {"lanes", p->lanes}, {"alias", p->alias}};
             }
-            cables.push_back({{"nic", c->nic}, {"switch", sw_json}, {"port", port}});
+            json cable = {{"nic", c->nic}, {"switch", sw_json}, {"port", port}};
+            // Only a length given changes the hash: fleets without one keep their keys.
+            if (c->cable_length_m > 0) cable["cable_length_m"] = c->cable_length_m;
+            cables.push_back(std::move(cable));
         }
         json profile = nullptr;
         if (auto it = fleet.network.find(node.network); it != fleet.network.end()) {
@@ -171,6 +174,7 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                        {"pfc_watchdog_action", p.pfc_watchdog_action},
                        {"pfc_watchdog_detection_ms", p.pfc_watchdog_detection_ms},
                        {"pfc_watchdog_restoration_ms", p.pfc_watchdog_restoration_ms},
+                       {"pfc_watchdog_poll_ms", p.pfc_watchdog_poll_ms},
                        {"host_mtu", p.host_mtu},
                        {"switch_mtu", p.switch_mtu},
                        {"buffer_policy", p.buffer_policy}};

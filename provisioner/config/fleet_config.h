@@ -85,6 +85,10 @@ struct RoceProfile {
     std::string pfc_watchdog_action = "drop";  // drop | forward | alert
     int pfc_watchdog_detection_ms = 200;
     int pfc_watchdog_restoration_ms = 400;
+    // SONiC's PFC_WD|GLOBAL POLL_INTERVAL, which kiln writes: detection and
+    // restoration must be at least this (SONiC's YANG refuses the patch
+    // otherwise). 200 is SONiC's own default.
+    int pfc_watchdog_poll_ms = 200;
     int host_mtu = 9000;
     int switch_mtu = 9216;
     std::string buffer_policy = "lossless";    // lossless | default
@@ -239,6 +243,8 @@ struct Cable {
     std::string nic;
     std::string switch_name;
     std::string port;
+    // Metres; 0 = the default for a host link (5 m). PFC headroom grows with it.
+    int cable_length_m = 0;
     SourcePos pos;
 };
 

@@ -449,9 +449,10 @@ struct Loader {
             auto nic = r.str("nic", true);
             auto sw = r.str("switch", true);
             auto port = r.str("port", true);
+            auto length = r.integer("cable_length_m", 1, 10000);
             r.finish();
             if (!node || !nic || !sw || !port) continue;
-            Cable c{*node, *nic, *sw, *port, r.pos()};
+            Cable c{*node, *nic, *sw, *port, length ? static_cast<int>(*length) : 0, r.pos()};
             bool ok = true;
             if (const Node* fn = fleet.find_node(c.node); !fn) {
                 // A node that failed to load has reported itself already.
@@ -695,6 +696,18 @@ struct Loader {
                 if (auto v = wr.integer("detection_ms", 1, 60000)) p.pfc_watchdog_detection_ms = static_cast<int>(*v);
                 if (auto v = wr.integer("restoration_ms", 1, 600000))
                     p.pfc_watchdog_restoration_ms = static_cast<int>(*v);
+                // SONiC's YANG bounds POLL_INTERVAL to 100..1000 ms.
+                if (auto v = wr.integer("poll_ms", 100, 1000)) p.pfc_watchdog_poll_ms = static_cast<int>(*v);
+                if (p.pfc_watchdog_detection_ms < p.pfc_watchdog_poll_ms)
+                    pair_error(wr, "detection_ms", "poll_ms",
+                               fmt::format("expected detection_ms >= poll_ms ({}): the switch refuses a watchdog "
+                                           "that detects faster than it polls",
+                                           p.pfc_watchdog_poll_ms),
+                               fmt::format("expected poll_ms <= detection_ms ({})", p.pfc_watchdog_detection_ms));
+                if (p.pfc_watchdog_restoration_ms < p.pfc_watchdog_poll_ms)
+                    pair_error(wr, "restoration_ms", "poll_ms",
+                               fmt::format("expected restoration_ms >= poll_ms ({})", p.pfc_watchdog_poll_ms),
+                               fmt::format("expected poll_ms <= restoration_ms ({})", p.pfc_watchdog_restoration_ms));
                 wr.finish();
             }
             if (p.cnp_dscp == p.roce_dscp)

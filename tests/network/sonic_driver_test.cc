@@ -58,7 +58,7 @@ struct StateDir {
     StateDir() {
         std::string t = (std::filesystem::temp_directory_path() / "kiln-sonic-drv-XXXXXX").string();
         path = mkdtemp(t.data());
-        tn::write_json(path + "/config_db.json", tn::stock_config());
+        tn::seed_state(path);
     }
     ~StateDir() {
         std::error_code ec;

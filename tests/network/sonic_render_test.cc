@@ -15,6 +15,7 @@ using kiln::network::sonic::ConfigDb;
 using kiln::network::sonic::render_roce;
 using kiln::network::sonic::render_switch;
 using namespace kiln::test::network;
+using kiln::Result;
 
 namespace {
 
@@ -26,6 +27,36 @@ ConfigDb render(const kiln::config::RoceProfile& profile, int ports = 4) {
 
 std::string field(const ConfigDb& db, const std::string& table, const std::string& key, const std::string& f) {
     return db.get(table, key, f).value_or("<absent>");
+}
+
+}  // namespace
+
+namespace {
+
+using kiln::network::sonic::parse_pg_lookup;
+using kiln::network::sonic::SonicFacts;
+
+// A switch of a real SKU, as kiln reads it: its headroom table from the
+// fixtures (sonic-buildimage's own file), its pool in dynamic mode.
+SonicFacts sku_facts(const std::string& sku_dir, const std::string& model = "traditional") {
+    SonicFacts f;
+    f.buffer_model = model;
+    f.pool_mode = "dynamic";
+    const std::string path = std::string(KILN_NETWORK_FIXTURES) + "/sonic-device/" + sku_dir + "/pg_profile_lookup.ini";
+    auto t = parse_pg_lookup(read_file(path), path);
+    REQUIRE(t.ok());
+    f.pg_lookup = std::move(*t);
+    return f;
+}
+
+const char* kSn5600 = "x86_64-nvidia_sn5600-r0/Mellanox-SN5600-O128";    // Spectrum-4
+const char* kZ9332f = "x86_64-dellemc_z9332f_d1508-r0/DellEMC-Z9332f-O32";  // Tomahawk 3
+
+Result<ConfigDb> render_on(const SonicFacts& f, std::vector<kiln::network::Port> ports,
+                           const kiln::config::RoceProfile& p = roce_profile()) {
+    kiln::network::sonic::RenderOptions opt;
+    opt.facts = &f;
+    return render_roce(p, ports, opt);
 }
 
 }  // namespace
@@ -140,16 +171,139 @@ TEST_CASE("sonic render with the default buffer policy leaves buffers to the swi
     CHECK(db.keys("BUFFER_PROFILE").empty());
     CHECK(db.keys("BUFFER_POOL").empty());
     CHECK(field(db, "PORT_QOS_MAP", "Ethernet0", "pfc_enable") == "3");
+    // Even with the switch's facts at hand.
+    auto f = sku_facts("x86_64-nvidia_sn5600-r0/Mellanox-SN5600-O128");
+    kiln::network::sonic::RenderOptions opt;
+    opt.facts = &f;
+    auto with = render_roce(p, cabled_ports(2, "r1", 2), opt);
+    REQUIRE(with.ok());
+    CHECK(with->keys("BUFFER_PG").empty());
+    CHECK(with->keys("CABLE_LENGTH").empty());
 }
 
-TEST_CASE("sonic render estimates PG headroom from speed and cable") {
-    auto h400 = kiln::network::sonic::estimate_headroom(400000, 5, 9216);
-    auto h100 = kiln::network::sonic::estimate_headroom(100000, 5, 9216);
-    auto h400long = kiln::network::sonic::estimate_headroom(400000, 300, 9216);
-    CHECK(h400.xon == 2 * 9216);
-    CHECK(h400.xoff > h100.xoff);
-    CHECK(h400long.xoff > h400.xoff);
-    CHECK(h400.size == h400.xon + h400.xoff);
+
+TEST_CASE("sonic headroom is the SKU's own row: Spectrum-4 and Tomahawk 3 at 400G") {
+    auto ports = cabled_ports(2, "r1", 2);
+    SECTION("Mellanox SN5600, 5 m") {
+        auto db = render_on(sku_facts(kSn5600), ports);
+        REQUIRE(db.ok());
+        // Row "400000 5m 250880 19456 231424 0" of the SKU's pg_profile_lookup.ini.
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "xoff") == "231424");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "xon") == "19456");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "size") == "250880");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "dynamic_th") == "0");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "pool") == "ingress_lossless_pool");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "xon_offset") == "<absent>");
+        CHECK(field(*db, "BUFFER_PG", "Ethernet0|3", "profile") == "pg_lossless_400000_5m_profile");
+        CHECK(field(*db, "CABLE_LENGTH", "AZURE", "Ethernet4") == "5m");
+    }
+    SECTION("Dell Z9332f, 5 m and a 7 m cable that takes the 40 m row") {
+        ports[1].cable_length_m = 7;
+        auto db = render_on(sku_facts(kZ9332f), ports);
+        REQUIRE(db.ok());
+        // "400000 5m 2540 2540 178562 -2 2540": xon_offset and a negative threshold kept.
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "xoff") == "178562");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "xon_offset") == "2540");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "dynamic_th") == "-2");
+        // The shortest row at least as long: never less headroom than the cable needs.
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_40m_profile", "xoff") == "201930");
+        CHECK(field(*db, "BUFFER_PG", "Ethernet4|3", "profile") == "pg_lossless_400000_40m_profile");
+        // CABLE_LENGTH names the row kiln used, so the switch's buffer manager agrees.
+        CHECK(field(*db, "CABLE_LENGTH", "AZURE", "Ethernet4") == "40m");
+        CHECK(field(*db, "CABLE_LENGTH", "AZURE", "Ethernet0") == "5m");
+    }
+    SECTION("a static pool names the threshold static_th") {
+        auto f = sku_facts(kSn5600);
+        f.pool_mode = "static";
+        auto db = render_on(f, ports);
+        REQUIRE(db.ok());
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "static_th") == "0");
+        CHECK(field(*db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "dynamic_th") == "<absent>");
+    }
+}
+
+TEST_CASE("sonic headroom refuses what the switch could not size") {
+    auto ports = cabled_ports(1, "r1", 1);
+    SECTION("a cable longer than any row") {
+        ports[0].cable_length_m = 3000;
+        auto db = render_on(sku_facts(kZ9332f), ports);
+        REQUIRE_FALSE(db.ok());
+        CHECK(db.error().code == "no-headroom-row");
+        CHECK_THAT(db.error().message, Catch::Contains("Ethernet0") && Catch::Contains("3000 m") &&
+                                           Catch::Contains("5m, 40m, 300m, 1000m, 2000m"));
+    }
+    SECTION("a speed the table lacks") {
+        ports[0].speed_mbps = 25000;
+        auto db = render_on(sku_facts(kZ9332f), ports);
+        REQUIRE_FALSE(db.ok());
+        CHECK(db.error().code == "no-headroom-row");
+        CHECK_THAT(db.error().message, Catch::Contains("speed 25000") && Catch::Contains("100000, 400000"));
+    }
+    SECTION("no table in the traditional model") {
+        SonicFacts f;
+        f.pool_mode = "dynamic";
+        f.pg_lookup_path = "/usr/share/sonic/device/p/h/pg_profile_lookup.ini";
+        f.pg_lookup_error = "No such file or directory";
+        auto db = render_on(f, ports);
+        REQUIRE_FALSE(db.ok());
+        CHECK(db.error().code == "no-headroom-table");
+        CHECK_THAT(db.error().message, Catch::Contains(f.pg_lookup_path) && Catch::Contains("buffer_policy"));
+    }
+    SECTION("no lossless pool") {
+        auto f = sku_facts(kSn5600);
+        f.pool_mode.clear();
+        auto db = render_on(f, ports);
+        REQUIRE_FALSE(db.ok());
+        CHECK(db.error().code == "no-lossless-pool");
+    }
+}
+
+TEST_CASE("sonic headroom in the dynamic model is left to the switch, from kiln's cable length") {
+    auto ports = cabled_ports(2, "r1", 2);
+    ports[1].cable_length_m = 7;
+    SonicFacts f;
+    f.buffer_model = "dynamic";
+    f.pool_mode = "dynamic";
+    auto db = render_on(f, ports);
+    REQUIRE(db.ok());
+    CHECK(field(*db, "BUFFER_PG", "Ethernet0|3", "profile") == "NULL");
+    CHECK(field(*db, "CABLE_LENGTH", "AZURE", "Ethernet4") == "7m");
+    CHECK(db->keys("BUFFER_PROFILE").empty());
+}
+
+TEST_CASE("sonic render writes what lossless needs where the switch has it") {
+    auto f = sku_facts(kSn5600);
+    f.egress_profiles = true;
+    f.pfc_to_pg_ports = {"Ethernet0"};
+    f.cable_length_key = "CUSTOM";
+    auto db = render_on(f, cabled_ports(2, "r1", 2));
+    REQUIRE(db.ok());
+    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|3", "profile") == "egress_lossless_profile");
+    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|0-2", "profile") == "egress_lossy_profile");
+    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|4-6", "profile") == "egress_lossy_profile");
+    CHECK(field(*db, "PORT_QOS_MAP", "Ethernet0", "pfc_to_pg_map") == "ROCE");
+    CHECK(field(*db, "PORT_QOS_MAP", "Ethernet4", "pfc_to_pg_map") == "<absent>");
+    CHECK(field(*db, "PFC_PRIORITY_TO_PRIORITY_GROUP_MAP", "ROCE", "3") == "3");
+    CHECK(field(*db, "CABLE_LENGTH", "CUSTOM", "Ethernet0") == "5m");
+
+    // Offline (no facts): nothing that depends on the switch.
+    const ConfigDb offline = render(roce_profile());
+    CHECK(offline.keys("BUFFER_PG").empty());
+    CHECK(offline.keys("CABLE_LENGTH").empty());
+    CHECK(offline.keys("BUFFER_QUEUE").empty());
+}
+
+TEST_CASE("sonic render writes the PFC watchdog's poll interval, and refuses detection below it") {
+    auto p = roce_profile();
+    p.pfc_watchdog_poll_ms = 150;
+    const ConfigDb db = render(p);
+    CHECK(field(db, "PFC_WD", "GLOBAL", "POLL_INTERVAL") == "150");
+    CHECK(field(db, "PFC_WD", "Ethernet0", "detection_time") == "200");
+    p.pfc_watchdog_poll_ms = 400;  // what `pfcwd start_default` sets on a big switch
+    auto bad = render_roce(p, make_ports(1));
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == "bad-profile");
+    CHECK_THAT(bad.error().message, Catch::Contains("poll interval (400 ms)"));
 }
 
 TEST_CASE("sonic render rejects inconsistent profiles") {

@@ -27,7 +27,7 @@ struct SimFixture {
     std::string dir;
     SonicSim sim;
     SimFixture() : dir(make_dir()), sim(dir, validator()) {
-        tn::write_json(dir + "/config_db.json", tn::stock_config());
+        tn::seed_state(dir);
     }
     ~SimFixture() {
         std::error_code ec;

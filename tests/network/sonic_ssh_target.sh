@@ -11,7 +11,8 @@
 # are forced into `SIM --state DIR/state --yang YANG_DIR --ssh`
 # (kiln-sonic-sim), so `config ...` and `sonic-cfggen ...` behave as on a
 # switch. CONFIG_DB starts as STOCK_CONFIG (default: the 4-port stock
-# fixture). Writes DIR/target.env (KEY=VALUE lines):
+# fixture) and /usr/share/sonic/device is served from
+# tests/fixtures/network/sonic-device. Writes DIR/target.env (KEY=VALUE lines):
 #   HOST PORT USER IDENTITY KNOWN_HOSTS STATE MODE (netns|loopback)
 # Without network namespaces (not root, no `ip netns`), sshd listens on
 # 127.0.0.1 at a high port instead, and MODE says loopback.
@@ -49,7 +50,7 @@ if [ "$cmd" = stop ]; then
 fi
 [ "$cmd" = start ] || { echo "unknown command $cmd" >&2; exit 2; }
 sim=${3:?SIM: path to kiln-sonic-sim}
-yang=${4:-$here/../../../shared/network/sonic-yang}
+yang=${4:-$here/../../build/sonic-yang}
 stock=${5:-$here/../fixtures/network/sonic_stock_4port.json}
 sim=$(readlink -f "$sim")
 yang=$(readlink -f "$yang")
@@ -59,6 +60,9 @@ mkdir -p "$dir/state/checkpoints"
 mkdir -p /run/sshd 2>/dev/null || true  # privilege separation dir (root only)
 rm -f "$dir"/host_key* "$dir"/client_key* "$dir/state/checkpoints/"*
 cp "$stock" "$dir/state/config_db.json"
+# The SKU files a real switch keeps under /usr/share/sonic/device.
+rm -rf "$dir/state/device"
+cp -r "$here/../fixtures/network/sonic-device" "$dir/state/device"
 cp "$stock" "$dir/stock_config_db.json"
 ssh-keygen -q -t ed25519 -N '' -C kiln-sonic-host -f "$dir/host_key"
 ssh-keygen -q -t ed25519 -N '' -C kiln-sonic-client -f "$dir/client_key"

@@ -57,7 +57,7 @@ struct Target {
         REQUIRE(env.count("HOST"));
         state = env.at("STATE");
         // Each test starts from the stock config, with no checkpoints.
-        tn::write_json(state + "/config_db.json", tn::stock_config());
+        tn::seed_state(state);
         for (const auto& cp : tn::checkpoints_in(state)) std::remove((state + "/checkpoints/" + cp).c_str());
         auto d = SonicDriver::from_switch(fleet_switch(env));
         REQUIRE(d);

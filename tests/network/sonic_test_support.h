@@ -22,6 +22,15 @@ inline void write_json(const std::string& path, const nlohmann::json& doc) {
     std::ofstream(path) << doc.dump(4) << "\n";
 }
 
+// A switch's state as kiln-sonic-sim keeps it: the stock CONFIG_DB and the
+// SKU files under device/ (what a real switch has under /usr/share/sonic/device).
+inline void seed_state(const std::string& dir) {
+    write_json(dir + "/config_db.json", stock_config());
+    std::filesystem::remove_all(dir + "/device");
+    std::filesystem::copy(std::string(KILN_NETWORK_FIXTURES) + "/sonic-device", dir + "/device",
+                          std::filesystem::copy_options::recursive);
+}
+
 inline nlohmann::json read_json(const std::string& path) {
     std::ifstream in(path);
     return nlohmann::json::parse(in);

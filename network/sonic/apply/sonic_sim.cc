@@ -99,6 +99,7 @@ int SonicSim::run(std::vector<std::string> args, std::istream& in, std::ostream&
         return 1;
     }
     const std::string& cmd = args[0];
+    if (cmd == "cat" && args.size() == 2) return cat_device_file(args[1], out, err);
     if (cmd == "sonic-cfggen") {
         if (args.size() == 3 && args[1] == "-d" && args[2] == "--print-data") return print_data(out, err);
         err << "sonic-cfggen: only -d --print-data is emulated\n";
@@ -133,6 +134,41 @@ int SonicSim::print_data(std::ostream& out, std::ostream& err) {
     return 0;
 }
 
+int SonicSim::cat_device_file(const std::string& path, std::ostream& out, std::ostream& err) {
+    // Only the SKU files under /usr/share/sonic/device/, from DIR/device/.
+    const std::string prefix = "/usr/share/sonic/device/";
+    const bool inside = path.rfind(prefix, 0) == 0 && path.find("..") == std::string::npos;
+    std::ifstream f(inside ? state_dir_ + "/device/" + path.substr(prefix.size()) : std::string(), std::ios::binary);
+    if (!inside || !f) {
+        err << "cat: " << path << ": No such file or directory\n";
+        return 1;
+    }
+    out << f.rdbuf();
+    return 0;
+}
+
+namespace {
+
+// SONiC's config updater treats PORT|*|lanes as create-only: set with the
+// port, never changed or removed while the port stays (generic_config_updater's
+// CreateOnlyFilter). The first violation, or empty.
+std::string create_only_violation(const json& before, const json& after) {
+    const json& b = before.value("PORT", json::object());
+    const json& a = after.value("PORT", json::object());
+    for (auto p = b.begin(); p != b.end(); ++p) {
+        auto q = a.find(p.key());
+        if (q == a.end() || !p->is_object() || !q->is_object()) continue;
+        const json was = p->value("lanes", json());
+        const json now = q->value("lanes", json());
+        if (was != now)
+            return fmt::format("/PORT/{}/lanes is create-only: it was {} and the patch makes it {}", p.key(),
+                               was.is_null() ? "absent" : was.dump(), now.is_null() ? "absent" : now.dump());
+    }
+    return {};
+}
+
+}  // namespace
+
 int SonicSim::apply_patch(const std::string& file, std::istream& in, std::ostream& out, std::ostream& err) {
     std::string text;
     if (file == "-" || file == "/dev/stdin") {
@@ -162,6 +198,10 @@ int SonicSim::apply_patch(const std::string& file, std::istream& in, std::ostrea
     auto next = json_patch_apply(*current, patch);
     if (!next) {
         err << "Error: " << next.error().message << "\n";
+        return 1;
+    }
+    if (const std::string v = create_only_violation(*current, *next); !v.empty()) {
+        err << "Error: the patch modifies a create-only field: " << v << "\n";
         return 1;
     }
     auto shape = ConfigDb::from_json(*next);

@@ -13,9 +13,15 @@
 //   config delete-checkpoint NAME
 //   config list-checkpoints      JSON array of names
 //   sonic-cfggen -d --print-data the running config as JSON
+//   cat /usr/share/sonic/device/P/H/F   a SKU file, from DIR/device/P/H/F
+//                                (tests/fixtures/network/sonic-device)
+//
+// apply-patch also refuses what SONiC's config updater refuses before YANG:
+// a change to a create-only field (PORT lanes).
 //
 // A leading "sudo" is accepted and dropped. State dir layout:
 //   DIR/config_db.json  DIR/checkpoints/NAME.json  DIR/lock (flock: one command at a time)
+//   DIR/device/<platform>/<hwsku>/...  the SKU files `cat` serves
 #pragma once
 
 #include <iosfwd>
@@ -41,6 +47,7 @@ private:
     int delete_checkpoint(const std::string& name, std::ostream& out, std::ostream& err);
     int list_checkpoints(std::ostream& out);
     int print_data(std::ostream& out, std::ostream& err);
+    int cat_device_file(const std::string& path, std::ostream& out, std::ostream& err);
 
     std::string state_dir_;
     const YangValidator& validator_;
