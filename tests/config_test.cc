@@ -162,6 +162,7 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(net.ecn_probability_pct == 5);
     CHECK(net.pfc_watchdog_action == "forward");
     CHECK(net.pfc_watchdog_detection_ms == 100);
+    CHECK(net.pfc_watchdog_poll_ms == 100);
     CHECK(net.pfc_watchdog_restoration_ms == 300);
     CHECK(net.switch_mtu == 9216);
     CHECK(net.buffer_policy == "lossless");  // default
@@ -285,7 +286,7 @@ TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
     CHECK(net["profile"]["pfc_watchdog_action"] == "forward");
     // Every RoceProfile field but the name and position, and the ECN keys the
     // file wrote (only when it wrote some: other fleets' hashes stay).
-    CHECK(net["profile"].size() == 14);
+    CHECK(net["profile"].size() == 15);
     CHECK(net["profile"]["ecn_given"] ==
           nlohmann::json{"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"});
     CHECK(node_section_json(f, f.nodes[1], "network")["switches"].empty());
@@ -407,7 +408,7 @@ TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][
                           kHex64 + "\"\nflash = true\n"),
                12, 1, "firmware.f.components[0].flash", "unknown key 'flash'");
     expect_one(*load_text(kBase + "[network.r]\npfc_watchdog = { action = \"drop\", interval = 5 }\n"), 7, 35,
-               "network.r.pfc_watchdog.interval", "expected one of: action, detection_ms, restoration_ms");
+               "network.r.pfc_watchdog.interval", "expected one of: action, detection_ms, poll_ms, restoration_ms");
 }
 
 TEST_CASE("config: wrong types and out-of-range values", "[config][errors]") {

@@ -199,11 +199,13 @@ TEST_CASE("sonic driver converges the stock config through kiln-sonic-sim") {
     opt.sudo = false;
     SonicDriver d("leaf1", runner, opt);
     const auto ports = make_ports(4);
-    auto desired = d.render(tn::roce_profile(), ports);
-    REQUIRE(desired);
     auto running = d.read_running(ports);
     REQUIRE(running);
+    // As the network stage does: the SKU's headroom table, read from the switch.
+    auto desired = d.render_for(tn::roce_profile(), ports, *running);
+    REQUIRE(desired);
     REQUIRE_FALSE(d.diff(*desired, *running).empty());
+    REQUIRE(d.check(*desired, *running));
     Status s = d.apply(*desired, *running);
     INFO((s ? std::string() : s.error().message));
     REQUIRE(s);
@@ -214,7 +216,11 @@ TEST_CASE("sonic driver converges the stock config through kiln-sonic-sim") {
     CHECK(full["DSCP_TO_TC_MAP"]["ROCE"]["26"] == "3");
     CHECK(full["PORT_QOS_MAP"]["Ethernet12"]["dscp_to_tc_map"] == "ROCE");
     CHECK(full["PORT_QOS_MAP"]["Ethernet12"]["pfc_enable"] == "3");
+    // The stock lossless PG range gives way to kiln's, named as buffermgrd names it.
     CHECK_FALSE(full["BUFFER_PG"].contains("Ethernet0|3-4"));
+    CHECK(full["BUFFER_PG"]["Ethernet0|3"]["profile"] == "pg_lossless_400000_5m_profile");
+    CHECK(full["BUFFER_PROFILE"]["pg_lossless_400000_5m_profile"]["xoff"] == "231424");
+    CHECK(full["CABLE_LENGTH"]["AZURE"]["Ethernet0"] == "5m");
     CHECK(full["BUFFER_PG"]["Ethernet0|0"]["profile"] == "ingress_lossy_profile");
     CHECK(tn::checkpoints_in(state.path).empty());
     // Converged: apply runs nothing.

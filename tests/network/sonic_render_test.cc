@@ -61,6 +61,7 @@ Result<ConfigDb> render_on(const SonicFacts& f, std::vector<kiln::network::Port>
 
 }  // namespace
 
+
 TEST_CASE("sonic render maps DSCP 26 to the lossless TC and queue") {
     const ConfigDb db = render(roce_profile());
     // SONiC's stock template maps 26 to TC 1: the render must say 3.
@@ -92,8 +93,10 @@ TEST_CASE("sonic render follows the profile's DSCP and priorities") {
     CHECK(field(db, "DSCP_TO_TC_MAP", "ROCE", "46") == "5");
     CHECK(field(db, "PORT_QOS_MAP", "Ethernet0", "pfc_enable") == "4");
     CHECK(field(db, "QUEUE", "Ethernet0|4", "wred_profile") == "ROCE");
-    CHECK(db.has("BUFFER_PG", "Ethernet0|4"));
-    CHECK_FALSE(db.has("BUFFER_PG", "Ethernet0|3"));
+    auto on_switch = render_on(sku_facts(kSn5600), cabled_ports(1, "r1", 1), p);
+    REQUIRE(on_switch.ok());
+    CHECK(on_switch->has("BUFFER_PG", "Ethernet0|4"));
+    CHECK_FALSE(on_switch->has("BUFFER_PG", "Ethernet0|3"));
 }
 
 TEST_CASE("sonic render enables PFC on the lossless priority only") {
@@ -105,11 +108,14 @@ TEST_CASE("sonic render enables PFC on the lossless priority only") {
     // Only the lossless TC gets its own (headroom-backed) PG.
     for (int tc = 0; tc < 8; ++tc)
         CHECK(field(db, "TC_TO_PRIORITY_GROUP_MAP", "ROCE", std::to_string(tc)) == (tc == 3 ? "3" : "0"));
-    for (const auto& key : db.keys("BUFFER_PG")) CHECK(key.substr(key.find('|')) == "|3");
-    CHECK(db.keys("BUFFER_PG").size() == 4);
-    CHECK(field(db, "BUFFER_PG", "Ethernet0|3", "profile") == "pg_lossless_400000_5m_profile");
-    CHECK(field(db, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "pool") == "ingress_lossless_pool");
-    CHECK(db.has("BUFFER_POOL", "ingress_lossless_pool"));
+    // On a switch: one lossless PG per port, on the switch's own pool (kiln writes no pool).
+    auto on_switch = render_on(sku_facts(kSn5600), cabled_ports(4, "r1", 2));
+    REQUIRE(on_switch.ok());
+    for (const auto& key : on_switch->keys("BUFFER_PG")) CHECK(key.substr(key.find('|')) == "|3");
+    CHECK(on_switch->keys("BUFFER_PG").size() == 4);
+    CHECK(field(*on_switch, "BUFFER_PG", "Ethernet0|3", "profile") == "pg_lossless_400000_5m_profile");
+    CHECK(field(*on_switch, "BUFFER_PROFILE", "pg_lossless_400000_5m_profile", "pool") == "ingress_lossless_pool");
+    CHECK_FALSE(on_switch->has("BUFFER_POOL", "ingress_lossless_pool"));
 }
 
 TEST_CASE("sonic render puts ECN marking on the lossless queue") {
