@@ -34,11 +34,12 @@ std::string field_label(const std::string& table, const std::string& key, const 
     return fmt::format("{}|{} {}", table, key, field);
 }
 
-// Tables whose change takes the port down and up (SONiC reprograms the
-// port's queues and buffers, or buffermgrd re-sizes its PG).
+// Tables whose change takes the port down and up: SONiC's config updater
+// sets the port admin down around any change to these rows and up again
+// after (generic_config_updater's RequiredValueIdentifier).
 bool flaps_port(const std::string& table) {
     return table == "QUEUE" || table == "BUFFER_PG" || table == "BUFFER_QUEUE" || table == "PORT_QOS_MAP" ||
-           table == "CABLE_LENGTH";
+           table == "BUFFER_PORT_INGRESS_PROFILE_LIST" || table == "BUFFER_PORT_EGRESS_PROFILE_LIST";
 }
 
 void add_change(std::vector<ConfigChange>& out, const std::string& table, const std::string& key,
@@ -297,6 +298,15 @@ std::vector<ConfigChange> SonicDriver::diff(const json& desired, const json& run
             if (dt.contains(e.key())) continue;
             for (auto f = e->begin(); f != e->end(); ++f) add_change(out, t.key(), e.key(), f.key(), nullptr, *f);
         }
+    }
+    // A port that is not admin up has no link to lose: the updater leaves it as it is.
+    if (auto k = running.find(kFactsKey); k != running.end() && k->contains("config_db")) {
+        const json& ports = (*k)["config_db"].value("PORT", json::object());
+        for (auto& c : out)
+            if (c.disruptive) {
+                auto p = ports.find(c.port);
+                c.disruptive = p != ports.end() && p->is_object() && p->value("admin_status", "") == "up";
+            }
     }
     return out;
 }

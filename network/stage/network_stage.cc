@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "network/fabric.h"
 #include "network/host/host_runner.h"
@@ -264,9 +265,16 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
         for (size_t i = 0; i < changes.size() && i < 3; ++i)
             desc += (i ? "; " : ": ") + changes[i]["text"].get<std::string>();
         if (changes.size() > 3) desc += fmt::format("; and {} more", changes.size() - 3);
+        // Ports the switch takes down and up to make the change: their links drop.
+        std::set<std::string> flaps;
+        for (const auto& c : changes)
+            if (c.value("disruptive", false)) flaps.insert(c["port"].get<std::string>());
+        if (!flaps.empty())
+            desc += fmt::format(" (takes port{} down and up: {})", flaps.size() == 1 ? "" : "s",
+                                fmt::join(flaps, ", "));
         actions.push_back({kActionPrefix + s["switch"].get<std::string>(),
                            desc,
-                           {{"switch", s["switch"]}, {"os", s["os"]}, {"changes", changes}}});
+                           {{"switch", s["switch"]}, {"os", s["os"]}, {"changes", changes}, {"flaps", flaps}}});
     }
     // Host NICs after the switches: the ports are lossless before the host tags traffic.
     const json host_nics = observed.state.value("host_nics", json::object());

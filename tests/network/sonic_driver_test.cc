@@ -2,6 +2,7 @@
 #include <set>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 
 #include "network/sonic/json_patch.h"
 #include "network/sonic/managed_scope.h"
@@ -206,6 +207,11 @@ TEST_CASE("sonic driver converges the stock config through kiln-sonic-sim") {
     REQUIRE(desired);
     REQUIRE_FALSE(d.diff(*desired, *running).empty());
     REQUIRE(d.check(*desired, *running));
+    // The ports kiln says will go down and up are the ones the switch cycles.
+    std::set<std::string> predicted;
+    for (const auto& c : d.diff(*desired, *running))
+        if (c.disruptive) predicted.insert(c.port);
+    CHECK(predicted == std::set<std::string>{"Ethernet0", "Ethernet4", "Ethernet8", "Ethernet12"});
     Status s = d.apply(*desired, *running);
     INFO((s ? std::string() : s.error().message));
     REQUIRE(s);
@@ -223,6 +229,12 @@ TEST_CASE("sonic driver converges the stock config through kiln-sonic-sim") {
     CHECK(full["CABLE_LENGTH"]["AZURE"]["Ethernet0"] == "5m");
     CHECK(full["BUFFER_PG"]["Ethernet0|0"]["profile"] == "ingress_lossy_profile");
     CHECK(tn::checkpoints_in(state.path).empty());
+    std::set<std::string> cycled;
+    {
+        std::ifstream log(state.path + "/port_flaps.log");
+        for (std::string line; std::getline(log, line);) cycled.insert(line);
+    }
+    CHECK(cycled == predicted);
     // Converged: apply runs nothing.
     runner->calls.clear();
     REQUIRE(d.apply(*desired, *after));

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -167,6 +168,33 @@ std::string create_only_violation(const json& before, const json& after) {
     return {};
 }
 
+// The ports SONiC's config updater takes down and up for this change: it
+// requires PORT|<port> admin_status "down" while a row keyed by the port
+// changes in these tables, so on an up port it adds a move to down and one
+// back to up (generic_config_updater's RequiredValueIdentifier; a port whose
+// admin_status is absent counts as down, its default there).
+std::vector<std::string> ports_cycled(const json& before, const json& after) {
+    static const char* const kTables[] = {"BUFFER_PG",    "BUFFER_PORT_EGRESS_PROFILE_LIST",
+                                          "BUFFER_QUEUE", "BUFFER_PORT_INGRESS_PROFILE_LIST",
+                                          "PORT_QOS_MAP", "QUEUE"};
+    std::set<std::string> touched;
+    for (const char* t : kTables) {
+        const json& b = before.value(t, json::object());
+        const json& a = after.value(t, json::object());
+        std::set<std::string> keys;
+        for (auto e = b.begin(); e != b.end(); ++e) keys.insert(e.key());
+        for (auto e = a.begin(); e != a.end(); ++e) keys.insert(e.key());
+        for (const auto& k : keys)
+            if (b.value(k, json()) != a.value(k, json())) touched.insert(k.substr(0, k.find('|')));
+    }
+    std::vector<std::string> out;
+    const json& ports = before.value("PORT", json::object());
+    for (const auto& p : touched)
+        if (auto e = ports.find(p); e != ports.end() && e->is_object() && e->value("admin_status", "") == "up")
+            out.push_back(p);
+    return out;
+}
+
 }  // namespace
 
 int SonicSim::apply_patch(const std::string& file, std::istream& in, std::ostream& out, std::ostream& err) {
@@ -219,6 +247,12 @@ int SonicSim::apply_patch(const std::string& file, std::istream& in, std::ostrea
     if (Status s = write_atomic(state_dir_ + "/config_db.json", next->dump(4) + "\n"); !s) {
         err << "Error: " << s.error().message << "\n";
         return 1;
+    }
+    // What a real switch would show as link flaps, for the tests to compare
+    // with the ports kiln's plan said would go down.
+    if (const auto cycled = ports_cycled(*current, *next); !cycled.empty()) {
+        std::ofstream log(state_dir_ + "/port_flaps.log", std::ios::app);
+        for (const auto& p : cycled) log << p << "\n";
     }
     out << "Patch applied successfully.\n";
     return 0;
