@@ -241,6 +241,59 @@ TEST_CASE("sonic driver converges the stock config through kiln-sonic-sim") {
     CHECK(runner->calls.empty());
 }
 
+TEST_CASE("sonic driver refuses, before apply, what the switch would refuse") {
+    StateDir state;
+    auto runner = std::make_shared<LocalSimRunner>(state.path);
+    SonicDriverOptions opt;
+    opt.sudo = false;
+    SonicDriver d("leaf1", runner, opt);
+    const json stock = tn::read_json(state.path + "/config_db.json");
+    auto plan = [&](const kiln::config::RoceProfile& p, const std::vector<kiln::network::Port>& ports) {
+        auto running = d.read_running(ports);
+        REQUIRE(running);
+        auto desired = d.render_for(p, ports, *running);
+        REQUIRE(desired);
+        return d.check(*desired, *running);
+    };
+    SECTION("lanes the switch created otherwise (an 8-lane port) are create-only") {
+        auto ports = make_ports(4, 400000, 8);  // Ethernet0, Ethernet8, ...: Ethernet0 gets lanes 0-7
+        ports.resize(1);
+        Status s = plan(tn::roce_profile(), ports);
+        REQUIRE_FALSE(s);
+        CHECK(s.error().code == "create-only");
+        CHECK_THAT(s.error().message, Catch::Contains("PORT|Ethernet0 lanes are 0,1,2,3 on the switch"));
+        CHECK(tn::read_json(state.path + "/config_db.json") == stock);
+    }
+    SECTION("a value SONiC's models refuse on the merged config") {
+        auto p = tn::roce_profile();
+        p.switch_mtu = 9500;
+        Status s = plan(p, make_ports(4));
+        REQUIRE_FALSE(s);
+        CHECK(s.error().code == "yang-invalid");
+        CHECK_THAT(s.error().message, Catch::Contains("PORT|Ethernet0: mtu") && Catch::Contains("nothing was applied"));
+        CHECK(tn::read_json(state.path + "/config_db.json") == stock);
+    }
+    SECTION("a switch polling every 400 ms: kiln's poll interval comes with its detection time") {
+        json db = stock;
+        db["PFC_WD"]["GLOBAL"]["POLL_INTERVAL"] = "400";
+        for (const char* port : {"Ethernet0", "Ethernet4", "Ethernet8", "Ethernet12"}) {
+            db["PFC_WD"][port]["detection_time"] = "400";
+            db["PFC_WD"][port]["restoration_time"] = "400";
+        }
+        tn::write_json(state.path + "/config_db.json", db);
+        const auto ports = make_ports(4);
+        REQUIRE(plan(tn::roce_profile(), ports));  // detection 200 with POLL_INTERVAL 200: valid
+        auto running = d.read_running(ports);
+        REQUIRE(running);
+        auto desired = d.render_for(tn::roce_profile(), ports, *running);
+        REQUIRE(desired);
+        REQUIRE(d.apply(*desired, *running));
+        const json after = tn::read_json(state.path + "/config_db.json");
+        CHECK(after["PFC_WD"]["GLOBAL"]["POLL_INTERVAL"] == "200");
+        CHECK(after["PFC_WD"]["Ethernet0"]["detection_time"] == "200");
+    }
+}
+
 TEST_CASE("sonic driver from_switch maps the fleet switch to ssh") {
     config::Switch sw;
     sw.name = "leaf1";

@@ -1,4 +1,5 @@
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -100,6 +101,61 @@ TEST_CASE("sonic sim rejects a patch whose operation fails and changes nothing")
     CHECK(f.config() == tn::stock_config());
     CHECK(f.run({"config", "apply-patch", "-"}, "not json").rc == 1);
     CHECK(f.run({"config", "apply-patch", "/no/such/file"}).rc == 2);
+}
+
+TEST_CASE("sonic sim refuses what SONiC's config updater refuses, and changes nothing") {
+    SimFixture f;
+    SECTION("a port's lanes are create-only") {
+        auto r = f.run({"config", "apply-patch", "-"},
+                       R"([{"op":"replace","path":"/PORT/Ethernet4/lanes","value":"4,5,6,7,8,9,10,11"}])");
+        CHECK(r.rc == 1);
+        CHECK(r.err.find("create-only") != std::string::npos);
+        CHECK(r.err.find("/PORT/Ethernet4/lanes") != std::string::npos);
+    }
+    SECTION("a watchdog that detects faster than the switch polls") {
+        // As `pfcwd start_default` leaves a switch with many ports.
+        REQUIRE(f.run({"config", "apply-patch", "-"},
+                      R"([{"op":"replace","path":"/PFC_WD/GLOBAL/POLL_INTERVAL","value":"400"}])")
+                    .rc == 1);  // the stock 200 ms detection is already below it: refused too
+        CHECK(f.config() == tn::stock_config());
+        auto r = f.run({"config", "apply-patch", "-"}, R"([
+            {"op":"replace","path":"/PFC_WD/GLOBAL/POLL_INTERVAL","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet0/detection_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet0/restoration_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet4/detection_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet4/restoration_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet8/detection_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet8/restoration_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet12/detection_time","value":"400"},
+            {"op":"replace","path":"/PFC_WD/Ethernet12/restoration_time","value":"200"}])");
+        CHECK(r.rc == 1);
+        CHECK(r.err.find("PFC_WD|Ethernet12") != std::string::npos);
+        CHECK(r.err.find("POLL_INTERVAL") != std::string::npos);
+    }
+    CHECK(f.config() == tn::stock_config());
+}
+
+TEST_CASE("sonic sim takes down and up the admin-up ports whose queues, PGs or QoS maps change") {
+    SimFixture f;
+    auto flaps = [&] {
+        std::vector<std::string> out;
+        std::ifstream log(f.dir + "/port_flaps.log");
+        for (std::string line; std::getline(log, line);) out.push_back(line);
+        return out;
+    };
+    // An MTU change does not take the port down.
+    REQUIRE(f.run({"config", "apply-patch", "-"},
+                  R"([{"op":"replace","path":"/PORT/Ethernet8/mtu","value":"9216"}])")
+                .rc == 0);
+    CHECK(flaps().empty());
+    REQUIRE(f.run({"config", "apply-patch", "-"}, R"([
+        {"op":"replace","path":"/PORT/Ethernet4/admin_status","value":"down"},
+        {"op":"replace","path":"/PORT_QOS_MAP/Ethernet0/pfc_enable","value":"3"}])")
+                .rc == 0);
+    CHECK(flaps() == std::vector<std::string>{"Ethernet0"});
+    // Ethernet4 is down now: changing its PG does not cycle it.
+    REQUIRE(f.run({"config", "apply-patch", "-"}, R"([{"op":"remove","path":"/BUFFER_PG/Ethernet4|0"}])").rc == 0);
+    CHECK(flaps() == std::vector<std::string>{"Ethernet0"});
 }
 
 TEST_CASE("sonic sim checkpoints, rolls back and deletes checkpoints") {
