@@ -19,8 +19,8 @@
 #include <set>
 #include <sstream>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "network/sonic/config_db.h"
 #include "network/sonic/json_patch.h"
@@ -90,7 +90,8 @@ std::map<int, std::vector<VendorRow>> vendor_rows(const std::string& text) {
         out[std::stoi(w[0])].push_back(std::move(r));
     }
     for (auto& [speed, rows] : out)
-        std::sort(rows.begin(), rows.end(), [](const VendorRow& a, const VendorRow& b) { return a.cable_m < b.cable_m; });
+        std::sort(rows.begin(), rows.end(),
+                  [](const VendorRow& a, const VendorRow& b) { return a.cable_m < b.cable_m; });
     return out;
 }
 
@@ -281,7 +282,16 @@ void check_lossless(const Sku& sku, const json& stock, const json& merged, const
         }
         const auto queues = covering(merged, "BUFFER_QUEUE", n, 3);
         REQUIRE(queues.size() == 1);
-        CHECK(str_field(merged, "BUFFER_QUEUE", queues[0], "profile") == "egress_lossless_profile");
+        CHECK(str_field(merged, "BUFFER_QUEUE", queues[0], "profile") ==
+              str_field(stock, "BUFFER_QUEUE", n + "|3-4", "profile"));
+        // Lossy queues on the profile the SKU's template gives them (Mellanox:
+        // q_lossy_profile; egress_lossy_profile is its port-level one).
+        for (int q : {0, 1, 2, 4, 5, 6}) {
+            const auto lossy = covering(merged, "BUFFER_QUEUE", n, q);
+            REQUIRE(lossy.size() == 1);
+            CHECK(str_field(merged, "BUFFER_QUEUE", lossy[0], "profile") ==
+                  str_field(stock, "BUFFER_QUEUE", n + "|0-2", "profile"));
+        }
         CHECK(str_field(merged, "QUEUE", n + "|3", "wred_profile") != "<absent>");
         CHECK(str_field(merged, "PFC_WD", n, "detection_time") != "<absent>");
     }
@@ -299,7 +309,8 @@ void check_others_untouched(const json& stock, const json& merged, const std::ve
             CHECK(entry(merged, t, p.key()) == entry(stock, t, p.key()));
         CHECK(entry(merged, "BUFFER_PG", p.key() + "|3-4") == entry(stock, "BUFFER_PG", p.key() + "|3-4"));
         CHECK(entry(merged, "BUFFER_QUEUE", p.key() + "|3-4") == entry(stock, "BUFFER_QUEUE", p.key() + "|3-4"));
-        CHECK(str_field(merged, "CABLE_LENGTH", "AZURE", p.key()) == str_field(stock, "CABLE_LENGTH", "AZURE", p.key()));
+        CHECK(str_field(merged, "CABLE_LENGTH", "AZURE", p.key()) ==
+              str_field(stock, "CABLE_LENGTH", "AZURE", p.key()));
     }
     CHECK(seen > 0);
     CHECK(entry(merged, "DSCP_TO_TC_MAP", "AZURE") == entry(stock, "DSCP_TO_TC_MAP", "AZURE"));
@@ -341,14 +352,23 @@ void merge_case(const Sku& sku, const std::vector<std::pair<std::string, int>>& 
 
 TEST_CASE("sonic template merge: Mellanox SN5600 stock config plus kiln's render is valid and lossless") {
     // 5 m in the rack, 7 m (-> 40m row), 40 m and 100 m (-> 300m row).
-    merge_case(kSn5600, {{"Ethernet0", 5}, {"Ethernet4", 5}, {"Ethernet8", 5}, {"Ethernet12", 7},
-                         {"Ethernet16", 40}, {"Ethernet20", 100}, {"Ethernet24", 300}});
+    merge_case(kSn5600, {{"Ethernet0", 5},
+                         {"Ethernet4", 5},
+                         {"Ethernet8", 5},
+                         {"Ethernet12", 7},
+                         {"Ethernet16", 40},
+                         {"Ethernet20", 100},
+                         {"Ethernet24", 300}});
 }
 
 TEST_CASE("sonic template merge: Dell Z9332f (Tomahawk 3) stock config plus kiln's render is valid and lossless") {
     // The template's default cable is 300m: kiln's short host cables lower it.
-    merge_case(kZ9332f, {{"Ethernet0", 5}, {"Ethernet8", 5}, {"Ethernet16", 5}, {"Ethernet24", 40},
-                         {"Ethernet32", 300}, {"Ethernet40", 200}});
+    merge_case(kZ9332f, {{"Ethernet0", 5},
+                         {"Ethernet8", 5},
+                         {"Ethernet16", 5},
+                         {"Ethernet24", 40},
+                         {"Ethernet32", 300},
+                         {"Ethernet40", 200}});
 }
 
 TEST_CASE("sonic template merge: kiln's poll interval lets a 200 ms detection onto a big switch") {
@@ -361,7 +381,8 @@ TEST_CASE("sonic template merge: kiln's poll interval lets a 200 ms detection on
             json stock = stock_config(sku);
             run_switch_daemons(stock, pg_lookup_text(sku), poll);
             if (poll == 0)
-                CHECK(str_field(stock, "PFC_WD", "GLOBAL", "POLL_INTERVAL") == (sku.hwsku == kSn5600.hwsku ? "1000" : "400"));
+                CHECK(str_field(stock, "PFC_WD", "GLOBAL", "POLL_INTERVAL") ==
+                      (sku.hwsku == kSn5600.hwsku ? "1000" : "400"));
             const std::string before = str_field(stock, "PFC_WD", "Ethernet16", "detection_time");
             const auto ports = sku_ports(stock, {{"Ethernet0", 5}, {"Ethernet8", 40}});
             const SonicDriver driver = make_driver();
