@@ -14,6 +14,8 @@ packages=(
   libyang2-dev libvirt-dev libmicrohttpd-dev
   # tools the tests and benchmarks call
   sqlite3 python3 libyang2-tools libvirt-clients openssl curl jq
+  # network: SONiC's buffer and QoS templates rendered as sonic-cfggen does
+  python3-jinja2
   # real Redfish clients the BMC emulator is checked against
   python3-sushy redfishtool
   # images: rootfs bootstrap, the libguestfs appliance (it boots the

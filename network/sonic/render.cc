@@ -125,10 +125,10 @@ Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vec
             // "NULL": the dynamic buffer manager computes this PG's headroom.
             db.set("BUFFER_PG", join_key({n, lossless}), "profile", "NULL");
         }
-        if (f.egress_profiles) {
-            db.set("BUFFER_QUEUE", join_key({n, lossless}), "profile", "egress_lossless_profile");
+        if (!f.queue_lossless_profile.empty() && !f.queue_lossy_profile.empty()) {
+            db.set("BUFFER_QUEUE", join_key({n, lossless}), "profile", f.queue_lossless_profile);
             for (const auto& r : ranges_without(p.lossless_priority, 6))
-                db.set("BUFFER_QUEUE", join_key({n, r}), "profile", "egress_lossy_profile");
+                db.set("BUFFER_QUEUE", join_key({n, r}), "profile", f.queue_lossy_profile);
         }
         if (f.pfc_to_pg_ports.count(n)) {
             db.set("PORT_QOS_MAP", n, "pfc_to_pg_map", pfc_pg_map);

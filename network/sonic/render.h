@@ -24,8 +24,9 @@
 //   SONiC's buffer manager gives it, so it never rewrites kiln's rows) and
 //   BUFFER_PG|<port>|<lossless priority>; in the dynamic model BUFFER_PG
 //   profile "NULL" (the switch computes the headroom from the cable length);
-//   BUFFER_QUEUE (the lossless queue on egress_lossless_profile, the others
-//   on egress_lossy_profile) where the switch has those profiles; and, on
+//   BUFFER_QUEUE (the lossless queue and the others on the profiles the
+//   switch's own template gives its lossless and lossy queues, see
+//   SonicFacts) where the switch has such profiles; and, on
 //   ports whose SKU maps PFC priorities to PGs, PFC_PRIORITY_TO_PRIORITY_GROUP_MAP.
 //   "default" leaves buffers to the switch's own buffer manager.
 #pragma once

@@ -37,8 +37,14 @@ struct SonicFacts {
     std::optional<PgLookup> pg_lookup;
     std::string pg_lookup_path;
     std::string pg_lookup_error;  // why pg_lookup is empty
-    // BUFFER_PROFILE|egress_lossless_profile and egress_lossy_profile exist.
-    bool egress_profiles = false;
+    // The egress profiles the switch's template puts queues on: the lossless
+    // one on its lossless queues ("3-4"), the lossy one on queue 0's range.
+    // They differ by SKU (Mellanox: egress_lossless_profile and
+    // q_lossy_profile; its egress_lossy_profile is the port-level one).
+    // Read from the switch's BUFFER_QUEUE, else egress_lossless_profile and
+    // egress_lossy_profile where those exist; empty: kiln writes no BUFFER_QUEUE.
+    std::string queue_lossless_profile;
+    std::string queue_lossy_profile;
     // Ports whose PORT_QOS_MAP names a pfc_to_pg_map (Mellanox SKUs do).
     std::set<std::string> pfc_to_pg_ports;
     // PORT|<name> lanes as the switch has them (create-only in SONiC).

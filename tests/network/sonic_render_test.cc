@@ -279,14 +279,15 @@ TEST_CASE("sonic headroom in the dynamic model is left to the switch, from kiln'
 
 TEST_CASE("sonic render writes what lossless needs where the switch has it") {
     auto f = sku_facts(kSn5600);
-    f.egress_profiles = true;
+    f.queue_lossless_profile = "egress_lossless_profile";
+    f.queue_lossy_profile = "q_lossy_profile";
     f.pfc_to_pg_ports = {"Ethernet0"};
     f.cable_length_key = "CUSTOM";
     auto db = render_on(f, cabled_ports(2, "r1", 2));
     REQUIRE(db.ok());
     CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|3", "profile") == "egress_lossless_profile");
-    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|0-2", "profile") == "egress_lossy_profile");
-    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|4-6", "profile") == "egress_lossy_profile");
+    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|0-2", "profile") == "q_lossy_profile");
+    CHECK(field(*db, "BUFFER_QUEUE", "Ethernet0|4-6", "profile") == "q_lossy_profile");
     CHECK(field(*db, "PORT_QOS_MAP", "Ethernet0", "pfc_to_pg_map") == "ROCE");
     CHECK(field(*db, "PORT_QOS_MAP", "Ethernet4", "pfc_to_pg_map") == "<absent>");
     CHECK(field(*db, "PFC_PRIORITY_TO_PRIORITY_GROUP_MAP", "ROCE", "3") == "3");
