@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -240,4 +241,54 @@ TEST_CASE("cli: host inspect reads a recorded sysfs tree and fails clearly on a 
     auto missing = run_child({KILN_BINARY, "host", "inspect", "--sysfs", "/nonexistent/sys"});
     REQUIRE(missing.exit_code == 1);
     REQUIRE_THAT(missing.err, Catch::Contains("/nonexistent/sys"));
+}
+
+TEST_CASE("cli: vm xml prints each VM's domain and NCCL file from a recorded host, and changes nothing", "[cli][vm]") {
+    TempDir dir;
+    const std::string hgx = std::string(KILN_TEST_FIXTURES) + "/sysfs/hgx-a100";
+    const std::string fleet = dir.write("fleet.toml", "schema = 1\n[fleet]\nname = \"t\"\n[[racks]]\nname = \"r1\"\n"
+                                                      "[vm.gpu]\nsplit = \"numa\"\naccelerator = \"tcg\"\n"
+                                                      "sysfs = \"" +
+                                                          hgx +
+                                                          "\"\nbase_image = \"guest.qcow2\"\n"
+                                                          "[[nodes]]\nname = \"n1\"\nrack = \"r1\"\nrole = \"reimage\"\n"
+                                                          "vm = \"gpu\"\n");
+    auto xml = run_child({KILN_BINARY, "vm", "xml", fleet, "n1"});
+    INFO(xml.err);
+    REQUIRE(xml.exit_code == 0);
+    // One domain per NUMA node with GPUs, each a libvirt domain of type qemu (TCG, as asked).
+    size_t domains = 0;
+    for (size_t at = xml.out.find("<domain type='qemu'"); at != std::string::npos;
+         at = xml.out.find("<domain type='qemu'", at + 1))
+        ++domains;
+    REQUIRE(domains >= 1);
+    REQUIRE_THAT(xml.out, Catch::Contains("<hostdev mode='subsystem' type='pci'"));
+    REQUIRE_THAT(xml.err, Catch::Contains("split numa") && Catch::Contains("accelerator tcg"));
+    // No host device is passed through twice, across all the node's VMs.
+    std::set<std::string> sources;
+    size_t hostdevs = 0;
+    const std::string tag = "<source>\n        <address ";
+    for (size_t at = xml.out.find(tag); at != std::string::npos; at = xml.out.find(tag, at + 1)) {
+        const size_t from = at + tag.size();
+        const std::string addr = xml.out.substr(from, xml.out.find("/>", from) - from);
+        INFO(addr);
+        CHECK(sources.insert(addr).second);
+        ++hostdevs;
+    }
+    CHECK(hostdevs >= 8);  // the HGX A100's eight GPUs at least, with their NICs
+    CHECK(sources.count("domain='0x0000' bus='0x07' slot='0x00' function='0x0'") == 1);
+    auto topo = run_child({KILN_BINARY, "vm", "xml", fleet, "n1", "--nccl-topo"});
+    REQUIRE(topo.exit_code == 0);
+    REQUIRE_THAT(topo.out, Catch::Contains("NCCL_TOPO_FILE") && Catch::Contains("<system"));
+    // Nothing written beside the fleet (no overlays, seeds or journal).
+    size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++entries;
+    CHECK(entries == 1);
+    // A node the fleet lacks, and a recorded tree that is not there: exit 1, named.
+    auto none = run_child({KILN_BINARY, "vm", "xml", fleet, "n9"});
+    CHECK(none.exit_code == 1);
+    CHECK_THAT(none.err, Catch::Contains("no node 'n9'"));
+    auto gone = run_child({KILN_BINARY, "vm", "xml", fleet, "n1", "--sysfs", "/nonexistent/sys"});
+    CHECK(gone.exit_code == 1);
+    CHECK_THAT(gone.err, Catch::Contains("/nonexistent/sys"));
 }
