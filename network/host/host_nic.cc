@@ -389,12 +389,12 @@ void HostNicApplier::ecn(const NicDesired& w, bool change, NicReport& r) {
 
 void HostNicApplier::firmware(const NicDesired& w, NicReport& r) {
     if (!w.firmware) return;
-    const auto settings = firmware_settings(*w.firmware);
+    auto pci = nic_pci_address(*runner_, options_.sysfs, w.ifname, options_.timeout);
+    const auto settings = firmware_settings(*w.firmware, pci ? *pci : "");
     auto unsupported = [&](const std::string& why) {
         for (const auto& s : settings)
             r.items.push_back({"firmware " + s.key, s.wanted, "", NicOutcome::Unsupported, why});
     };
-    auto pci = nic_pci_address(*runner_, options_.sysfs, w.ifname, options_.timeout);
     if (!pci) {
         unsupported("not a PCI device");
         return;

@@ -51,7 +51,14 @@ HostScope host_scope_for_node(const config::Fleet& fleet, const config::Node& no
         t.nic = nic.name;
         t.want = nic_desired_from_profile(profile->second, nic.netdev());
         t.want.sriov_vfs = nic.vfs;
-        if (nic.firmware && nic.vfs) t.want.firmware = FirmwareWanted{*nic.vfs > 0, *nic.vfs, true};
+        if (nic.firmware && nic.vfs) {
+            FirmwareWanted f{*nic.vfs > 0, *nic.vfs, true};
+            // Congestion control (DCQCN) on the lossless priority; CNPs as the profile marks them.
+            f.roce_cc_prio_mask = 1 << profile->second.lossless_priority;
+            f.cnp_dscp = profile->second.cnp_dscp;
+            f.cnp_802p_prio = profile->second.cnp_priority;
+            t.want.firmware = f;
+        }
         s.nics.push_back(std::move(t));
     }
     return s;

@@ -1,6 +1,7 @@
 #include "network/host/nic_firmware.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -49,10 +50,22 @@ std::string nic_label(const FirmwareNic& n, const std::string& pci) {
 
 }  // namespace
 
-std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f) {
-    return {{"SRIOV_EN", f.sriov_en ? "1" : "0"},
-            {"NUM_OF_VFS", std::to_string(f.num_of_vfs)},
-            {"ATS_ENABLED", f.ats_enabled ? "1" : "0"}};
+int firmware_port(const std::string& pci) {
+    const size_t dot = pci.rfind('.');
+    if (dot == std::string::npos || dot + 2 != pci.size() || !std::isdigit(static_cast<unsigned char>(pci[dot + 1])))
+        return 1;
+    return pci[dot + 1] - '0' + 1;
+}
+
+std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f, const std::string& pci) {
+    std::vector<FirmwareSetting> out = {{"SRIOV_EN", f.sriov_en ? "1" : "0"},
+                                        {"NUM_OF_VFS", std::to_string(f.num_of_vfs)},
+                                        {"ATS_ENABLED", f.ats_enabled ? "1" : "0"}};
+    const std::string port = fmt::format("_P{}", firmware_port(pci));
+    if (f.roce_cc_prio_mask) out.push_back({"ROCE_CC_PRIO_MASK" + port, std::to_string(*f.roce_cc_prio_mask), true});
+    if (f.cnp_dscp) out.push_back({"CNP_DSCP" + port, std::to_string(*f.cnp_dscp), true});
+    if (f.cnp_802p_prio) out.push_back({"CNP_802P_PRIO" + port, std::to_string(*f.cnp_802p_prio), true});
+    return out;
 }
 
 std::string firmware_value_text(const std::string& key, const std::string& value) {
@@ -129,7 +142,7 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         const FirmwareNic* nic;
         std::string pci;
         std::string label;
-        std::vector<FirmwareSetting> settings;
+        std::vector<FirmwareSetting> settings;  // those asked that the firmware has
         std::vector<FirmwareSetting> to_set;
         std::map<std::string, FirmwareValue> before;
     };
@@ -145,16 +158,18 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         if (!pci) return make_error("network", pci.error().code, fmt::format("{}: {}", n.nic, pci.error().message));
         w.pci = *pci;
         w.label = nic_label(n, w.pci);
-        w.settings = firmware_settings(n.want);
-        auto q = query_nic_firmware(runner, w.pci, w.settings, o.command_timeout);
+        const auto asked = firmware_settings(n.want, w.pci);
+        auto q = query_nic_firmware(runner, w.pci, asked, o.command_timeout);
         if (!q) return make_error("network", q.error().code, w.label + ": " + q.error().message, q.error().transient);
         w.before = *q;
-        for (const auto& s : w.settings) {
+        for (const auto& s : asked) {
             auto v = w.before.find(s.key);
+            if (v == w.before.end() && s.optional) continue;  // a RoCE key this firmware lacks: observe says so
             if (v == w.before.end())
                 return make_error(
                     "network", "firmware-key-missing",
                     fmt::format("{}: mlxconfig shows no {} (the NIC's firmware lacks it)", w.label, s.key));
+            w.settings.push_back(s);
             if (v->second.next_boot != s.wanted) w.to_set.push_back(s);
             if (v->second.next_boot != s.wanted || v->second.running() != s.wanted) reboot = true;
         }

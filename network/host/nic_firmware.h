@@ -1,7 +1,8 @@
 // ConnectX firmware settings through `mlxconfig` (mstflint or MFT): read,
 // set, and proven after the one host reboot they need.
 //
-// Firmware settings (SRIOV_EN, NUM_OF_VFS, ATS_ENABLED) are stored in the
+// Firmware settings (SRIOV_EN, NUM_OF_VFS, ATS_ENABLED, and for RoCE
+// ROCE_CC_PRIO_MASK_Pn, CNP_DSCP_Pn, CNP_802P_PRIO_Pn) are stored in the
 // NIC's flash and take effect at the next boot. `mlxconfig -e -d PCI query
 // KEYS` prints, per key, the default, the current (running) and the next-boot
 // value; an older tool without `-e` columns prints the next-boot value only.
@@ -30,12 +31,17 @@
 namespace kiln::network::host {
 
 struct FirmwareSetting {
-    std::string key;     // "SRIOV_EN"
-    std::string wanted;  // as mlxconfig's number: "1", "8"
+    std::string key;        // "SRIOV_EN"
+    std::string wanted;     // as mlxconfig's number: "1", "8"
+    bool optional = false;  // the RoCE keys: a firmware without them is left alone
 };
 
-// The keys and values a FirmwareWanted asks for, in a fixed order.
-std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f);
+// The NIC port a PF drives, from its PCI function: "0000:3b:00.1" -> 2; 1 when unknown.
+int firmware_port(const std::string& pci);
+
+// The keys and values a FirmwareWanted asks for, in a fixed order; the
+// RoCE keys for the port of `pci` ("CNP_DSCP_P2").
+std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f, const std::string& pci = "");
 
 // "0" / "1" of a boolean key (SRIOV_EN, ATS_ENABLED) as mlxconfig names
 // them, "False" / "True"; other keys' values as they are; "" as "?".

@@ -43,6 +43,12 @@ public:
         Nic n;
         n.ifname = ifname;
         n.current = {{"SRIOV_EN", sriov_en}, {"NUM_OF_VFS", vfs}, {"ATS_ENABLED", ats}};
+        // The RoCE congestion-control keys per port, at ConnectX's defaults.
+        for (const char* port : {"_P1", "_P2"}) {
+            n.current[std::string("ROCE_CC_PRIO_MASK") + port] = "255";
+            n.current[std::string("CNP_DSCP") + port] = "48";
+            n.current[std::string("CNP_802P_PRIO") + port] = "6";
+        }
         n.next = n.current;
         nics[pci] = n;
     }

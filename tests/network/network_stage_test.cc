@@ -232,7 +232,8 @@ public:
         if (a[0] == "readlink") return out("/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0\n");
         if (a[0] == "mlxconfig")
             return out(
-                "Configurations:   Next Boot\n   NUM_OF_VFS   8\n   SRIOV_EN   True(1)\n   ATS_ENABLED   False(0)\n");
+                "Configurations:   Next Boot\n   NUM_OF_VFS   8\n   SRIOV_EN   True(1)\n   ATS_ENABLED   False(0)\n"
+                "   ROCE_CC_PRIO_MASK_P1   8\n   CNP_DSCP_P1   48\n   CNP_802P_PRIO_P1   6\n");
         return make_error("exec", "not-found", a[0] + ": not found");
     }
     std::vector<std::vector<std::string>> calls;

@@ -191,6 +191,45 @@ TEST_CASE("host NIC firmware apply: a refused reboot, a missing mlxconfig and a 
     CHECK(done.error().code == "not-pci");
 }
 
+TEST_CASE("host NIC firmware apply: RoCE keys on the port of the PF, and a firmware without them left alone") {
+    CHECK(firmware_port("0000:3b:00.0") == 1);
+    CHECK(firmware_port("0000:3b:00.1") == 2);
+    CHECK(firmware_port("") == 1);
+
+    auto host = std::make_shared<ConnectXFakeHost>();
+    host->add_nic("0000:3b:00.1", "ens1f1np1", "1", "8", "1");
+    host->add_nic(kPci1, "ens2f0np0", "1", "8", "1");
+    for (const char* k : {"ROCE_CC_PRIO_MASK_P1", "CNP_DSCP_P1", "CNP_802P_PRIO_P1"}) {  // an older firmware
+        host->nics[kPci1].current.erase(k);
+        host->nics[kPci1].next.erase(k);
+    }
+    FirmwareWanted roce{true, 8, true};
+    roce.roce_cc_prio_mask = 1 << 3;
+    roce.cnp_dscp = 48;
+    roce.cnp_802p_prio = 6;
+    auto done =
+        apply_nic_firmware(*host, {{"mlx5_1", "ens1f1np1", roce}, {"mlx5_2", "ens2f0np0", roce}}, fast_options());
+    INFO((done ? "" : done.error().str()));
+    REQUIRE(done);
+    REQUIRE(host->sets.size() == 1);
+    CHECK(host->sets[0] ==
+          std::vector<std::string>{"mlxconfig", "-d", "0000:3b:00.1", "-y", "set", "ROCE_CC_PRIO_MASK_P2=8"});
+    CHECK(host->reboots == 1);
+    CHECK(host->nics["0000:3b:00.1"].current["ROCE_CC_PRIO_MASK_P2"] == "8");
+    CHECK(host->nics["0000:3b:00.1"].current["ROCE_CC_PRIO_MASK_P1"] == "255");  // the other port's, untouched
+
+    // The applier's observation: the missing keys are unsupported items, not errors.
+    HostNicApplier applier(std::shared_ptr<CommandRunner>(host, host.get()));
+    NicDesired want;
+    want.ifname = "ens2f0np0";
+    want.firmware = roce;
+    auto report = applier.observe(want);
+    REQUIRE(report);
+    REQUIRE(report->find("firmware CNP_DSCP_P1"));
+    CHECK(report->find("firmware CNP_DSCP_P1")->outcome == NicOutcome::Unsupported);
+    CHECK(report->find("firmware ATS_ENABLED")->outcome == NicOutcome::Ok);
+}
+
 // ---- the network stage: plan, apply, verify on a node reached over SSH ----
 
 namespace {
@@ -237,15 +276,16 @@ TEST_CASE("network stage: ConnectX firmware is one action, applied with one rebo
     auto obs = stage.observe(ctx);
     INFO((obs ? obs->state.dump(2) : obs.error().str()));
     REQUIRE(obs);
-    CHECK(obs->state["host_nics"]["counts"]["needs-reboot"] == 4);
+    CHECK(obs->state["host_nics"]["counts"]["needs-reboot"] == 6);
     CHECK(obs->notes.empty());  // not a warning: kiln applies it
     auto plan = stage.plan(ctx, *obs);
     REQUIRE(plan);
     REQUIRE(plan->size() == 2);
     CHECK((*plan)[0].id == "host-firmware:gpu-01");
     CHECK((*plan)[0].description ==
-          "set ConnectX firmware on gpu-01: mlx5_0 SRIOV_EN False->True, NUM_OF_VFS 0->8, ATS_ENABLED False->True; "
-          "mlx5_1 ATS_ENABLED False->True; then reboot the host once");
+          "set ConnectX firmware on gpu-01: mlx5_0 SRIOV_EN False->True, NUM_OF_VFS 0->8, ATS_ENABLED False->True, "
+          "ROCE_CC_PRIO_MASK_P1 255->8; mlx5_1 ATS_ENABLED False->True, ROCE_CC_PRIO_MASK_P1 255->8; then reboot the "
+          "host once");
     CHECK((*plan)[1].id == "host-nics:gpu-01");  // after the reboot, the runtime settings again
     CHECK_FALSE(stage.verify(ctx));
     CHECK(host->sets.empty());  // observe and plan change nothing
@@ -258,8 +298,10 @@ TEST_CASE("network stage: ConnectX firmware is one action, applied with one rebo
     }
     CHECK(host->reboots == 1);
     REQUIRE(host->sets.size() == 2);
-    CHECK(host->sets[1] == std::vector<std::string>{"mlxconfig", "-d", kPci1, "-y", "set", "ATS_ENABLED=1"});
-    CHECK(std::find(progress.begin(), progress.end(), "set mlx5_1 ATS_ENABLED False->True") != progress.end());
+    CHECK(host->sets[1] ==
+          std::vector<std::string>{"mlxconfig", "-d", kPci1, "-y", "set", "ATS_ENABLED=1", "ROCE_CC_PRIO_MASK_P1=8"});
+    CHECK(std::find(progress.begin(), progress.end(),
+                    "set mlx5_1 ATS_ENABLED False->True, ROCE_CC_PRIO_MASK_P1 255->8") != progress.end());
     auto verified = stage.verify(ctx);
     INFO((verified ? "" : verified.error().str()));
     CHECK(verified);
