@@ -262,9 +262,9 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     for (const auto& w : findings.warnings) obs.notes.push_back("host NIC " + w);
     if (!can_reboot(node))
         for (size_t i = 0; i < findings.firmware.size(); ++i)
-            obs.notes.push_back(fmt::format("host NIC firmware {}: kiln reboots hosts only over SSH (host is {}), so "
-                                            "do it by hand: {}",
-                                            findings.firmware[i], node.host.describe(), findings.firmware_plans[i]));
+            obs.notes.push_back(
+                fmt::format("host NIC firmware {}: kiln reboots hosts only over SSH (host is {}), so do it by hand: {}",
+                            findings.firmware[i], node.host.describe(), findings.firmware_plans[i]));
     return obs;
 }
 
