@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "network/host/nic_firmware.h"
+
 namespace kiln::network::host {
 
 namespace {
@@ -387,56 +389,47 @@ void HostNicApplier::ecn(const NicDesired& w, bool change, NicReport& r) {
 
 void HostNicApplier::firmware(const NicDesired& w, NicReport& r) {
     if (!w.firmware) return;
-    const FirmwareWanted& f = *w.firmware;
-    const std::vector<std::pair<std::string, std::string>> want = {{"SRIOV_EN", f.sriov_en ? "1" : "0"},
-                                                                   {"NUM_OF_VFS", std::to_string(f.num_of_vfs)},
-                                                                   {"ATS_ENABLED", f.ats_enabled ? "1" : "0"}};
+    auto pci = nic_pci_address(*runner_, options_.sysfs, w.ifname, options_.timeout);
+    const auto settings = firmware_settings(*w.firmware, pci ? *pci : "");
     auto unsupported = [&](const std::string& why) {
-        for (const auto& [k, v] : want) r.items.push_back({"firmware " + k, v, "", NicOutcome::Unsupported, why});
+        for (const auto& s : settings)
+            r.items.push_back({"firmware " + s.key, s.wanted, "", NicOutcome::Unsupported, why});
     };
-    auto dev = exec({"readlink", "-e", fmt::format("{}/class/net/{}/device", options_.sysfs, w.ifname)});
-    if (!dev || !dev->success() || trim(dev->out).find("/devices/pci") == std::string::npos) {
+    if (!pci) {
         unsupported("not a PCI device");
         return;
     }
-    std::string pci = trim(dev->out);
-    pci = pci.substr(pci.rfind('/') + 1);
-    auto q = exec({"mlxconfig", "-d", pci, "query", "SRIOV_EN", "NUM_OF_VFS", "ATS_ENABLED"});
-    if (tool_missing(q)) {
-        unsupported("mlxconfig (mstflint) is not installed");
+    auto q = query_nic_firmware(*runner_, *pci, settings, options_.timeout);
+    if (!q) {
+        unsupported(q.error().message);
         return;
     }
-    if (!q->success()) {
-        unsupported("mlxconfig cannot query " + pci + ": " + first_line(q->err.empty() ? q->out : q->err));
-        return;
-    }
-    // Lines like "         SRIOV_EN                    True(1)" or "NUM_OF_VFS   8".
-    std::vector<std::string> plan_sets;
+    // Differences are set with mlxconfig and take effect at the next boot:
+    // the network stage's firmware action sets them and reboots the host once.
+    std::vector<std::string> sets;
     std::vector<NicItem> items;
-    for (const auto& [k, v] : want) {
-        NicItem item{"firmware " + k, v};
-        const size_t at = q->out.find(k);
-        if (at == std::string::npos) {
+    bool pending = false;
+    for (const auto& s : settings) {
+        NicItem item{"firmware " + s.key, s.wanted};
+        auto v = q->find(s.key);
+        if (v == q->end()) {
             item.outcome = NicOutcome::Unsupported;
-            item.detail = "the firmware has no " + k;
+            item.detail = "the firmware has no " + s.key;
             items.push_back(item);
             continue;
         }
-        std::string rest = q->out.substr(at + k.size());
-        rest = trim(rest.substr(0, rest.find('\n')));
-        if (auto open = rest.find('('); open != std::string::npos)
-            rest = rest.substr(open + 1, rest.find(')') - open - 1);
-        item.observed = rest;
-        if (rest != v) {
+        item.observed = v->second.running();
+        if (v->second.next_boot != s.wanted) sets.push_back(s.key + "=" + s.wanted);
+        if (v->second.next_boot != s.wanted || v->second.running() != s.wanted) {
             item.outcome = NicOutcome::NeedsReboot;
-            plan_sets.push_back(k + "=" + v);
+            pending = true;
         }
         items.push_back(item);
     }
-    const std::string plan = plan_sets.empty()
-                                 ? ""
-                                 : fmt::format("mlxconfig -d {} -y set {}, then reboot the host (not run by kiln)", pci,
-                                               fmt::join(plan_sets, " "));
+    const std::string plan =
+        !pending       ? ""
+        : sets.empty() ? fmt::format("set on {} for the next boot; takes effect when the host reboots", *pci)
+                       : fmt::format("mlxconfig -d {} -y set {}, then one host reboot", *pci, fmt::join(sets, " "));
     for (auto& i : items) {
         if (i.outcome == NicOutcome::NeedsReboot) i.detail = plan;
         r.items.push_back(i);

@@ -1,7 +1,8 @@
 // The host side of the RoCE profile: one NIC's MTU, SR-IOV VF count, DSCP
 // trust, PFC on the RoCE priority and ECN enables, set and read back through
 // the tools every host has (ip, dcb, sysfs via cat/tee), plus the ConnectX
-// firmware settings, which are only planned.
+// firmware settings, which it only reads (the network stage sets them and
+// reboots the host: nic_firmware.h).
 //
 // Every command goes through a CommandRunner: a ProcessRunner to act on this
 // machine, an SshRunner (network/ssh_runner.h) to act on a GPU host over SSH
@@ -19,8 +20,9 @@
 //   changed      set now and read back as desired
 //   unsupported  the NIC or host lacks the feature (veth has no DCB and no
 //                SR-IOV; no mlxconfig): reported, never silently skipped
-//   needs-reboot ConnectX firmware (SRIOV_EN, NUM_OF_VFS, ATS_ENABLED) differs:
-//                `plan` holds the mlxconfig command; kiln never runs it
+//   needs-reboot ConnectX firmware (SRIOV_EN, NUM_OF_VFS, ATS_ENABLED) differs
+//                for the next boot or still runs the old value: `detail`
+//                holds the mlxconfig command; apply() here never runs it
 //   drift        observe() only: differs, would be changed by apply()
 //   failed       the change was refused or did not read back
 #pragma once
@@ -40,6 +42,12 @@ struct FirmwareWanted {
     bool sriov_en = true;
     int num_of_vfs = 0;
     bool ats_enabled = true;  // ATS lets GPUDirect RDMA work inside a VM
+    // RoCE congestion control in firmware, on the NIC's own port (the _P1 or
+    // _P2 key by the PF's PCI function); unset = left alone; a firmware
+    // without the key reports it unsupported.
+    std::optional<int> roce_cc_prio_mask;  // ROCE_CC_PRIO_MASK: a bit per priority with congestion control
+    std::optional<int> cnp_dscp;           // CNP_DSCP: DSCP of the CNPs the NIC sends
+    std::optional<int> cnp_802p_prio;      // CNP_802P_PRIO: their 802.1p priority
 };
 
 struct NicDesired {

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "network/host/host_runner.h"
+#include "network/host/nic_firmware.h"
 
 namespace kiln::network::host {
 
@@ -50,7 +51,14 @@ HostScope host_scope_for_node(const config::Fleet& fleet, const config::Node& no
         t.nic = nic.name;
         t.want = nic_desired_from_profile(profile->second, nic.netdev());
         t.want.sriov_vfs = nic.vfs;
-        if (nic.firmware && nic.vfs) t.want.firmware = FirmwareWanted{*nic.vfs > 0, *nic.vfs, true};
+        if (nic.firmware && nic.vfs) {
+            FirmwareWanted f{*nic.vfs > 0, *nic.vfs, true};
+            // Congestion control (DCQCN) on the lossless priority; CNPs as the profile marks them.
+            f.roce_cc_prio_mask = 1 << profile->second.lossless_priority;
+            f.cnp_dscp = profile->second.cnp_dscp;
+            f.cnp_802p_prio = profile->second.cnp_priority;
+            t.want.firmware = f;
+        }
         s.nics.push_back(std::move(t));
     }
     return s;
@@ -118,28 +126,35 @@ HostNicFindings host_nic_findings(const json& host_nics) {
     if (!host_nics.is_object() || !host_nics.value("managed", false)) return f;
     for (const auto& n : host_nics.value("nics", json::array())) {
         const std::string label = nic_label(n.value("nic", ""), n.value("ifname", ""));
-        std::vector<std::string> unsupported, reboot;
-        std::string reboot_plan;
+        std::vector<std::string> unsupported, firmware;
+        std::string firmware_plan;
         for (const auto& i : n.value("items", json::array())) {
             const std::string outcome = i.value("outcome", "");
+            const std::string setting = i.value("setting", "");
             if (is_work(outcome)) f.work.push_back(label + " " + item_text(i));
-            const bool warn = outcome == "unsupported" || outcome == "needs-reboot";
-            if (warn && i.value("required", false))
-                f.blocking.push_back(fmt::format("{} {} is required (host.require) but {}: {}", label,
-                                                 i.value("setting", ""), outcome, i.value("detail", "")));
-            if (outcome == "unsupported")
-                unsupported.push_back(fmt::format("{} ({})", i.value("setting", ""), i.value("detail", "")));
+            if (outcome == "unsupported" && i.value("required", false)) {
+                std::string why = i.value("detail", "");
+                f.blocking.push_back(
+                    fmt::format("{} {} is required (host.require) but unsupported: {}", label, setting, why));
+            }
+            if (outcome == "unsupported") unsupported.push_back(fmt::format("{} ({})", setting, i.value("detail", "")));
             if (outcome == "needs-reboot") {
-                reboot.push_back(fmt::format("{} {} -> {}", i.value("setting", ""), i.value("observed", ""),
-                                             i.value("desired", "")));
-                reboot_plan = i.value("detail", "");
+                // "firmware SRIOV_EN" -> "SRIOV_EN False->True"
+                const std::string key = setting.rfind("firmware ", 0) == 0 ? setting.substr(9) : setting;
+                firmware_plan = i.value("detail", "");
+                firmware.push_back(fmt::format("{} {}->{}", key, firmware_value_text(key, i.value("observed", "")),
+                                               firmware_value_text(key, i.value("desired", ""))));
+                if (i.value("required", false))
+                    f.firmware_blocking.push_back(fmt::format("{} {} is required (host.require) but needs-reboot: {}",
+                                                              label, setting, i.value("detail", "")));
             }
         }
         if (!unsupported.empty())
             f.warnings.push_back(fmt::format("{}: unsupported, left as is: {}", label, fmt::join(unsupported, "; ")));
-        if (!reboot.empty())
-            f.warnings.push_back(
-                fmt::format("{}: needs a host reboot: {}: {}", label, fmt::join(reboot, ", "), reboot_plan));
+        if (!firmware.empty()) {
+            f.firmware.push_back(fmt::format("{} {}", n.value("nic", ""), fmt::join(firmware, ", ")));
+            f.firmware_plans.push_back(firmware_plan);
+        }
     }
     return f;
 }
@@ -149,7 +164,7 @@ json host_drift_entries(const std::string& node, const json& host_nics) {
     if (!host_nics.is_object() || !host_nics.value("managed", false)) return out;
     for (const auto& n : host_nics.value("nics", json::array()))
         for (const auto& i : n.value("items", json::array())) {
-            if (!is_work(i.value("outcome", ""))) continue;
+            if (!is_work(i.value("outcome", "")) && i.value("outcome", "") != "needs-reboot") continue;
             out.push_back({{"node", node},
                            {"nic", n.value("nic", "")},
                            {"ifname", n.value("ifname", "")},

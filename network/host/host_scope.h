@@ -3,11 +3,13 @@
 // applier (host_nic.h), and the result as JSON for the network stage's
 // observation and `kiln network drift`. The policy (docs/network.md):
 //   drift, failed   work: the stage plans "host-nics:<node>"; apply sets them
-//   unsupported     a warning (plan output, observation, journal); not work
-//   needs-reboot    a warning carrying the mlxconfig plan; never an action,
-//                   so a re-run does not plan again because of it
-//   either of the last two on a setting the host's `require` lists: the
-//   plan fails, naming node, NIC and setting.
+//   needs-reboot    ConnectX firmware differs: the stage plans
+//                   "host-firmware:<node>" (mlxconfig set, one host reboot,
+//                   verified; nic_firmware.h)
+//   unsupported     a warning (plan output, observation, journal); not work;
+//                   on a setting the host's `require` lists (mlxconfig
+//                   missing with require = ["firmware"]): the plan fails,
+//                   naming node, NIC and setting.
 #pragma once
 
 #include <string>
@@ -60,12 +62,18 @@ nlohmann::json host_not_managed_json(const std::string& why);
 // What an observation (host_nics_json) means, as lines for people.
 struct HostNicFindings {
     std::vector<std::string> work;      // drift and failed items: "mlx5_0 (rdma0) mtu: 1500 -> 9000 (drift)"
-    std::vector<std::string> blocking;  // required settings unsupported or needing a reboot
-    std::vector<std::string> warnings;  // per NIC, the unsupported and needs-reboot items
+    std::vector<std::string> blocking;  // required settings unsupported
+    std::vector<std::string> warnings;  // per NIC, the unsupported items
+    std::vector<std::string>
+        firmware;  // per NIC, the needs-reboot items: "mlx5_0 SRIOV_EN False->True, NUM_OF_VFS 0->8"
+    std::vector<std::string>
+        firmware_plans;  // per NIC as `firmware`: "mlxconfig -d PCI -y set ..., then one host reboot"
+    // Required needs-reboot items: blocking where kiln cannot reboot the host (not SSH).
+    std::vector<std::string> firmware_blocking;
 };
 HostNicFindings host_nic_findings(const nlohmann::json& host_nics);
 
-// Drift and failed items as entries for `kiln network drift --json`:
+// Drift, failed and needs-reboot items as entries for `kiln network drift --json`:
 // {"node", "nic", "ifname", "setting", "running", "desired", "outcome", "detail", "text"}.
 nlohmann::json host_drift_entries(const std::string& node, const nlohmann::json& host_nics);
 

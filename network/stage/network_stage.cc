@@ -11,6 +11,7 @@
 #include "network/fabric.h"
 #include "network/host/host_runner.h"
 #include "network/host/host_scope.h"
+#include "network/host/nic_firmware.h"
 #include "network/switch_drivers.h"
 #include "network/switch_scope.h"
 
@@ -22,6 +23,13 @@ using nlohmann::json;
 
 const std::string kActionPrefix = "configure:";
 const std::string kHostActionPrefix = "host-nics:";
+const std::string kFirmwareActionPrefix = "host-firmware:";
+
+// kiln reboots a host only over SSH: a `local` host is the machine kiln runs
+// on, and a `netns` host is a rehearsal namespace of this machine.
+bool can_reboot(const config::Node& node) {
+    return node.host.mode == "ssh";
+}
 
 std::string summary(const std::vector<ConfigChange>& changes) {
     std::string out;
@@ -250,7 +258,13 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     obs.state["host_nics"] = host::host_nics_json(node, *nics);
     if (hs.nics.empty())
         obs.notes.push_back("host NICs: the node lists no nics, so there is nothing to set on its host");
-    for (const auto& w : host::host_nic_findings(obs.state["host_nics"]).warnings) obs.notes.push_back("host NIC " + w);
+    const auto findings = host::host_nic_findings(obs.state["host_nics"]);
+    for (const auto& w : findings.warnings) obs.notes.push_back("host NIC " + w);
+    if (!can_reboot(node))
+        for (size_t i = 0; i < findings.firmware.size(); ++i)
+            obs.notes.push_back(
+                fmt::format("host NIC firmware {}: kiln reboots hosts only over SSH (host is {}), so do it by hand: {}",
+                            findings.firmware[i], node.host.describe(), findings.firmware_plans[i]));
     return obs;
 }
 
@@ -278,11 +292,28 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
     }
     // Host NICs after the switches: the ports are lossless before the host tags traffic.
     const json host_nics = observed.state.value("host_nics", json::object());
-    const auto findings = host::host_nic_findings(host_nics);
+    auto findings = host::host_nic_findings(host_nics);
     const std::string& node = ctx.node().name;
+    if (!can_reboot(ctx.node()))
+        findings.blocking.insert(findings.blocking.end(), findings.firmware_blocking.begin(),
+                                 findings.firmware_blocking.end());
     if (!findings.blocking.empty())
         return make_error("network", "host-nic-required",
                           fmt::format("node {}: {}", node, first_lines(findings.blocking, 8)));
+    // ConnectX firmware before the runtime settings: the reboot it needs
+    // resets those, so host-nics follows it and sets what the reboot undid.
+    const bool firmware = !findings.firmware.empty() && can_reboot(ctx.node());
+    if (firmware)
+        actions.push_back({kFirmwareActionPrefix + node,
+                           fmt::format("set ConnectX firmware on {}: {}; then reboot the host once", node,
+                                       fmt::join(findings.firmware, "; ")),
+                           {{"host", host_nics["host"]}, {"nics", findings.firmware}}});
+    if (findings.work.empty() && firmware)
+        actions.push_back({kHostActionPrefix + node,
+                           fmt::format("set host NICs of {} ({}) after the reboot: read them again and set what "
+                                       "differs",
+                                       node, host_nics.value("host", "")),
+                           {{"host", host_nics["host"]}, {"items", json::array()}}});
     if (!findings.work.empty()) {
         std::string desc =
             fmt::format("set host NICs of {} ({}): {} change{}: {}", node, host_nics.value("host", ""),
@@ -293,6 +324,42 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
         actions.push_back({kHostActionPrefix + node, desc, {{"host", host_nics["host"]}, {"items", findings.work}}});
     }
     return actions;
+}
+
+Status NetworkStage::apply_firmware(engine::StageContext& ctx) {
+    const config::Node& node = ctx.node();
+    auto hs = host::host_scope_for_node(ctx.fleet(), node);
+    if (!hs.managed) return make_error("network", "host-not-managed", hs.why_not);
+    if (!can_reboot(node))
+        return make_error("network", "host-reboot-unsupported",
+                          fmt::format("node {}: kiln reboots a host for its NIC firmware only over SSH (host is {})",
+                                      node.name, node.host.describe()));
+    std::vector<host::FirmwareNic> nics;
+    for (const auto& t : hs.nics)
+        if (t.want.firmware) nics.push_back({t.nic, t.want.ifname, *t.want.firmware});
+    if (nics.empty()) return ok_status();
+    auto runner = hosts_(node);
+    if (!runner) return runner.error();
+    if (auto p = host::probe_host(**runner, node); !p) return p.error();
+
+    using std::chrono::milliseconds;
+    host::FirmwareApplyOptions o;
+    o.command_timeout = std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(node.host.timeout));
+    o.reboot.command_timeout = o.command_timeout;
+    o.reboot.timeout = std::chrono::duration_cast<milliseconds>(node.host.reboot_timeout);
+    // Poll about twenty times over the wait, at most every 10s.
+    o.reboot.poll_interval = std::clamp(o.reboot.timeout / 20, milliseconds(1), milliseconds(std::chrono::seconds(10)));
+    o.reboot.wait = [&ctx](milliseconds d) { return ctx.wait_for(d); };
+    o.reboot.progress = [&ctx](const std::string& m) { ctx.progress(m); };
+    ctx.progress(fmt::format("setting ConnectX firmware ({})", node.host.describe()));
+    auto done = host::apply_nic_firmware(**runner, nics, o);
+    if (!done) {
+        Error e = done.error();
+        e.message = fmt::format("node {} ConnectX firmware: {}", node.name, e.message);
+        return e;
+    }
+    for (const auto& line : done->set) ctx.progress("set " + line);
+    return ok_status();
 }
 
 Status NetworkStage::apply_host(engine::StageContext& ctx) {
@@ -325,7 +392,10 @@ Status NetworkStage::verify_host(engine::StageContext& ctx) {
     if (!runner) return runner.error();
     auto seen = host::reconcile_host_nics(**runner, node, hs, false);
     if (!seen) return seen.error();
-    const auto findings = host::host_nic_findings(host::host_nics_json(node, *seen));
+    auto findings = host::host_nic_findings(host::host_nics_json(node, *seen));
+    if (!can_reboot(node))
+        findings.blocking.insert(findings.blocking.end(), findings.firmware_blocking.begin(),
+                                 findings.firmware_blocking.end());
     if (!findings.blocking.empty())
         return make_error("network", "host-nic-required",
                           fmt::format("node {}: {}", node.name, first_lines(findings.blocking, 8)));
@@ -333,11 +403,16 @@ Status NetworkStage::verify_host(engine::StageContext& ctx) {
         return make_error(
             "network", "verify-failed",
             fmt::format("node {} host NICs still differ after apply: {}", node.name, first_lines(findings.work)));
+    if (!findings.firmware.empty() && can_reboot(node))
+        return make_error("network", "verify-failed",
+                          fmt::format("node {} ConnectX firmware still differs after apply: {}", node.name,
+                                      first_lines(findings.firmware)));
     return ok_status();
 }
 
 Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     if (action.id == kHostActionPrefix + ctx.node().name) return apply_host(ctx);
+    if (action.id == kFirmwareActionPrefix + ctx.node().name) return apply_firmware(ctx);
     if (action.id.rfind(kActionPrefix, 0) != 0)
         return make_error("network", "bad-action", "unknown network action " + action.id);
     const std::string name = action.id.substr(kActionPrefix.size());

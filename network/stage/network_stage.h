@@ -4,11 +4,16 @@
 //            the node's ports, read the running config of those keys, diff;
 //            with a managed `host`, read each of the node's NICs through the
 //            host NIC applier (network/host/host_scope.h)
-//   plan     one action per switch that differs ("configure:<switch>"), and
-//            "host-nics:<node>" when a NIC setting drifts or failed to read;
-//            drift found on a converged node is work like any other
+//   plan     one action per switch that differs ("configure:<switch>");
+//            "host-firmware:<node>" when ConnectX firmware differs (hosts
+//            reached over SSH), then "host-nics:<node>" when a NIC setting
+//            drifts or failed to read, or after the firmware action (the
+//            reboot resets runtime settings); drift found on a converged
+//            node is work like any other
 //   apply    re-read, re-diff and apply that switch's change all or nothing;
-//            for the host, set what differs and read it back
+//            for the firmware, mlxconfig set on every NIC that differs, one
+//            host reboot, then every NIC read back (nic_firmware.h); for the
+//            host NICs, set what differs and read it back
 //            (a re-run after a crash finds nothing to do)
 //   verify   read back every switch and NIC; any difference left is an error
 // resources: "switch:<name>" per switch, so the scheduler's per_switch limit
@@ -24,9 +29,10 @@
 // call reads for itself.
 //
 // Host NICs that the fleet does not manage (no `host`) are said so under
-// "host_nics" in the observation, never skipped silently. Unsupported and
-// needs-reboot items are warnings (Observation::notes), not work, unless the
-// host's `require` lists them: then the plan fails.
+// "host_nics" in the observation, never skipped silently. Unsupported items
+// are warnings (Observation::notes), not work, unless the host's `require`
+// lists them: then the plan fails. Firmware differences on a `local` or
+// `netns` host are warnings too: kiln does not reboot the machine it runs on.
 #pragma once
 
 #include <functional>
@@ -75,6 +81,7 @@ private:
     Result<FabricView> fabric_view(const config::Fleet& fleet) const;
 
     Status apply_host(engine::StageContext& ctx);
+    Status apply_firmware(engine::StageContext& ctx);
     Status verify_host(engine::StageContext& ctx);
 
     DriverFactory factory_;

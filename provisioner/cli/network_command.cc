@@ -160,6 +160,9 @@ int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
         for (const auto& d : network::host::host_drift_entries(node.name, state)) host_drift.push_back(d);
         const auto findings = network::host::host_nic_findings(state);
         for (const auto& b : findings.blocking) errors.push_back({{"node", node.name}, {"error", b}});
+        // Firmware waiting for a reboot kiln cannot do (a local or netns host) and required: an error too.
+        if (node.host.mode != "ssh")
+            for (const auto& b : findings.firmware_blocking) errors.push_back({{"node", node.name}, {"error", b}});
         for (const auto& w : findings.warnings) host_warnings.push_back({{"node", node.name}, {"warning", w}});
     }
     if (args.json) {

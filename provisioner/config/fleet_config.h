@@ -205,7 +205,7 @@ struct NodeNic {
     std::string name;
     std::string ifname;       // the netdev on the host ("ens1f0np0"); "" = same as name
     std::optional<int> vfs;   // SR-IOV VFs wanted (sriov_numvfs); unset = left alone
-    bool firmware = false;    // check ConnectX firmware (SRIOV_EN, NUM_OF_VFS = vfs, ATS_ENABLED)
+    bool firmware = false;    // ConnectX firmware SRIOV_EN, NUM_OF_VFS = vfs, ATS_ENABLED (set, one reboot)
     SourcePos pos;
 
     const std::string& netdev() const { return ifname.empty() ? name : ifname; }
@@ -226,9 +226,13 @@ struct HostAccess {
     std::string known_hosts;   // ssh; required
     std::string netns;         // netns
     // Settings ("mtu", "sriov", "dscp_trust", "pfc", "ecn", "firmware") whose
-    // unsupported or needs-reboot outcome stops the stage instead of warning.
+    // unsupported outcome stops the stage instead of warning (and needs-reboot,
+    // on a local or netns host, which kiln does not reboot).
     std::vector<std::string> require;
     Duration timeout{std::chrono::seconds(30)};  // each command on the host
+    // The wait for the host to come back after the one reboot that ConnectX
+    // firmware settings need (network stage, nic_firmware.h).
+    Duration reboot_timeout{std::chrono::minutes(15)};
     SourcePos pos;
 
     bool managed() const { return !mode.empty(); }

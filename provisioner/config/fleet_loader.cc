@@ -341,7 +341,7 @@ struct Loader {
     }
 
     // host = { address = "HOST[:PORT]", username, ssh_key, known_hosts } | { local = true } |
-    // { netns = "NAME" }, plus require and timeout, for a node or [defaults]. Keys
+    // { netns = "NAME" }, plus require, timeout and reboot_timeout, for a node or [defaults]. Keys
     // merge over `h` one by one; writing one of address, local or netns replaces
     // the way in. True when the table is written.
     bool host_access(TableReader& parent, HostAccess& h) {
@@ -412,6 +412,12 @@ struct Loader {
                 ctx.error(t->get("timeout")->source(), r.key_path("timeout"), "expected a duration > 0");
             else
                 h.timeout = *v;
+        }
+        if (auto v = r.duration("reboot_timeout")) {
+            if (v->count() <= 0)
+                ctx.error(t->get("reboot_timeout")->source(), r.key_path("reboot_timeout"), "expected a duration > 0");
+            else
+                h.reboot_timeout = *v;
         }
         r.finish();
         return true;

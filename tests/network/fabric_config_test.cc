@@ -173,7 +173,7 @@ std::string with_host(const std::string& host_line, const std::string& nics_line
 TEST_CASE("host config: ssh, local and netns hosts load, and table NICs with ifname and vfs beside the string form") {
     auto f = write_fleet(with_host(
         "host = { address = \"gpu-01.lab:2222\", username = \"root\", ssh_key = \"keys/id\", known_hosts = "
-        "\"keys/kh\", require = [\"pfc\", \"dscp_trust\"], timeout = \"45s\" }",
+        "\"keys/kh\", require = [\"pfc\", \"dscp_trust\"], timeout = \"45s\", reboot_timeout = \"20m\" }",
         "nics = [{ name = \"mlx5_0\", ifname = \"ens1f0np0\", vfs = 8, firmware = true }, \"mlx5_1\"]\n"));
     INFO(f->errors());
     REQUIRE(f->loaded.fleet);
@@ -185,6 +185,7 @@ TEST_CASE("host config: ssh, local and netns hosts load, and table NICs with ifn
     CHECK(n.host.known_hosts == f->dir.path() + "/keys/kh");
     CHECK(n.host.require == std::vector<std::string>{"pfc", "dscp_trust"});
     CHECK(n.host.timeout == std::chrono::seconds(45));
+    CHECK(n.host.reboot_timeout == std::chrono::minutes(20));
     REQUIRE(n.nics.size() == 2);
     CHECK(n.nics[0].netdev() == "ens1f0np0");
     CHECK(n.nics[0].vfs == 8);

@@ -232,7 +232,8 @@ public:
         if (a[0] == "readlink") return out("/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0\n");
         if (a[0] == "mlxconfig")
             return out(
-                "Configurations:   Next Boot\n   NUM_OF_VFS   8\n   SRIOV_EN   True(1)\n   ATS_ENABLED   False(0)\n");
+                "Configurations:   Next Boot\n   NUM_OF_VFS   8\n   SRIOV_EN   True(1)\n   ATS_ENABLED   False(0)\n"
+                "   ROCE_CC_PRIO_MASK_P1   8\n   CNP_DSCP_P1   48\n   CNP_802P_PRIO_P1   6\n");
         return make_error("exec", "not-found", a[0] + ": not found");
     }
     std::vector<std::vector<std::string>> calls;
@@ -248,7 +249,7 @@ std::unique_ptr<FleetFile> connectx_fleet(const std::string& require) {
 
 }  // namespace
 
-TEST_CASE("network stage host NICs: firmware needing a reboot is a warning with its mlxconfig plan, never an action") {
+TEST_CASE("network stage host NICs: firmware on a local host is a warning with its mlxconfig plan, never an action") {
     auto fleet = connectx_fleet("");
     INFO(fleet->errors());
     REQUIRE(fleet->loaded.fleet);
@@ -264,16 +265,16 @@ TEST_CASE("network stage host NICs: firmware needing a reboot is a warning with 
     CHECK(obs->state["host_nics"]["counts"]["ok"].get<int>() >= 6);  // mtu, VFs, DCB, ECN, SRIOV_EN, NUM_OF_VFS
     REQUIRE(obs->notes.size() == 1);
     CHECK(obs->notes[0] ==
-          "host NIC mlx5_0 (ens1f0np0): needs a host reboot: firmware ATS_ENABLED 0 -> 1: mlxconfig -d 0000:3b:00.0 "
-          "-y set ATS_ENABLED=1, then reboot the host (not run by kiln)");
-    // Nothing kiln can do about it: no action, so a re-run does not plan again, and verify holds.
+          "host NIC firmware mlx5_0 ATS_ENABLED False->True: kiln reboots hosts only over SSH (host is local), so do "
+          "it by hand: mlxconfig -d 0000:3b:00.0 -y set ATS_ENABLED=1, then one host reboot");
+    // kiln does not reboot the machine it runs on: no action, so a re-run does not plan again, and verify holds.
     auto plan = stage.plan(ctx, *obs);
     REQUIRE(plan);
     CHECK(plan->empty());
     CHECK(stage.verify(ctx));
     for (const auto& c : host->calls) {
         CHECK(c[0] != "tee");  // nothing written
-        if (c[0] == "mlxconfig") CHECK(c[3] == "query");
+        if (c[0] == "mlxconfig") CHECK(c[4] == "query");
     }
 
     // Listed in the host's `require`, it stops the plan instead.
