@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "network/fabric.h"
+#include "network/switch_scope.h"
 #include "tests/network/network_test_util.h"
 
 using kiln::network::build_fabric;
@@ -256,3 +257,45 @@ TEST_CASE("fabric gives a spine the profile of the leaves its uplinks reach") {
     }
 }
 
+TEST_CASE("fabric scope of a node: its ports, its leaf's uplinks, and on the spine only the port facing its leaf") {
+    SpineFabric s;
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    auto names = [](const kiln::network::SwitchScope& sc) {
+        std::vector<std::string> out;
+        for (const auto& p : sc.ports) out.push_back(p.name);
+        return out;
+    };
+    auto r1 = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n2"));
+    REQUIRE(r1.ok());
+    REQUIRE(r1->size() == 2);
+    CHECK((*r1)[0].sw->name == "leaf1");
+    CHECK(names((*r1)[0]) == std::vector<std::string>{"Ethernet4", "Ethernet12"});
+    CHECK((*r1)[1].sw->name == "spine1");
+    CHECK(names((*r1)[1]) == std::vector<std::string>{"Ethernet0"});
+    REQUIRE((*r1)[1].profile != nullptr);
+    CHECK((*r1)[1].profile->name == "roce");
+    CHECK(kiln::network::cable_length_of((*r1)[1].ports[0]) == 40);
+
+    auto r2 = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r2n1"));
+    REQUIRE(r2.ok());
+    REQUIRE(r2->size() == 2);
+    CHECK(names((*r2)[0]) == std::vector<std::string>{"Ethernet0", "Ethernet12"});
+    CHECK(names((*r2)[1]) == std::vector<std::string>{"Ethernet4"});
+    CHECK(kiln::network::cable_length_of((*r2)[1].ports[0]) == 100);
+
+    // The whole spine, as `kiln network drift` checks it: both uplink ports.
+    auto whole = kiln::network::scope_for_switch(s.fleet, *fabric, *s.fleet.find_switch("spine1"));
+    REQUIRE(whole.ok());
+    CHECK(names(*whole) == std::vector<std::string>{"Ethernet0", "Ethernet4"});
+
+    // Leaves with different profiles: the spine's nodes cannot both hold.
+    kiln::config::RoceProfile other = roce_profile();
+    other.name = "other";
+    s.fleet.network["other"] = other;
+    for (auto& n : s.fleet.nodes)
+        if (n.rack == "r2") n.network = "other";
+    auto mixed = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n1"));
+    REQUIRE_FALSE(mixed.ok());
+    CHECK(mixed.error().code == "profile-conflict");
+}
