@@ -37,6 +37,19 @@ const std::vector<PortRef>& Fabric::ports_of(const std::string& node) const {
     return it == ports_of_.end() ? none : it->second;
 }
 
+const std::vector<PortRef>& Fabric::uplinks_of(size_t switch_index) const {
+    static const std::vector<PortRef> none;
+    return switch_index < uplinks_of_.size() ? uplinks_of_[switch_index] : none;
+}
+
+const Port* Fabric::facing(const Port& uplink_port, size_t* switch_index) const {
+    if (!uplink_port.uplink) return nullptr;
+    const FabricSwitch* far = find_switch(uplink_port.uplink->switch_name);
+    if (far == nullptr) return nullptr;
+    if (switch_index) *switch_index = static_cast<size_t>(far - switches.data());
+    return far->find_port(uplink_port.uplink->port);
+}
+
 const config::Node* Fabric::find_node(const std::string& name) const {
     auto it = nodes_.find(name);
     return it == nodes_.end() ? nullptr : it->second;
@@ -46,11 +59,14 @@ void Fabric::index(const config::Fleet& fleet) {
     switch_at_.clear();
     ports_of_.clear();
     nodes_.clear();
+    uplinks_of_.assign(switches.size(), {});
     for (size_t s = 0; s < switches.size(); ++s) {
         // The first of a duplicated name wins, as the linear search did.
         switch_at_.emplace(switches[s].name, s);
-        for (size_t p = 0; p < switches[s].ports.size(); ++p)
+        for (size_t p = 0; p < switches[s].ports.size(); ++p) {
             if (const auto& peer = switches[s].ports[p].peer) ports_of_[peer->node].push_back({s, p});
+            if (switches[s].ports[p].uplink) uplinks_of_[s].push_back({s, p});
+        }
     }
     for (const auto& n : fleet.nodes) nodes_.emplace(n.name, &n);
     indexed_ = true;
@@ -96,10 +112,38 @@ Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<Switch
             if (port.peer && !nodes.count(port.peer->node))
                 return fabric_error("unknown-node", fmt::format("switch {}: port {}: cabled to unknown node {}",
                                                                 sp.switch_name, port.name, port.peer->node));
+            if (port.peer && port.uplink)
+                return fabric_error(
+                    "bad-port", fmt::format("switch {}: port {} is cabled to node {} and to switch {}", sp.switch_name,
+                                            port.name, port.peer->node, port.uplink->switch_name));
+            if (port.uplink && port.uplink->switch_name == sp.switch_name)
+                return fabric_error("bad-uplink", fmt::format("switch {}: port {}: an uplink to the same switch",
+                                                              sp.switch_name, port.name));
         }
         target->ports = sp.ports;
     }
     fabric.index(fleet);
+    // Both ends of every uplink, each naming the other: a one-sided link
+    // would configure one end of a cable and leave the other lossy.
+    for (const auto& fs : fabric.switches)
+        for (const auto& port : fs.ports) {
+            if (!port.uplink) continue;
+            const SwitchLink& to = *port.uplink;
+            if (!fabric.find_switch(to.switch_name))
+                return fabric_error(
+                    "unknown-switch",
+                    fmt::format("switch {}: port {}: uplink to switch {} which the fleet does not declare", fs.name,
+                                port.name, to.switch_name));
+            const Port* far = fabric.facing(port);
+            if (far == nullptr)
+                return fabric_error("bad-uplink",
+                                    fmt::format("switch {}: port {}: uplink to {} {}, which has no such port", fs.name,
+                                                port.name, to.switch_name, to.port));
+            if (!far->uplink || far->uplink->switch_name != fs.name || far->uplink->port != port.name)
+                return fabric_error("bad-uplink",
+                                    fmt::format("switch {}: port {}: uplink to {} {}, whose port does not face it back",
+                                                fs.name, port.name, to.switch_name, to.port));
+        }
     return fabric;
 }
 
@@ -129,6 +173,17 @@ Result<Fabric> build_fabric(const config::Fleet& fleet) {
         port.peer = Cable{c.node, c.nic};
         port.cable_length_m = c.cable_length_m;
     }
+    for (const auto& u : fleet.uplinks) {
+        auto a = at.find(u.switch_name + '\0' + u.port);
+        auto b = at.find(u.peer_switch + '\0' + u.peer_port);
+        if (a == at.end() || b == at.end()) continue;
+        auto& near = all[a->second.sw].ports[a->second.port];
+        auto& far = all[b->second.sw].ports[b->second.port];
+        near.uplink = SwitchLink{u.peer_switch, u.peer_port};
+        near.cable_length_m = u.cable_length_m;
+        far.uplink = SwitchLink{u.switch_name, u.port};
+        far.cable_length_m = u.cable_length_m;
+    }
     return build_fabric(fleet, all);
 }
 
@@ -150,45 +205,100 @@ std::vector<Port> make_ports(int count, int speed_mbps, int lanes_per_port) {
 
 namespace {
 
+// A profile and who chose it ("node n1"), empty when nobody names one.
+struct Chosen {
+    std::string profile;
+    std::string by;
+};
+
+// The profile the nodes cabled to switch `sw_name` name; nodes without one
+// do not count. Errors when two disagree.
 template <class FindNode>
-Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, const FabricSwitch& sw,
-                                                  FindNode find_node) {
-    std::string chosen;
-    std::string chosen_by;
-    for (const auto& port : sw.ports) {
-        if (!port.peer) continue;
-        const config::Node* node = find_node(port.peer->node);
+Result<Chosen> profile_of_nodes(const std::string& sw_name, const std::vector<std::string>& node_names,
+                                FindNode find_node) {
+    Chosen chosen;
+    for (const auto& name : node_names) {
+        const config::Node* node = find_node(name);
         if (node == nullptr || node->network.empty()) continue;
-        if (chosen.empty()) {
-            chosen = node->network;
-            chosen_by = node->name;
-        } else if (node->network != chosen) {
+        if (chosen.profile.empty()) {
+            chosen = {node->network, node->name};
+        } else if (node->network != chosen.profile) {
             // One switch carries one QoS config: mixed profiles cannot both hold.
             return fabric_error("profile-conflict",
-                                fmt::format("switch {}: node {} wants network profile {} but node {} wants {}", sw.name,
-                                            chosen_by, chosen, node->name, node->network));
+                                fmt::format("switch {}: node {} wants network profile {} but node {} wants {}", sw_name,
+                                            chosen.by, chosen.profile, node->name, node->network));
         }
     }
-    if (chosen.empty()) {
-        if (fleet.network.size() == 1) return &fleet.network.begin()->second;
-        return fabric_error("no-profile", fmt::format("switch {}: no cabled node names a network profile", sw.name));
+    return chosen;
+}
+
+// NodesOf: switch name -> the nodes cabled to it.
+template <class FindNode, class NodesOf>
+Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, const FabricSwitch& sw,
+                                                  FindNode find_node, NodesOf nodes_of) {
+    std::vector<std::string> own;
+    for (const auto& port : sw.ports)
+        if (port.peer) own.push_back(port.peer->node);
+    auto chosen = profile_of_nodes(sw.name, own, find_node);
+    if (!chosen) return chosen.error();
+    if (chosen->profile.empty()) {
+        // A spine: both ends of an uplink carry one profile, so it takes its leaves'.
+        std::string leaf;
+        for (const auto& port : sw.ports) {
+            if (!port.uplink || port.uplink->switch_name == leaf) continue;
+            auto theirs = profile_of_nodes(port.uplink->switch_name, nodes_of(port.uplink->switch_name), find_node);
+            if (!theirs) return theirs.error();
+            if (theirs->profile.empty()) continue;
+            if (chosen->profile.empty()) {
+                chosen->profile = theirs->profile;
+                leaf = port.uplink->switch_name;
+            } else if (theirs->profile != chosen->profile) {
+                return fabric_error(
+                    "profile-conflict",
+                    fmt::format("switch {}: its uplinks reach switch {} with network profile {} and switch {} with {}; "
+                                "one switch carries one profile",
+                                sw.name, leaf, chosen->profile, port.uplink->switch_name, theirs->profile));
+            }
+        }
     }
-    auto it = fleet.network.find(chosen);
+    if (chosen->profile.empty()) {
+        if (fleet.network.size() == 1) return &fleet.network.begin()->second;
+        return fabric_error("no-profile",
+                            fmt::format("switch {}: no cabled node, nor any switch its uplinks reach, names a network "
+                                        "profile",
+                                        sw.name));
+    }
+    auto it = fleet.network.find(chosen->profile);
     if (it == fleet.network.end())
         return fabric_error("unknown-profile",
-                            fmt::format("switch {}: network profile {} is not declared", sw.name, chosen));
+                            fmt::format("switch {}: network profile {} is not declared", sw.name, chosen->profile));
     return &it->second;
 }
 
 }  // namespace
 
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw) {
-    return switch_profile(fleet, sw, [&](const std::string& n) { return fleet.find_node(n); });
+    auto nodes_of = [&](const std::string& sw_name) {
+        std::vector<std::string> out;
+        for (const auto& c : fleet.cabling)
+            if (c.switch_name == sw_name) out.push_back(c.node);
+        return out;
+    };
+    return switch_profile(
+        fleet, sw, [&](const std::string& n) { return fleet.find_node(n); }, nodes_of);
 }
 
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
                                                       const FabricSwitch& sw) {
-    return switch_profile(fleet, sw, [&](const std::string& n) { return fabric.find_node(n); });
+    auto nodes_of = [&](const std::string& sw_name) {
+        std::vector<std::string> out;
+        if (const FabricSwitch* fs = fabric.find_switch(sw_name))
+            for (const auto& p : fs->ports)
+                if (p.peer) out.push_back(p.peer->node);
+        return out;
+    };
+    return switch_profile(
+        fleet, sw, [&](const std::string& n) { return fabric.find_node(n); }, nodes_of);
 }
 
 }  // namespace kiln::network

@@ -1,5 +1,8 @@
 #include "network/switch_scope.h"
 
+#include <map>
+#include <set>
+
 #include <fmt/format.h>
 
 namespace kiln::network {
@@ -19,22 +22,40 @@ Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, con
     if (it == fleet.network.end())
         return make_error("network", "unknown-profile",
                           fmt::format("node {}: network profile {} is not declared", node.name, node.network));
-    // ports_of lists switch by switch, each switch's ports in its order.
+    // Switch index -> port indexes: the node's own ports, its leaves' uplink
+    // ports, and the ports those uplinks face (on spines, or on another of
+    // its leaves). Ordered, so scopes come in fabric order, ports in switch order.
+    std::map<size_t, std::set<size_t>> wanted;
+    std::set<size_t> leaves;
     for (const PortRef& ref : fabric.ports_of(node.name)) {
-        if (out.empty() || out.back().sw->name != fabric.switches[ref.sw].name) {
-            SwitchScope scope;
-            scope.sw = fleet_switch(fleet, fabric, ref.sw);
-            if (scope.sw == nullptr)
-                return make_error("network", "unknown-switch",
-                                  fmt::format("switch {} is not in the fleet", fabric.switches[ref.sw].name));
-            // The switch carries one profile for all its nodes: refuse a mix here
-            // rather than have two nodes rewrite each other's QoS.
-            auto prof = profile ? profile(ref.sw) : profile_for_switch(fleet, fabric, fabric.switches[ref.sw]);
-            if (!prof) return prof.error();
-            scope.profile = *prof;
-            out.push_back(std::move(scope));
+        wanted[ref.sw].insert(ref.port);
+        leaves.insert(ref.sw);
+    }
+    for (size_t leaf : leaves)
+        for (const PortRef& up : fabric.uplinks_of(leaf)) {
+            wanted[leaf].insert(up.port);
+            size_t far_sw = 0;
+            const Port* far = fabric.facing(fabric.switches[leaf].ports[up.port], &far_sw);
+            if (far == nullptr)
+                return make_error("network", "bad-uplink",
+                                  fmt::format("switch {}: port {}: its uplink's far port is not in the fabric",
+                                              fabric.switches[leaf].name, fabric.switches[leaf].ports[up.port].name));
+            wanted[far_sw].insert(static_cast<size_t>(far - fabric.switches[far_sw].ports.data()));
         }
-        out.back().ports.push_back(fabric.switches[ref.sw].ports[ref.port]);
+    for (const auto& [sw, ports] : wanted) {
+        SwitchScope scope;
+        scope.sw = fleet_switch(fleet, fabric, sw);
+        if (scope.sw == nullptr)
+            return make_error("network", "unknown-switch",
+                              fmt::format("switch {} is not in the fleet", fabric.switches[sw].name));
+        // The switch carries one profile for all its nodes (a spine: its
+        // leaves'): refuse a mix here rather than have two nodes rewrite
+        // each other's QoS.
+        auto prof = profile ? profile(sw) : profile_for_switch(fleet, fabric, fabric.switches[sw]);
+        if (!prof) return prof.error();
+        scope.profile = *prof;
+        for (size_t p : ports) scope.ports.push_back(fabric.switches[sw].ports[p]);
+        out.push_back(std::move(scope));
     }
     return out;
 }
@@ -45,7 +66,7 @@ Result<SwitchScope> scope_for_switch(const config::Fleet& fleet, const Fabric& f
     const FabricSwitch* fs = fabric.find_switch(sw.name);
     if (!fs) return scope;
     for (const auto& p : fs->ports)
-        if (p.peer) scope.ports.push_back(p);
+        if (p.cabled()) scope.ports.push_back(p);
     if (scope.ports.empty()) return scope;
     auto prof = profile_for_switch(fleet, fabric, *fs);
     if (!prof) return prof.error();

@@ -1,7 +1,8 @@
-// What kiln manages on one switch: the ports cabled to nodes (all of them,
-// or one node's), the RoCE profile they carry, and the comparison of the
-// rendered config with what the switch runs. Shared by the network stage
-// (one node's ports) and `kiln network drift` (every cabled port).
+// What kiln manages on one switch: the ports cabled to nodes or to other
+// switches (all of them, or one node's share), the RoCE profile they carry,
+// and the comparison of the rendered config with what the switch runs.
+// Shared by the network stage (one node's ports and its leaves' uplinks) and
+// `kiln network drift` (every cabled port).
 #pragma once
 
 #include <functional>
@@ -20,24 +21,28 @@ namespace kiln::network {
 struct SwitchScope {
     const config::Switch* sw = nullptr;
     const config::RoceProfile* profile = nullptr;
-    std::vector<Port> ports;  // cabled ports, in the switch's order
+    std::vector<Port> ports;  // cabled ports (to nodes or switches), in the switch's order
 };
 
 // The profile of fabric.switches[i]; profile_for_switch by default. A plan
 // passes one that computes each switch's once.
 using SwitchProfileFn = std::function<Result<const config::RoceProfile*>(size_t switch_index)>;
 
-// Every switch `node` is cabled to, with the node's own ports there and the
-// switch's network profile; empty when the node names no network profile.
-// Cost: the node's own ports (the fabric's index), plus `profile`.
+// The switches a node's traffic crosses, in fabric order, each with its
+// network profile: every switch `node` is cabled to (its leaves) with the
+// node's own ports and the leaf's uplink ports, and every switch those
+// uplinks reach (spines) with the ports facing them. Lossless holds end to
+// end only if both ends of each uplink carry the profile. Empty when the
+// node names no network profile. Cost: the node's own ports and its leaves'
+// uplinks (the fabric's index), plus `profile`.
 Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
                                                  const config::Node& node, const SwitchProfileFn& profile = {});
 
 // The fleet's switch behind fabric.switches[i] (build_fabric keeps fleet order).
 const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fabric, size_t switch_index);
 
-// One switch with every cabled port and the profile its nodes share
-// (profile_for_switch's rules). No cabled port: an empty scope.
+// One switch with every cabled port (to nodes and uplinks) and the profile
+// its nodes share (profile_for_switch's rules). No cabled port: an empty scope.
 Result<SwitchScope> scope_for_switch(const config::Fleet& fleet, const Fabric& fabric, const config::Switch& sw);
 
 struct SwitchComparison {

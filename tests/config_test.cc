@@ -391,7 +391,7 @@ TEST_CASE("config: a firmware component's match and related_item, a node's bmc.s
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
                "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, "
-               "handover, host_os, images, limits, network, nodes, racks, schema, smoke, switches, vm");
+               "handover, host_os, images, limits, network, nodes, racks, schema, smoke, switches, uplinks, vm");
     expect_one(*load_text(kBase + "colour = \"blue\"\n"), 6, 1, "racks[0].colour",
                "unknown key 'colour'; expected one of: name, switches");
     expect_one(*load_text(kBase + "[limits]\nparralel = 4\n"), 7, 1, "limits.parralel",

@@ -193,6 +193,7 @@ Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Por
         db.set("PORT", n, "mtu", str(p.switch_mtu));
         if (!port.alias.empty()) db.set("PORT", n, "alias", port.alias);
         if (port.peer) db.set("PORT", n, "description", port.peer->node + " " + port.peer->nic);
+        if (port.uplink) db.set("PORT", n, "description", port.uplink->switch_name + " " + port.uplink->port);
 
         db.set("PORT_QOS_MAP", n, "dscp_to_tc_map", map);
         db.set("PORT_QOS_MAP", n, "tc_to_queue_map", map);

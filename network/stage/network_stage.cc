@@ -54,9 +54,12 @@ struct NetworkStage::RunCache {
         std::mutex mu;              // held across the read, so one node reads and the others wait for it
         std::optional<json> state;  // read_state(); empty: not read, or dropped
         std::optional<std::vector<ConfigChange>> changes;  // every cabled port, from `state`
-        // Indexes into `changes`: by the node whose port it is, and switch-wide
-        // (no port, or one no node is cabled to), so a node's share costs its own.
+        // Indexes into `changes`: by the node whose port it is, by the switch
+        // whose nodes share it (an uplink port: both ends' switches), and
+        // switch-wide (no port, or one nothing is cabled to), so a node's
+        // share costs its own.
         std::unordered_map<std::string, std::vector<size_t>> by_node;
+        std::unordered_map<std::string, std::vector<size_t>> by_leaf;
         std::vector<size_t> wide;
     };
 
@@ -74,9 +77,13 @@ struct NetworkStage::RunCache {
             for (const auto& fs : fabric.switches) {
                 profiles.push_back(profile_for_switch(fleet, fabric, fs));
                 std::unordered_map<std::string, std::string> owners;
-                for (const auto& p : fs.ports)
+                std::unordered_map<std::string, std::string> far_ends;
+                for (const auto& p : fs.ports) {
                     if (p.peer) owners.emplace(p.name, p.peer->node);
+                    if (p.uplink) far_ends.emplace(p.name, p.uplink->switch_name);
+                }
                 port_owner.push_back(std::move(owners));
+                uplink_far.push_back(std::move(far_ends));
                 reads.push_back(std::make_unique<SwitchRead>());
             }
         });
@@ -95,6 +102,7 @@ struct NetworkStage::RunCache {
         reads[i]->state = state;
         reads[i]->changes.reset();
         reads[i]->by_node.clear();
+        reads[i]->by_leaf.clear();
         reads[i]->wide.clear();
     }
     // After an apply: the next reader of this switch reads it again.
@@ -103,6 +111,7 @@ struct NetworkStage::RunCache {
         reads[i]->state.reset();
         reads[i]->changes.reset();
         reads[i]->by_node.clear();
+        reads[i]->by_leaf.clear();
         reads[i]->wide.clear();
     }
 
@@ -112,6 +121,7 @@ struct NetworkStage::RunCache {
     Fabric fabric;
     std::vector<Result<const config::RoceProfile*>> profiles;              // by fabric switch
     std::vector<std::unordered_map<std::string, std::string>> port_owner;  // cabled port -> node
+    std::vector<std::unordered_map<std::string, std::string>> uplink_far;  // uplink port -> the switch it faces
     std::vector<std::unique_ptr<SwitchRead>> reads;
 };
 
@@ -168,11 +178,25 @@ SwitchProfileFn NetworkStage::FabricView::profiles() const {
 }
 
 std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, const config::Node& node) const {
+    // The node's leaves and every switch their uplinks reach: apply may
+    // change any of them.
     std::set<std::string> names;
     if (auto cache = run_cache(fleet); cache && cache->build()) {
-        for (const PortRef& ref : cache->fabric.ports_of(node.name)) names.insert(cache->fabric.switches[ref.sw].name);
+        const Fabric& fabric = cache->fabric;
+        std::set<size_t> leaves;
+        for (const PortRef& ref : fabric.ports_of(node.name)) leaves.insert(ref.sw);
+        for (size_t leaf : leaves) {
+            names.insert(fabric.switches[leaf].name);
+            for (const PortRef& up : fabric.uplinks_of(leaf))
+                names.insert(fabric.switches[leaf].ports[up.port].uplink->switch_name);
+        }
     } else {
         for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
+        const std::set<std::string> leaves = names;
+        for (const config::Uplink& u : fleet.uplinks) {
+            if (leaves.count(u.switch_name)) names.insert(u.peer_switch);
+            if (leaves.count(u.peer_switch)) names.insert(u.switch_name);
+        }
     }
     std::vector<std::string> out;
     for (const auto& n : names) out.push_back("switch:" + n);
@@ -186,6 +210,9 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     const Fabric& fabric = view->fabric();
     auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
     if (!scopes) return scopes.error();
+    // The switches the node is cabled to: it shares their uplinks' changes.
+    std::set<std::string> leaves;
+    for (const PortRef& ref : fabric.ports_of(ctx.node().name)) leaves.insert(fabric.switches[ref.sw].name);
     engine::Observation obs;
     json switches = json::array();
     for (const auto& scope : *scopes) {
@@ -212,22 +239,33 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                 if (!cmp) return cmp.error();
                 entry.changes = std::move(cmp->changes);
                 entry.by_node.clear();
+                entry.by_leaf.clear();
                 entry.wide.clear();
                 const auto& owner = cache->port_owner[i];
+                const auto& far = cache->uplink_far[i];
                 for (size_t k = 0; k < entry.changes->size(); ++k) {
-                    auto o = owner.find((*entry.changes)[k].port);
-                    if (o == owner.end())
-                        entry.wide.push_back(k);
-                    else
+                    const std::string& port = (*entry.changes)[k].port;
+                    if (auto o = owner.find(port); o != owner.end()) {
                         entry.by_node[o->second].push_back(k);
+                    } else if (auto f = far.find(port); f != far.end()) {
+                        // An uplink: the nodes of the switches at both ends share it.
+                        entry.by_leaf[scope.sw->name].push_back(k);
+                        entry.by_leaf[f->second].push_back(k);
+                    } else {
+                        entry.wide.push_back(k);
+                    }
                 }
             }
             // In the whole comparison's order, as the node's own diff lists them.
             std::vector<size_t> mine = entry.wide;
-            if (auto o = entry.by_node.find(ctx.node().name); o != entry.by_node.end()) {
-                mine.insert(mine.end(), o->second.begin(), o->second.end());
-                std::sort(mine.begin(), mine.end());
-            }
+            auto take = [&](const auto& index, const std::string& key) {
+                if (auto o = index.find(key); o != index.end())
+                    mine.insert(mine.end(), o->second.begin(), o->second.end());
+            };
+            take(entry.by_node, ctx.node().name);
+            for (const auto& leaf : leaves) take(entry.by_leaf, leaf);
+            std::sort(mine.begin(), mine.end());
+            mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
             for (size_t k : mine) changes.push_back(change_json(scope.sw->name, (*entry.changes)[k]));
         } else {
             ctx.progress(fmt::format("reading {}", scope.sw->name));
@@ -443,7 +481,9 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
         return applied;
     }
     return make_error("network", "bad-action",
-                      fmt::format("node {} is not cabled to switch {}", ctx.node().name, name));
+                      fmt::format("node {} does not reach switch {} (not cabled to it, nor to a leaf it is an "
+                                  "uplink of)",
+                                  ctx.node().name, name));
 }
 
 Status NetworkStage::verify(engine::StageContext& ctx) {

@@ -1,7 +1,9 @@
-// The `network` stage: the node's switch ports and its host NICs carry the
-// node's RoCE profile.
-//   observe  for each switch the node is cabled to: render the profile for
-//            the node's ports, read the running config of those keys, diff;
+// The `network` stage: the node's switch ports, the uplinks of its leaves
+// (both ends: leaf and spine), and its host NICs carry the node's RoCE
+// profile, so RoCE stays lossless through the spines.
+//   observe  for each switch the node's traffic crosses (scopes_for_node):
+//            render the profile for the node's ports there, read the running
+//            config of those keys, diff;
 //            with a managed `host`, read each of the node's NICs through the
 //            host NIC applier (network/host/host_scope.h)
 //   plan     one action per switch that differs ("configure:<switch>");
@@ -16,13 +18,15 @@
 //            host NICs, set what differs and read it back
 //            (a re-run after a crash finds nothing to do)
 //   verify   read back every switch and NIC; any difference left is an error
-// resources: "switch:<name>" per switch, so the scheduler's per_switch limit
-// keeps one change at a time on each switch (and so on each rail).
+// resources: "switch:<name>" per switch, spines included, so the
+// scheduler's per_switch limit keeps one change at a time on each switch
+// (and so on each rail).
 //
 // Within one engine plan or run (begin_run .. end_run) the fabric is built
-// once and each switch is read once, shared by every node cabled to it:
-// observe compares the whole switch once (every cabled port) and gives each
-// node the changes on its own ports and the switch-wide ones; verify takes
+// once and each switch is read once, spines too, shared by every node
+// cabled to it: observe compares the whole switch once (every cabled port)
+// and gives each node the changes on its own ports, on the uplink ports at
+// either end of its leaves' uplinks, and the switch-wide ones; verify takes
 // the node's keys from the shared read. apply reads its switch afresh (under
 // the engine's "switch:<name>" hold) and drops the shared read after, so the
 // next reader sees what it did. Outside a run (a stage driven by hand) each

@@ -161,6 +161,31 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
             if (c->cable_length_m > 0) cable["cable_length_m"] = c->cable_length_m;
             cables.push_back(std::move(cable));
         }
+        // The uplinks of the node's leaves, both ends: the stage configures
+        // them too, so a recabled or re-speeded uplink is the node's input.
+        std::vector<std::string> leaves;
+        for (const Cable* c : fleet.cables_of(node.name))
+            if (std::find(leaves.begin(), leaves.end(), c->switch_name) == leaves.end())
+                leaves.push_back(c->switch_name);
+        auto end_json = [&](const std::string& sw_name, const std::string& port_name) {
+            json sw_json = nullptr;
+            json port = nullptr;
+            if (const Switch* s = fleet.find_switch(sw_name)) {
+                sw_json = {{"name", s->name}, {"os", s->os}, {"address", s->address}, {"rail", s->rail}};
+                if (const SwitchPort* p = s->find_port(port_name))
+                    port = {{"name", p->name}, {"speed_mbps", p->speed_mbps}, {"lanes", p->lanes}, {"alias", p->alias}};
+            }
+            return json{{"switch", sw_json}, {"port", port}};
+        };
+        json uplinks = json::array();
+        for (const Uplink& u : fleet.uplinks) {
+            const bool mine = std::find(leaves.begin(), leaves.end(), u.switch_name) != leaves.end() ||
+                              std::find(leaves.begin(), leaves.end(), u.peer_switch) != leaves.end();
+            if (!mine) continue;
+            json up = {{"end", end_json(u.switch_name, u.port)}, {"peer", end_json(u.peer_switch, u.peer_port)}};
+            if (u.cable_length_m > 0) up["cable_length_m"] = u.cable_length_m;
+            uplinks.push_back(std::move(up));
+        }
         json profile = nullptr;
         if (auto it = fleet.network.find(node.network); it != fleet.network.end()) {
             const auto& p = it->second;
@@ -186,6 +211,8 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
             if (!ecn_given.empty()) profile["ecn_given"] = ecn_given;
         }
         json out = {{"rack", node.rack}, {"switches", sws}, {"profile", profile}, {"cables", cables}};
+        // Only with uplinks: fleets without them keep their input hashes.
+        if (!uplinks.empty()) out["uplinks"] = uplinks;
         // Only a managed host adds inputs: nodes without one hash as before.
         if (node.host.managed()) {
             json nics = json::array();

@@ -252,6 +252,18 @@ struct Cable {
     SourcePos pos;
 };
 
+// [[uplinks]]: switch port -> switch port (leaf to spine). Each switch port
+// appears at most once across [[cabling]] and [[uplinks]].
+struct Uplink {
+    std::string switch_name;
+    std::string port;
+    std::string peer_switch;
+    std::string peer_port;
+    // Metres; 0 = the default for a switch-to-switch link (40 m).
+    int cable_length_m = 0;
+    SourcePos pos;
+};
+
 struct Rack {
     std::string name;
     std::vector<std::string> switches;
@@ -311,7 +323,8 @@ struct Fleet {
     std::vector<Rack> racks;
     std::vector<Switch> switches;
     std::vector<Node> nodes;
-    std::vector<Cable> cabling;  // in file order
+    std::vector<Cable> cabling;   // in file order
+    std::vector<Uplink> uplinks;  // in file order
     std::map<std::string, FirmwareProfile> firmware;
     std::map<std::string, BiosProfile> bios;
     std::map<std::string, HostOsImage> host_os;

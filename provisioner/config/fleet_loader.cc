@@ -132,6 +132,8 @@ struct Loader {
     const LoadOptions& options;
     Fleet fleet;
     std::map<std::string, SourcePos> rack_pos, node_pos;
+    // "switch port" -> where a cable or uplink first used it: one cable per port, of either kind.
+    std::map<std::string, SourcePos> port_seen;
 
     // A rule between two keys (a < b, a != b) is reported at the value of the
     // first of them the file sets; the table when it sets neither.
@@ -441,7 +443,7 @@ struct Loader {
     void cabling(TableReader& root) {
         const toml::array* arr = root.array("cabling");
         if (!arr) return;
-        std::map<std::string, SourcePos> port_seen, nic_seen;
+        std::map<std::string, SourcePos> nic_seen;
         for (size_t i = 0; i < arr->size(); ++i) {
             const toml::node& n = *arr->get(i);
             const std::string path = fmt::format("cabling[{}]", i);
@@ -506,6 +508,69 @@ struct Loader {
                 nic_seen[nic_key] = ctx.pos(t.get("nic")->source());
             }
             if (ok) fleet.cabling.push_back(std::move(c));
+        }
+    }
+
+    // One end of an uplink: the switch exists and declares the port, which no
+    // other cable uses. Reports at the table's keys; false when in error.
+    bool uplink_end(const toml::table& t, const std::string& path, const char* switch_key, const char* port_key,
+                    const std::string& sw_name, const std::string& port) {
+        bool ok = true;
+        if (const Switch* fsw = fleet.find_switch(sw_name); !fsw) {
+            std::string defined;
+            for (const auto& x : fleet.switches) defined += (defined.empty() ? "" : ", ") + x.name;
+            ctx.error(t.get(switch_key)->source(), path + "." + switch_key,
+                      fmt::format("no switch '{}'; defined: {}", sw_name, defined.empty() ? "(none)" : defined));
+            ok = false;
+        } else if (!fsw->find_port(port)) {
+            ctx.error(
+                t.get(port_key)->source(), path + "." + port_key,
+                fmt::format("switch {} has no port '{}' (declare it in switches.{}.ports)", sw_name, port, sw_name));
+            ok = false;
+        }
+        const std::string key = sw_name + " " + port;
+        if (auto it = port_seen.find(key); it != port_seen.end()) {
+            ctx.error(t.get(port_key)->source(), path + "." + port_key,
+                      fmt::format("switch port {} {} is cabled twice (first at {})", sw_name, port, it->second.str()));
+            ok = false;
+        } else {
+            port_seen[key] = ctx.pos(t.get(port_key)->source());
+        }
+        return ok;
+    }
+
+    // [[uplinks]] { switch, port, peer_switch, peer_port }: switch-to-switch
+    // cables (leaf to spine), read after [[cabling]] so a port used by both is
+    // reported at the uplink.
+    void uplinks(TableReader& root) {
+        const toml::array* arr = root.array("uplinks");
+        if (!arr) return;
+        for (size_t i = 0; i < arr->size(); ++i) {
+            const toml::node& n = *arr->get(i);
+            const std::string path = fmt::format("uplinks[{}]", i);
+            if (!n.is_table()) {
+                ctx.error(n.source(), path, fmt::format("expected table, found {}", toml_type_name(n)));
+                continue;
+            }
+            const toml::table& t = *n.as_table();
+            TableReader r(ctx, t, path);
+            auto sw = r.str("switch", true);
+            auto port = r.str("port", true);
+            auto peer_sw = r.str("peer_switch", true);
+            auto peer_port = r.str("peer_port", true);
+            auto length = r.integer("cable_length_m", 1, 10000);
+            r.finish();
+            if (!sw || !port || !peer_sw || !peer_port) continue;
+            Uplink u{*sw, *port, *peer_sw, *peer_port, length ? static_cast<int>(*length) : 0, r.pos()};
+            if (u.switch_name == u.peer_switch) {
+                // A loop on one switch carries no traffic between switches.
+                ctx.error(t.get("peer_switch")->source(), path + ".peer_switch",
+                          fmt::format("an uplink joins two switches; both ends are on {}", u.switch_name));
+                continue;
+            }
+            bool ok = uplink_end(t, path, "switch", "port", u.switch_name, u.port);
+            ok = uplink_end(t, path, "peer_switch", "peer_port", u.peer_switch, u.peer_port) && ok;
+            if (ok) fleet.uplinks.push_back(std::move(u));
         }
     }
 
@@ -1230,6 +1295,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.nodes(root);
     L.smoke_rings();
     L.cabling(root);
+    L.uplinks(root);
     root.finish();
     return sorted();
 }

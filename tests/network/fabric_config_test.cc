@@ -323,3 +323,112 @@ TEST_CASE("host config: bad NIC tables are refused at FILE:LINE:COL") {
         CHECK(f->loaded.errors[1].key == "cabling[1].nic");
     }
 }
+
+namespace {
+
+// leaf-a and leaf-b (n1 on the first port of each) and a spine, with
+// leaf-a swp3 -> spine-1 Ethernet0 and leaf-b Ethernet2/1 -> spine-1
+// Ethernet4 (100 m).
+std::vector<SwitchDecl> leaves_and_spine() {
+    auto sw = two_switches();
+    sw.push_back({"spine-1", "sonic", "127.0.0.1:22", {"Ethernet0", "Ethernet4", "Ethernet8"}, true});
+    return sw;
+}
+
+std::string spine_fleet() {
+    return fleet_toml(leaves_and_spine(), 1) + uplink_toml("leaf-a", "swp3", "spine-1", "Ethernet0") +
+           uplink_toml("leaf-b", "Ethernet2/1", "spine-1", "Ethernet4", "cable_length_m = 100\n");
+}
+
+}  // namespace
+
+TEST_CASE("fabric config: [[uplinks]] load into the fleet, both ends of the fabric, and the node's inputs") {
+    auto f = write_fleet(spine_fleet());
+    INFO(f->errors());
+    REQUIRE(f->loaded.fleet);
+    const auto& fleet = *f->loaded.fleet;
+    REQUIRE(fleet.uplinks.size() == 2);
+    CHECK(fleet.uplinks[0].switch_name == "leaf-a");
+    CHECK(fleet.uplinks[0].port == "swp3");
+    CHECK(fleet.uplinks[0].peer_switch == "spine-1");
+    CHECK(fleet.uplinks[0].peer_port == "Ethernet0");
+    CHECK(fleet.uplinks[0].cable_length_m == 0);
+    CHECK(fleet.uplinks[1].cable_length_m == 100);
+    CHECK(fleet.uplinks[1].pos.line == line_of(spine_fleet(), "[[uplinks]]", 2));
+    CHECK(fleet.cabling.size() == 2);  // nothing cabled to the spine
+
+    auto fabric = kiln::network::build_fabric(fleet);
+    REQUIRE(fabric);
+    const auto* leaf_port = fabric->find_switch("leaf-a")->find_port("swp3");
+    REQUIRE(leaf_port->uplink);
+    CHECK(leaf_port->uplink->switch_name == "spine-1");
+    CHECK(leaf_port->uplink->port == "Ethernet0");
+    CHECK(kiln::network::cable_length_of(*leaf_port) == 40);
+    const auto* spine = fabric->find_switch("spine-1");
+    REQUIRE(spine->find_port("Ethernet4")->uplink);
+    CHECK(spine->find_port("Ethernet4")->uplink->switch_name == "leaf-b");
+    CHECK(kiln::network::cable_length_of(*spine->find_port("Ethernet4")) == 100);
+    CHECK_FALSE(spine->find_port("Ethernet8")->cabled());
+
+    // Both ends of each of the node's leaves' uplinks are its inputs.
+    auto net = kiln::config::node_section_json(fleet, fleet.nodes[0], "network");
+    REQUIRE(net["uplinks"].size() == 2);
+    CHECK(net["uplinks"][0]["end"]["switch"]["name"] == "leaf-a");
+    CHECK(net["uplinks"][0]["end"]["port"]["name"] == "swp3");
+    CHECK(net["uplinks"][0]["peer"]["switch"]["name"] == "spine-1");
+    CHECK(net["uplinks"][0]["peer"]["port"]["speed_mbps"] == 400000);
+    CHECK_FALSE(net["uplinks"][0].contains("cable_length_m"));
+    CHECK(net["uplinks"][1]["cable_length_m"] == 100);
+
+    // A longer uplink changes the node's inputs; a fleet without uplinks keeps its old ones.
+    auto longer = spine_fleet();
+    longer.replace(longer.find("cable_length_m = 100"), 20, "cable_length_m = 300");
+    auto g = write_fleet(longer);
+    REQUIRE(g->loaded.fleet);
+    CHECK(kiln::config::node_section_json(*g->loaded.fleet, g->loaded.fleet->nodes[0], "network") != net);
+    auto plain = write_fleet(fleet_toml(two_switches(), 1));
+    REQUIRE(plain->loaded.fleet);
+    CHECK_FALSE(kiln::config::node_section_json(*plain->loaded.fleet, plain->loaded.fleet->nodes[0], "network")
+                    .contains("uplinks"));
+}
+
+TEST_CASE("fabric config: an uplink on a port cabled to a node is refused at the uplink, naming the cable") {
+    const auto text = fleet_toml(leaves_and_spine(), 1) + uplink_toml("leaf-a", "swp1", "spine-1", "Ethernet0");
+    auto f = write_fleet(text);
+    expect_error(*f, "uplinks[0].port", "switch port leaf-a swp1 is cabled twice (first at");
+    CHECK(f->loaded.errors[0].pos.line == line_of(text, "port = \"swp1\"", 2));
+    CHECK_THAT(f->loaded.errors[0].message, Catch::Contains(":" + std::to_string(line_of(text, "port = \"swp1\""))));
+}
+
+TEST_CASE("fabric config: a spine port taken by two uplinks is refused at the second") {
+    const auto text = fleet_toml(leaves_and_spine(), 1) + uplink_toml("leaf-a", "swp3", "spine-1", "Ethernet0") +
+                      uplink_toml("leaf-b", "Ethernet2/1", "spine-1", "Ethernet0");
+    auto f = write_fleet(text);
+    expect_error(*f, "uplinks[1].peer_port", "switch port spine-1 Ethernet0 is cabled twice (first at");
+    CHECK(f->loaded.errors[0].pos.line == line_of(text, "peer_port = \"Ethernet0\"", 2));
+}
+
+TEST_CASE("fabric config: uplink errors name the key: unknown switch, undeclared port, self loop, bad keys") {
+    const auto base = fleet_toml(leaves_and_spine(), 1);
+    auto unknown = write_fleet(base + uplink_toml("leaf-a", "swp3", "spine-9", "Ethernet0"));
+    expect_error(*unknown, "uplinks[0].peer_switch", "no switch 'spine-9'; defined: leaf-a, leaf-b, spine-1");
+
+    auto no_port = write_fleet(base + uplink_toml("leaf-a", "swp3", "spine-1", "Ethernet96"));
+    expect_error(*no_port, "uplinks[0].peer_port",
+                 "switch spine-1 has no port 'Ethernet96' (declare it in switches.spine-1.ports)");
+
+    auto near_port = write_fleet(base + uplink_toml("leaf-a", "swp9", "spine-1", "Ethernet0"));
+    expect_error(*near_port, "uplinks[0].port", "switch leaf-a has no port 'swp9'");
+
+    auto loop = write_fleet(base + uplink_toml("spine-1", "Ethernet0", "spine-1", "Ethernet4"));
+    expect_error(*loop, "uplinks[0].peer_switch", "an uplink joins two switches; both ends are on spine-1");
+
+    auto key = write_fleet(base + uplink_toml("leaf-a", "swp3", "spine-1", "Ethernet0", "colour = \"blue\"\n"));
+    expect_error(*key, "uplinks[0].colour", "unknown key 'colour'");
+
+    auto missing = write_fleet(base + "[[uplinks]]\nswitch = \"leaf-a\"\nport = \"swp3\"\npeer_switch = \"spine-1\"\n");
+    expect_error(*missing, "uplinks[0].peer_port", "required key is missing");
+
+    auto length = write_fleet(base + uplink_toml("leaf-a", "swp3", "spine-1", "Ethernet0", "cable_length_m = 0\n"));
+    expect_error(*length, "uplinks[0].cable_length_m", "");
+}

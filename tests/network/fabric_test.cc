@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "network/fabric.h"
+#include "network/switch_scope.h"
 #include "tests/network/network_test_util.h"
 
 using kiln::network::build_fabric;
@@ -134,4 +135,167 @@ TEST_CASE("fabric indexes each node's ports, switch by switch, and the fleet's c
     CHECK(fleet.cables_of("r2n1").empty());
     fleet.cabling.push_back({"r1n2", "mlx5_1", "leaf2", "Ethernet4", {}});
     CHECK(fleet.cables_of("r1n2").size() == 2);
+}
+
+namespace {
+
+using kiln::network::SwitchLink;
+
+// small_fleet with a spine: Ethernet12 of each leaf is cabled to spine1's
+// Ethernet0 (leaf1) and Ethernet4 (leaf2); the leaves' first two ports to nodes.
+struct SpineFabric {
+    kiln::config::Fleet fleet = small_fleet();
+    std::vector<SwitchPorts> ports;
+
+    SpineFabric() {
+        kiln::config::Switch spine;
+        spine.name = "spine1";
+        spine.os = "sonic";
+        fleet.switches.push_back(spine);
+        auto leaf1 = cabled_ports(4, "r1", 2);
+        auto leaf2 = cabled_ports(4, "r2", 2);
+        auto sp = make_ports(2);
+        leaf1[3].uplink = SwitchLink{"spine1", "Ethernet0"};
+        sp[0].uplink = SwitchLink{"leaf1", "Ethernet12"};
+        leaf2[3].uplink = SwitchLink{"spine1", "Ethernet4"};
+        leaf2[3].cable_length_m = 100;
+        sp[1].uplink = SwitchLink{"leaf2", "Ethernet12"};
+        sp[1].cable_length_m = 100;
+        ports = {SwitchPorts{"leaf1", leaf1}, SwitchPorts{"leaf2", leaf2}, SwitchPorts{"spine1", sp}};
+    }
+};
+
+}  // namespace
+
+TEST_CASE("fabric holds uplinks at both ends, 40 m unless given, and indexes them by switch") {
+    SpineFabric s;
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    const auto* leaf1 = fabric->find_switch("leaf1");
+    const auto* spine = fabric->find_switch("spine1");
+    REQUIRE(leaf1 != nullptr);
+    REQUIRE(spine != nullptr);
+    const auto* up = leaf1->find_port("Ethernet12");
+    REQUIRE(up->uplink);
+    CHECK(up->cabled());
+    CHECK_FALSE(leaf1->find_port("Ethernet8")->cabled());
+    CHECK(kiln::network::cable_length_of(*up) == 40);
+    CHECK(kiln::network::cable_length_of(*leaf1->find_port("Ethernet0")) == 5);  // a host link
+    CHECK(kiln::network::cable_length_of(*spine->find_port("Ethernet4")) == 100);
+    size_t far_sw = 99;
+    const auto* far = fabric->facing(*up, &far_sw);
+    REQUIRE(far != nullptr);
+    CHECK(far->name == "Ethernet0");
+    CHECK(fabric->switches[far_sw].name == "spine1");
+    CHECK(fabric->facing(*leaf1->find_port("Ethernet0")) == nullptr);  // cabled to a node
+    const size_t spine_at = static_cast<size_t>(spine - fabric->switches.data());
+    REQUIRE(fabric->uplinks_of(spine_at).size() == 2);
+    CHECK(fabric->uplinks_of(0).size() == 1);
+    CHECK(fabric->ports_of("r1n1").size() == 1);  // uplinks are no node's own ports
+}
+
+TEST_CASE("fabric refuses uplinks that do not join two switches both ways") {
+    SpineFabric s;
+    SECTION("far end does not face back") {
+        s.ports[2].ports[0].uplink.reset();
+        auto f = build_fabric(s.fleet, s.ports);
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "bad-uplink");
+        CHECK_THAT(f.error().message, Catch::Contains("leaf1: port Ethernet12: uplink to spine1 Ethernet0"));
+    }
+    SECTION("far port missing") {
+        s.ports[0].ports[3].uplink->port = "Ethernet96";
+        auto f = build_fabric(s.fleet, s.ports);
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "bad-uplink");
+        CHECK_THAT(f.error().message, Catch::Contains("has no such port"));
+    }
+    SECTION("far switch unknown") {
+        s.ports[0].ports[3].uplink->switch_name = "spine9";
+        auto f = build_fabric(s.fleet, s.ports);
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "unknown-switch");
+    }
+    SECTION("a port cabled to a node and a switch") {
+        s.ports[0].ports[0].uplink = SwitchLink{"spine1", "Ethernet0"};
+        auto f = build_fabric(s.fleet, s.ports);
+        REQUIRE_FALSE(f.ok());
+        CHECK(f.error().code == "bad-port");
+    }
+}
+
+TEST_CASE("fabric gives a spine the profile of the leaves its uplinks reach") {
+    SpineFabric s;
+    kiln::config::RoceProfile other = roce_profile();
+    other.name = "other";
+    other.lossless_priority = 4;
+    s.fleet.network["other"] = other;
+    for (auto& n : s.fleet.nodes) n.network = "other";
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    // Two profiles in the fleet: without its uplinks the spine would have none.
+    auto p = profile_for_switch(s.fleet, *fabric, *fabric->find_switch("spine1"));
+    REQUIRE(p.ok());
+    CHECK((*p)->name == "other");
+    // The fleet-only overload follows the fleet's cabling to the same answer.
+    s.fleet.cabling.push_back({"r1n1", "mlx5_0", "leaf1", "Ethernet0", 0, {}});
+    auto q = profile_for_switch(s.fleet, *fabric->find_switch("spine1"));
+    REQUIRE(q.ok());
+    CHECK((*q)->name == "other");
+
+    SECTION("leaves that carry different profiles are an error naming both") {
+        for (auto& n : s.fleet.nodes)
+            if (n.rack == "r2") n.network = "roce";
+        auto f2 = build_fabric(s.fleet, s.ports);
+        REQUIRE(f2.ok());
+        auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine1"));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().code == "profile-conflict");
+        CHECK_THAT(r.error().message, Catch::Contains("spine1") && Catch::Contains("leaf1") &&
+                                          Catch::Contains("leaf2") && Catch::Contains("other") &&
+                                          Catch::Contains("roce"));
+    }
+}
+
+TEST_CASE("fabric scope of a node: its ports, its leaf's uplinks, and on the spine only the port facing its leaf") {
+    SpineFabric s;
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    auto names = [](const kiln::network::SwitchScope& sc) {
+        std::vector<std::string> out;
+        for (const auto& p : sc.ports) out.push_back(p.name);
+        return out;
+    };
+    auto r1 = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n2"));
+    REQUIRE(r1.ok());
+    REQUIRE(r1->size() == 2);
+    CHECK((*r1)[0].sw->name == "leaf1");
+    CHECK(names((*r1)[0]) == std::vector<std::string>{"Ethernet4", "Ethernet12"});
+    CHECK((*r1)[1].sw->name == "spine1");
+    CHECK(names((*r1)[1]) == std::vector<std::string>{"Ethernet0"});
+    REQUIRE((*r1)[1].profile != nullptr);
+    CHECK((*r1)[1].profile->name == "roce");
+    CHECK(kiln::network::cable_length_of((*r1)[1].ports[0]) == 40);
+
+    auto r2 = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r2n1"));
+    REQUIRE(r2.ok());
+    REQUIRE(r2->size() == 2);
+    CHECK(names((*r2)[0]) == std::vector<std::string>{"Ethernet0", "Ethernet12"});
+    CHECK(names((*r2)[1]) == std::vector<std::string>{"Ethernet4"});
+    CHECK(kiln::network::cable_length_of((*r2)[1].ports[0]) == 100);
+
+    // The whole spine, as `kiln network drift` checks it: both uplink ports.
+    auto whole = kiln::network::scope_for_switch(s.fleet, *fabric, *s.fleet.find_switch("spine1"));
+    REQUIRE(whole.ok());
+    CHECK(names(*whole) == std::vector<std::string>{"Ethernet0", "Ethernet4"});
+
+    // Leaves with different profiles: the spine's nodes cannot both hold.
+    kiln::config::RoceProfile other = roce_profile();
+    other.name = "other";
+    s.fleet.network["other"] = other;
+    for (auto& n : s.fleet.nodes)
+        if (n.rack == "r2") n.network = "other";
+    auto mixed = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n1"));
+    REQUIRE_FALSE(mixed.ok());
+    CHECK(mixed.error().code == "profile-conflict");
 }

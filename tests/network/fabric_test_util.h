@@ -25,11 +25,14 @@ struct SwitchDecl {
     std::string os;
     std::string address;
     std::vector<std::string> ports;
+    bool spine = false;  // no node cabled to it: reached by [[uplinks]] only
+    int first_node = 1;  // port 0 is cabled to n<first_node>, port 1 to the next, ...
+    int cabled = -1;     // how many ports are cabled to nodes; -1 = as many as fit
 };
 
 // A fleet: one rack, the given switches, `nodes` nodes named n1..nN with
-// NIC mlx5_k cabled to port i-1 of switch k. Pipeline "net" runs
-// only the network stage.
+// NIC mlx5_k cabled to port i-first_node of switch k (unless it is a spine,
+// or past `cabled`). Pipeline "net" runs only the network stage.
 inline std::string fleet_toml(const std::vector<SwitchDecl>& switches, int nodes, const std::string& extra = "") {
     std::string t = "schema = 1\n[fleet]\nname = \"fab\"\npipelines = \"pipelines\"\n";
     std::string rack_switches;
@@ -47,16 +50,26 @@ inline std::string fleet_toml(const std::vector<SwitchDecl>& switches, int nodes
     t += "[network.roce]\n";
     t += extra;
     std::string nics;
-    for (size_t k = 0; k < switches.size(); ++k) nics += fmt::format("{}\"mlx5_{}\"", k ? ", " : "", k);
+    for (size_t k = 0; k < switches.size(); ++k)
+        if (!switches[k].spine) nics += fmt::format("{}\"mlx5_{}\"", nics.empty() ? "" : ", ", k);
     t += "[defaults]\nrole = \"net\"\nnetwork = \"roce\"\nnics = [" + nics + "]\n";
     for (int n = 1; n <= nodes; ++n) t += fmt::format("[[nodes]]\nname = \"n{}\"\nrack = \"r1\"\n", n);
     for (size_t k = 0; k < switches.size(); ++k) {
         const auto& s = switches[k];
-        for (int n = 1; n <= nodes && n <= static_cast<int>(s.ports.size()); ++n)
-            t += fmt::format("[[cabling]]\nnode = \"n{}\"\nnic = \"mlx5_{}\"\nswitch = \"{}\"\nport = \"{}\"\n", n, k,
-                             s.name, s.ports[static_cast<size_t>(n - 1)]);
+        if (s.spine) continue;
+        const int count = s.cabled < 0 ? static_cast<int>(s.ports.size()) : s.cabled;
+        for (int i = 0; i < count && i < static_cast<int>(s.ports.size()) && s.first_node + i <= nodes; ++i)
+            t += fmt::format("[[cabling]]\nnode = \"n{}\"\nnic = \"mlx5_{}\"\nswitch = \"{}\"\nport = \"{}\"\n",
+                             s.first_node + i, k, s.name, s.ports[static_cast<size_t>(i)]);
     }
     return t;
+}
+
+// An [[uplinks]] table: switch port -> peer switch port, with `extra` keys.
+inline std::string uplink_toml(const std::string& sw, const std::string& port, const std::string& peer_sw,
+                               const std::string& peer_port, const std::string& extra = "") {
+    return fmt::format("[[uplinks]]\nswitch = \"{}\"\nport = \"{}\"\npeer_switch = \"{}\"\npeer_port = \"{}\"\n{}", sw,
+                       port, peer_sw, peer_port, extra);
 }
 
 struct FleetFile {

@@ -159,6 +159,65 @@ TEST_CASE("kiln CLI: drift behind kiln's back is plan work (exit 2), named by dr
     CHECK(kiln_cli({"plan", fleet, "--detailed-exitcode"}).exit_code == 0);
 }
 
+TEST_CASE("kiln CLI: a spine is applied, its drift named by `network drift` and planned, and repaired") {
+    Emulators emu;
+    const auto n = emu.start("leaf-n", "nvue");
+    const auto s = emu.start("spine-e", "eos");
+    auto fleet = write_fleet(fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3"}, false, 1, 2},
+                                         {"spine-e", "eos", s, {"Ethernet1/1", "Ethernet2/1"}, true}},
+                                        2) +
+                             uplink_toml("leaf-n", "swp3", "spine-e", "Ethernet1/1"));
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    auto first = kiln_cli({"apply", fleet->path});
+    INFO(first.out + first.err);
+    REQUIRE(first.exit_code == 0);
+    const json spine = emu.get("spine-e").running()["cmds"];
+    CHECK(spine.contains("qos map dscp 26 to traffic-class 3"));
+    CHECK(spine["interface Ethernet1/1"]["cmds"].contains("priority-flow-control priority 3 no-drop"));
+    CHECK(spine["interface Ethernet1/1"]["cmds"].contains("mtu 9214"));
+    CHECK_FALSE(spine.contains("interface Ethernet2/1"));
+    auto clean = kiln_cli({"network", "drift", fleet->path});
+    CHECK(clean.exit_code == 0);
+    CHECK_THAT(clean.out, Catch::Contains("Drift: 0 differences on 2 switches checked"));
+
+    REQUIRE(emu.get("spine-e").change_behind_back({{"cmds", {"interface Ethernet1/1", "mtu 1500"}}}));
+    auto drift = kiln_cli({"network", "drift", fleet->path});
+    INFO(drift.out + drift.err);
+    CHECK(drift.exit_code == 2);
+    CHECK_THAT(drift.out, Catch::Contains("spine-e Ethernet1/1 mtu: running 1500, want 9214"));
+    auto plan = kiln_cli({"plan", fleet->path, "--detailed-exitcode"});
+    INFO(plan.out + plan.err);
+    CHECK(plan.exit_code == 2);
+    CHECK_THAT(plan.out, Catch::Contains("configure spine-e (eos): 1 change: Ethernet1/1 mtu: 1500 -> 9214"));
+    auto repair = kiln_cli({"apply", fleet->path});
+    INFO(repair.out + repair.err);
+    CHECK(repair.exit_code == 0);
+    CHECK(emu.get("spine-e").running()["cmds"]["interface Ethernet1/1"]["cmds"].contains("mtu 9214"));
+    CHECK(kiln_cli({"plan", fleet->path, "--detailed-exitcode"}).exit_code == 0);
+}
+
+TEST_CASE("kiln CLI: network render gives a SONiC spine its leaves' lossless profile on the uplink ports") {
+    auto fleet = write_fleet(fleet_toml({{"leaf-s", "sonic", "127.0.0.1:2222", {"Ethernet0", "Ethernet4"}, false, 1, 1},
+                                         {"spine-s", "sonic", "127.0.0.1:2223", {"Ethernet0", "Ethernet8"}, true}},
+                                        1, "roce_dscp = 24\n") +
+                             "[network.other]\n" + uplink_toml("leaf-s", "Ethernet4", "spine-s", "Ethernet8"));
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    auto out = kiln_cli({"network", "render", fleet->path, "--switch", "spine-s", "--validate"});
+    INFO(out.out + out.err);
+    REQUIRE(out.exit_code == 0);
+    const json db = json::parse(out.out);
+    // Two profiles in the fleet: the spine takes leaf-s's (DSCP 24), not a default.
+    CHECK(db["DSCP_TO_TC_MAP"]["ROCE"]["24"] == "3");
+    CHECK(db["PORT_QOS_MAP"]["Ethernet8"]["pfc_enable"] == "3");
+    CHECK(db["PORT_QOS_MAP"]["Ethernet8"]["dscp_to_tc_map"] == "ROCE");
+    CHECK(db["PORT"]["Ethernet8"]["description"] == "leaf-s Ethernet4");
+    auto leaf = json::parse(kiln_cli({"network", "render", fleet->path, "--switch", "leaf-s"}).out);
+    CHECK(leaf["PORT"]["Ethernet4"]["description"] == "spine-s Ethernet8");
+    CHECK(leaf["PORT_QOS_MAP"]["Ethernet4"]["pfc_enable"] == "3");
+}
+
 TEST_CASE("kiln CLI: network render prints each format: --validate runs the SONiC YANG check") {
     auto fleet = write_fleet(fleet_toml({{"leaf-s", "sonic", "127.0.0.1:2222", {"Ethernet0", "Ethernet4"}},
                                          {"leaf-n", "nvue", "127.0.0.1:8765", {"swp1", "swp2"}}},

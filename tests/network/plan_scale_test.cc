@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
@@ -241,6 +242,124 @@ TEST_CASE("network plan at scale: apply reads its switch afresh and later reader
     const json after = plan_of(fleet, registry);
     for (const auto& [node, actions] : after.items()) CHECK(actions.empty());
     CHECK(counts.reads == 2);
+}
+
+namespace {
+
+// Two leaves and a spine: n1, n2 on leaf-n (NVUE) swp1, swp2; n3, n4 on
+// leaf-e (EOS) Ethernet1/1, 2/1; leaf-n swp3 -> spine-e Ethernet1/1 and
+// leaf-e Ethernet3/1 -> spine-e Ethernet2/1 (EOS). spine-e Ethernet3/1 is
+// declared and not cabled.
+struct SpineLab {
+    Emulators emu;
+    std::unique_ptr<FleetFile> fleet;
+    SpineLab() {
+        const auto n = emu.start("leaf-n", "nvue");
+        const auto e = emu.start("leaf-e", "eos");
+        const auto s = emu.start("spine-e", "eos");
+        fleet =
+            write_fleet(fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3"}, false, 1, 2},
+                                    {"leaf-e", "eos", e, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1"}, false, 3, 2},
+                                    {"spine-e", "eos", s, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1"}, true}},
+                                   4) +
+                        uplink_toml("leaf-n", "swp3", "spine-e", "Ethernet1/1") +
+                        uplink_toml("leaf-e", "Ethernet3/1", "spine-e", "Ethernet2/1"));
+        INFO(fleet->errors());
+        REQUIRE(fleet->loaded.fleet);
+    }
+    const config::Fleet& f() const { return *fleet->loaded.fleet; }
+};
+
+// The ports the changes of `actions` (one node's plan) name on `sw`; not the
+// switch-wide ones (the DSCP map, the watchdog), which name none.
+std::set<std::string> ports_changed(const json& actions, const std::string& sw) {
+    std::set<std::string> out;
+    for (const auto& a : actions)
+        if (a["id"] == "configure:" + sw)
+            for (const auto& c : a["detail"]["changes"])
+                if (!c["port"].get<std::string>().empty()) out.insert(c["port"].get<std::string>());
+    return out;
+}
+
+// An engine `apply` journalled in `journal`; the nodes that failed, with their errors.
+json run_apply(const config::Fleet& fleet, engine::StageRegistry& registry, const std::string& journal) {
+    auto store = journal::open_sqlite_store(journal, {});
+    REQUIRE(store.ok());
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, store->get(), nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "apply";
+    auto run = eng.run(opts);
+    REQUIRE(run);
+    json errors = json::object();
+    for (const auto& n : run->nodes)
+        if (!n.error.empty()) errors[n.node] = n.error;
+    return errors;
+}
+
+}  // namespace
+
+TEST_CASE("network plan with spines: each node configures its leaf's uplink and the spine port facing it") {
+    SpineLab lab;
+    Counts counts;
+    auto stage = counting_stage(counts);
+    engine::StageRegistry registry;
+    registry.add(stage);
+    const config::Fleet& fleet = lab.f();
+
+    // The spine is held too: applying it needs its per-switch hold.
+    CHECK(stage->resources(fleet, fleet.nodes[0]) == std::vector<std::string>{"switch:leaf-n", "switch:spine-e"});
+    CHECK(stage->resources(fleet, fleet.nodes[3]) == std::vector<std::string>{"switch:leaf-e", "switch:spine-e"});
+
+    const json shared = plan_of(fleet, registry);
+    CHECK(counts.reads == 3);  // each switch once, the spine included
+    counts.reads = 0;
+    const json own = plan_outside_run(fleet, *stage);
+    CHECK(counts.reads == 8);  // 4 nodes x (leaf + spine)
+    CHECK(shared == own);
+
+    REQUIRE(shared["n1"].size() == 2);
+    CHECK(shared["n1"][0]["id"] == "configure:leaf-n");
+    CHECK(shared["n1"][1]["id"] == "configure:spine-e");
+    // n1: its own port and its leaf's uplink; on the spine, only the port facing leaf-n.
+    CHECK(ports_changed(shared["n1"], "leaf-n") == std::set<std::string>{"swp1", "swp3"});
+    CHECK(ports_changed(shared["n1"], "spine-e") == std::set<std::string>{"Ethernet1/1"});
+    CHECK(ports_changed(shared["n4"], "spine-e") == std::set<std::string>{"Ethernet2/1"});
+    CHECK(ports_changed(shared["n4"], "leaf-e") == std::set<std::string>{"Ethernet2/1", "Ethernet3/1"});
+
+    // Apply through the engine: every node verified, the spine lossless on both uplinks.
+    CHECK(run_apply(fleet, registry, lab.fleet->dir.file("journal.db")).empty());
+    const json spine = lab.emu.get("spine-e").running()["cmds"];
+    INFO(spine.dump());
+    CHECK(spine.contains("qos map dscp 26 to traffic-class 3"));
+    for (const char* port : {"interface Ethernet1/1", "interface Ethernet2/1"}) {
+        REQUIRE(spine.contains(port));
+        CHECK(spine[port]["cmds"].contains("priority-flow-control priority 3 no-drop"));
+        CHECK(spine[port]["cmds"].contains("priority-flow-control on"));
+    }
+    CHECK_FALSE(spine.contains("interface Ethernet3/1"));  // not cabled: left alone
+    CHECK(lab.emu.get("leaf-n").running()["interface"]["swp3"]["link"]["mtu"] == 9216);
+
+    counts.reads = 0;
+    const json after = plan_of(fleet, registry);
+    for (const auto& [node, actions] : after.items()) CHECK(actions.empty());
+    CHECK(counts.reads == 3);
+
+    // Drift on the spine port facing leaf-e is work for leaf-e's nodes only.
+    REQUIRE(lab.emu.get("spine-e").change_behind_back(
+        {{"cmds", {"interface Ethernet2/1", "no priority-flow-control priority 3 no-drop"}}}));
+    const json drift = plan_of(fleet, registry);
+    CHECK(drift["n1"].empty());
+    CHECK(drift["n2"].empty());
+    REQUIRE(drift["n3"].size() == 1);
+    CHECK(drift["n3"][0]["id"] == "configure:spine-e");
+    CHECK(ports_changed(drift["n3"], "spine-e") == std::set<std::string>{"Ethernet2/1"});
+    CHECK_THAT(drift["n3"][0]["description"].get<std::string>(), Catch::Contains("Ethernet2/1 pfc-no-drop"));
+    CHECK(run_apply(fleet, registry, lab.fleet->dir.file("journal.db")).empty());
+    CHECK(lab.emu.get("spine-e").running()["cmds"]["interface Ethernet2/1"]["cmds"].contains(
+        "priority-flow-control priority 3 no-drop"));
+    const json repaired = plan_of(fleet, registry);
+    for (const auto& [node, actions] : repaired.items()) CHECK(actions.empty());
 }
 
 TEST_CASE("kiln-switch serves more switches than select() can watch (FD_SETSIZE)") {
