@@ -1,5 +1,7 @@
 #include "network/host/host_nic.h"
 
+#include "network/host/text.h"
+
 #include <algorithm>
 #include <map>
 
@@ -25,17 +27,6 @@ bool tool_missing(const Result<CommandResult>& r) {
     if (!r) return true;
     return r->exit_code == 127 || r->err.find("exec of") != std::string::npos ||
            r->err.find("command not found") != std::string::npos;
-}
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-    size_t i = s.find_first_not_of(" \t\n");
-    return i == std::string::npos ? "" : s.substr(i);
-}
-
-std::string first_line(const std::string& s) {
-    std::string t = trim(s);
-    return t.substr(0, t.find('\n'));
 }
 
 // dcb's JSON for dscp-prio: entries as [dscp, prio] or {"dscp": d, "prio": p}.

@@ -1,5 +1,7 @@
 #include "network/host/host_reboot.h"
 
+#include "network/host/text.h"
+
 #include <algorithm>
 #include <thread>
 
@@ -13,17 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-    size_t i = s.find_first_not_of(" \t\n");
-    return i == std::string::npos ? "" : s.substr(i);
-}
-
-std::string first_line(const std::string& s) {
-    std::string t = trim(s);
-    return t.substr(0, t.find('\n'));
-}
 
 // "40s", or "250ms" under a second (tests wait that little).
 std::string dur(milliseconds d) {

@@ -1,5 +1,7 @@
 #include "network/host/nic_firmware.h"
 
+#include "network/host/text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <sstream>
@@ -10,17 +12,6 @@
 namespace kiln::network::host {
 
 namespace {
-
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-    size_t i = s.find_first_not_of(" \t\n");
-    return i == std::string::npos ? "" : s.substr(i);
-}
-
-std::string first_line(const std::string& s) {
-    std::string t = trim(s);
-    return t.substr(0, t.find('\n'));
-}
 
 std::vector<std::string> words(const std::string& line) {
     std::istringstream in(line);
