@@ -63,13 +63,24 @@ void Fabric::index(const config::Fleet& fleet) {
     for (size_t s = 0; s < switches.size(); ++s) {
         // The first of a duplicated name wins, as the linear search did.
         switch_at_.emplace(switches[s].name, s);
+        switches[s].leaf = false;
         for (size_t p = 0; p < switches[s].ports.size(); ++p) {
-            if (const auto& peer = switches[s].ports[p].peer) ports_of_[peer->node].push_back({s, p});
+            if (const auto& peer = switches[s].ports[p].peer) {
+                ports_of_[peer->node].push_back({s, p});
+                switches[s].leaf = true;
+            }
             if (switches[s].ports[p].uplink) uplinks_of_[s].push_back({s, p});
         }
     }
     for (const auto& n : fleet.nodes) nodes_.emplace(n.name, &n);
     indexed_ = true;
+    // Which links are core (no node at either end) needs every switch's leaf flag.
+    for (auto& sw : switches)
+        for (auto& port : sw.ports)
+            if (port.uplink) {
+                const FabricSwitch* far = find_switch(port.uplink->switch_name);
+                port.uplink->core = !sw.leaf && far != nullptr && !far->leaf;
+            }
 }
 
 Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<SwitchPorts>& ports) {
@@ -232,33 +243,45 @@ Result<Chosen> profile_of_nodes(const std::string& sw_name, const std::vector<st
     return chosen;
 }
 
-// NodesOf: switch name -> the nodes cabled to it.
-template <class FindNode, class NodesOf>
-Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, const FabricSwitch& sw,
-                                                  FindNode find_node, NodesOf nodes_of) {
-    std::vector<std::string> own;
-    for (const auto& port : sw.ports)
-        if (port.peer) own.push_back(port.peer->node);
-    auto chosen = profile_of_nodes(sw.name, own, find_node);
+// NodesOf: switch name -> the nodes cabled to it. FarEnds: switch name ->
+// the switches its uplinks reach.
+template <class FindNode, class NodesOf, class FarEnds>
+Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, const std::string& sw_name,
+                                                  FindNode find_node, NodesOf nodes_of, FarEnds far_ends) {
+    auto chosen = profile_of_nodes(sw_name, nodes_of(sw_name), find_node);
     if (!chosen) return chosen.error();
     if (chosen->profile.empty()) {
-        // A spine: both ends of an uplink carry one profile, so it takes its leaves'.
+        // A spine (or a super-spine): every hop of an uplink path carries one
+        // profile, so it takes that of the nearest leaves, walking through
+        // switches no node is cabled to.
         std::string leaf;
-        for (const auto& port : sw.ports) {
-            if (!port.uplink || port.uplink->switch_name == leaf) continue;
-            auto theirs = profile_of_nodes(port.uplink->switch_name, nodes_of(port.uplink->switch_name), find_node);
-            if (!theirs) return theirs.error();
-            if (theirs->profile.empty()) continue;
-            if (chosen->profile.empty()) {
-                chosen->profile = theirs->profile;
-                leaf = port.uplink->switch_name;
-            } else if (theirs->profile != chosen->profile) {
-                return fabric_error(
-                    "profile-conflict",
-                    fmt::format("switch {}: its uplinks reach switch {} with network profile {} and switch {} with {}; "
-                                "one switch carries one profile",
-                                sw.name, leaf, chosen->profile, port.uplink->switch_name, theirs->profile));
-            }
+        std::set<std::string> seen{sw_name};
+        std::vector<std::string> frontier{sw_name};
+        while (!frontier.empty()) {
+            std::vector<std::string> next;
+            for (const auto& at : frontier)
+                for (const auto& far : far_ends(at)) {
+                    if (!seen.insert(far).second) continue;
+                    const auto far_nodes = nodes_of(far);
+                    if (far_nodes.empty()) {
+                        next.push_back(far);
+                        continue;
+                    }
+                    auto theirs = profile_of_nodes(far, far_nodes, find_node);
+                    if (!theirs) return theirs.error();
+                    if (theirs->profile.empty()) continue;
+                    if (chosen->profile.empty()) {
+                        chosen->profile = theirs->profile;
+                        leaf = far;
+                    } else if (theirs->profile != chosen->profile) {
+                        return fabric_error(
+                            "profile-conflict",
+                            fmt::format("switch {}: its uplinks reach switch {} with network profile {} and switch {} "
+                                        "with {}; one switch carries one profile",
+                                        sw_name, leaf, chosen->profile, far, theirs->profile));
+                    }
+                }
+            frontier = std::move(next);
         }
     }
     if (chosen->profile.empty()) {
@@ -266,39 +289,65 @@ Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, co
         return fabric_error("no-profile",
                             fmt::format("switch {}: no cabled node, nor any switch its uplinks reach, names a network "
                                         "profile",
-                                        sw.name));
+                                        sw_name));
     }
     auto it = fleet.network.find(chosen->profile);
     if (it == fleet.network.end())
         return fabric_error("unknown-profile",
-                            fmt::format("switch {}: network profile {} is not declared", sw.name, chosen->profile));
+                            fmt::format("switch {}: network profile {} is not declared", sw_name, chosen->profile));
     return &it->second;
+}
+
+std::vector<std::string> nodes_on(const FabricSwitch& sw) {
+    std::vector<std::string> out;
+    for (const auto& p : sw.ports)
+        if (p.peer) out.push_back(p.peer->node);
+    return out;
+}
+
+std::vector<std::string> far_ends_of(const FabricSwitch& sw) {
+    std::vector<std::string> out;
+    for (const auto& p : sw.ports)
+        if (p.uplink) out.push_back(p.uplink->switch_name);
+    return out;
 }
 
 }  // namespace
 
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw) {
-    auto nodes_of = [&](const std::string& sw_name) {
+    // `sw` as given; the switches beyond it as the fleet cables them.
+    auto nodes_of = [&](const std::string& name) {
+        if (name == sw.name) return nodes_on(sw);
         std::vector<std::string> out;
         for (const auto& c : fleet.cabling)
-            if (c.switch_name == sw_name) out.push_back(c.node);
+            if (c.switch_name == name) out.push_back(c.node);
+        return out;
+    };
+    auto far_ends = [&](const std::string& name) {
+        if (name == sw.name) return far_ends_of(sw);
+        std::vector<std::string> out;
+        for (const auto& u : fleet.uplinks) {
+            if (u.switch_name == name) out.push_back(u.peer_switch);
+            if (u.peer_switch == name) out.push_back(u.switch_name);
+        }
         return out;
     };
     return switch_profile(
-        fleet, sw, [&](const std::string& n) { return fleet.find_node(n); }, nodes_of);
+        fleet, sw.name, [&](const std::string& n) { return fleet.find_node(n); }, nodes_of, far_ends);
 }
 
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
                                                       const FabricSwitch& sw) {
-    auto nodes_of = [&](const std::string& sw_name) {
-        std::vector<std::string> out;
-        if (const FabricSwitch* fs = fabric.find_switch(sw_name))
-            for (const auto& p : fs->ports)
-                if (p.peer) out.push_back(p.peer->node);
-        return out;
+    auto nodes_of = [&](const std::string& name) {
+        const FabricSwitch* fs = name == sw.name ? &sw : fabric.find_switch(name);
+        return fs ? nodes_on(*fs) : std::vector<std::string>{};
+    };
+    auto far_ends = [&](const std::string& name) {
+        const FabricSwitch* fs = name == sw.name ? &sw : fabric.find_switch(name);
+        return fs ? far_ends_of(*fs) : std::vector<std::string>{};
     };
     return switch_profile(
-        fleet, sw, [&](const std::string& n) { return fabric.find_node(n); }, nodes_of);
+        fleet, sw.name, [&](const std::string& n) { return fabric.find_node(n); }, nodes_of, far_ends);
 }
 
 }  // namespace kiln::network

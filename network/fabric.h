@@ -25,6 +25,9 @@ struct Cable {
 struct SwitchLink {
     std::string switch_name;
     std::string port;
+    // Neither end is cabled to a node (spine to super-spine): set by
+    // build_fabric; such a link crosses the data hall.
+    bool core = false;
 };
 
 struct Port {
@@ -44,11 +47,14 @@ struct Port {
 inline constexpr int kDefaultHostCableM = 5;
 // Switch-to-switch links (leaf to spine) cross rows: 40 m unless the fleet says.
 inline constexpr int kDefaultUplinkCableM = 40;
+// Core links (spine to super-spine) cross the hall: 300 m unless the fleet says.
+inline constexpr int kDefaultCoreCableM = 300;
 
 // The length PFC headroom is sized for.
 inline int cable_length_of(const Port& p) {
     if (p.cable_length_m > 0) return p.cable_length_m;
-    return p.uplink ? kDefaultUplinkCableM : kDefaultHostCableM;
+    if (!p.uplink) return kDefaultHostCableM;
+    return p.uplink->core ? kDefaultCoreCableM : kDefaultUplinkCableM;
 }
 
 // Input: the ports of one switch, as an operator or a discovery step gives them.
@@ -62,6 +68,7 @@ struct FabricSwitch {
     std::string os;    // sonic | nvue | eos, as in the fleet
     std::string rack;  // the rack listing it; empty when none does
     std::vector<Port> ports;
+    bool leaf = false;  // a node is cabled to it (set by Fabric::index)
 
     const Port* find_port(const std::string& name) const;
 };
@@ -116,9 +123,10 @@ Result<Fabric> build_fabric(const config::Fleet& fleet);
 std::vector<Port> make_ports(int count, int speed_mbps = 400000, int lanes_per_port = 4);
 
 // The RoCE profile a switch must carry: the one its cabled nodes name. A
-// switch without cabled nodes (a spine) takes the one of the switches its
-// uplinks reach (its leaves, by their nodes), else the fleet's only profile.
-// Errors when nodes or leaves disagree, or no profile applies.
+// switch without cabled nodes (a spine, a super-spine) takes the one of the
+// nearest leaves its uplinks reach, through any number of node-less switches
+// (lossless holds only if every hop carries one profile), else the fleet's
+// only profile. Errors when nodes or leaves disagree, or no profile applies.
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw);
 // The same, finding nodes through the fabric's index.
 Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,

@@ -23,25 +23,46 @@ Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, con
         return make_error("network", "unknown-profile",
                           fmt::format("node {}: network profile {} is not declared", node.name, node.network));
     // Switch index -> port indexes: the node's own ports, its leaves' uplink
-    // ports, and the ports those uplinks face (on spines, or on another of
-    // its leaves). Ordered, so scopes come in fabric order, ports in switch order.
+    // ports, the ports those uplinks face (on spines, or on another of its
+    // leaves), and above the spines every core link (no node at either end)
+    // at both ends, up to the top of the fabric. Ordered, so scopes come in
+    // fabric order, ports in switch order.
     std::map<size_t, std::set<size_t>> wanted;
     std::set<size_t> leaves;
     for (const PortRef& ref : fabric.ports_of(node.name)) {
         wanted[ref.sw].insert(ref.port);
         leaves.insert(ref.sw);
     }
+    // Both ends of the uplink at (sw, port); the far switch, or an error.
+    auto take_link = [&](size_t sw, size_t port) -> Result<size_t> {
+        wanted[sw].insert(port);
+        size_t far_sw = 0;
+        const Port* far = fabric.facing(fabric.switches[sw].ports[port], &far_sw);
+        if (far == nullptr)
+            return make_error("network", "bad-uplink",
+                              fmt::format("switch {}: port {}: its uplink's far port is not in the fabric",
+                                          fabric.switches[sw].name, fabric.switches[sw].ports[port].name));
+        wanted[far_sw].insert(static_cast<size_t>(far - fabric.switches[far_sw].ports.data()));
+        return far_sw;
+    };
+    std::set<size_t> above;  // node-less switches reached, whose core links the node's traffic crosses
     for (size_t leaf : leaves)
         for (const PortRef& up : fabric.uplinks_of(leaf)) {
-            wanted[leaf].insert(up.port);
-            size_t far_sw = 0;
-            const Port* far = fabric.facing(fabric.switches[leaf].ports[up.port], &far_sw);
-            if (far == nullptr)
-                return make_error("network", "bad-uplink",
-                                  fmt::format("switch {}: port {}: its uplink's far port is not in the fabric",
-                                              fabric.switches[leaf].name, fabric.switches[leaf].ports[up.port].name));
-            wanted[far_sw].insert(static_cast<size_t>(far - fabric.switches[far_sw].ports.data()));
+            auto far_sw = take_link(leaf, up.port);
+            if (!far_sw) return far_sw.error();
+            if (!fabric.switches[*far_sw].leaf) above.insert(*far_sw);
         }
+    for (std::vector<size_t> frontier(above.begin(), above.end()); !frontier.empty();) {
+        std::vector<size_t> next;
+        for (size_t sw : frontier)
+            for (const PortRef& up : fabric.uplinks_of(sw)) {
+                if (!fabric.switches[sw].ports[up.port].uplink->core) continue;  // down to a leaf: its nodes' share
+                auto far_sw = take_link(sw, up.port);
+                if (!far_sw) return far_sw.error();
+                if (above.insert(*far_sw).second) next.push_back(*far_sw);
+            }
+        frontier = std::move(next);
+    }
     for (const auto& [sw, ports] : wanted) {
         SwitchScope scope;
         scope.sw = fleet_switch(fleet, fabric, sw);

@@ -30,11 +30,13 @@ using SwitchProfileFn = std::function<Result<const config::RoceProfile*>(size_t 
 
 // The switches a node's traffic crosses, in fabric order, each with its
 // network profile: every switch `node` is cabled to (its leaves) with the
-// node's own ports and the leaf's uplink ports, and every switch those
-// uplinks reach (spines) with the ports facing them. Lossless holds end to
-// end only if both ends of each uplink carry the profile. Empty when the
-// node names no network profile. Cost: the node's own ports and its leaves'
-// uplinks (the fabric's index), plus `profile`.
+// node's own ports and the leaf's uplink ports, every switch those
+// uplinks reach (spines) with the ports facing them, and above the spines
+// every core link (no node at either end: spine to super-spine) at both
+// ends, up to the top. Lossless holds end to end only if both ends of each
+// link carry the profile. Empty when the node names no network profile.
+// Cost: the node's own ports, its leaves' uplinks and the core links above
+// (the fabric's index), plus `profile`.
 Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
                                                  const config::Node& node, const SwitchProfileFn& profile = {});
 

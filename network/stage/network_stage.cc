@@ -60,6 +60,7 @@ struct NetworkStage::RunCache {
         // share costs its own.
         std::unordered_map<std::string, std::vector<size_t>> by_node;
         std::unordered_map<std::string, std::vector<size_t>> by_leaf;
+        std::vector<size_t> core;  // on core links (no node at either end): every node above them shares them
         std::vector<size_t> wide;
     };
 
@@ -78,12 +79,15 @@ struct NetworkStage::RunCache {
                 profiles.push_back(profile_for_switch(fleet, fabric, fs));
                 std::unordered_map<std::string, std::string> owners;
                 std::unordered_map<std::string, std::string> far_ends;
+                std::set<std::string> core_ports;
                 for (const auto& p : fs.ports) {
                     if (p.peer) owners.emplace(p.name, p.peer->node);
-                    if (p.uplink) far_ends.emplace(p.name, p.uplink->switch_name);
+                    if (p.uplink && !p.uplink->core) far_ends.emplace(p.name, p.uplink->switch_name);
+                    if (p.uplink && p.uplink->core) core_ports.insert(p.name);
                 }
                 port_owner.push_back(std::move(owners));
                 uplink_far.push_back(std::move(far_ends));
+                core_ports_of.push_back(std::move(core_ports));
                 reads.push_back(std::make_unique<SwitchRead>());
             }
         });
@@ -103,6 +107,7 @@ struct NetworkStage::RunCache {
         reads[i]->changes.reset();
         reads[i]->by_node.clear();
         reads[i]->by_leaf.clear();
+        reads[i]->core.clear();
         reads[i]->wide.clear();
     }
     // After an apply: the next reader of this switch reads it again.
@@ -112,6 +117,7 @@ struct NetworkStage::RunCache {
         reads[i]->changes.reset();
         reads[i]->by_node.clear();
         reads[i]->by_leaf.clear();
+        reads[i]->core.clear();
         reads[i]->wide.clear();
     }
 
@@ -121,7 +127,8 @@ struct NetworkStage::RunCache {
     Fabric fabric;
     std::vector<Result<const config::RoceProfile*>> profiles;              // by fabric switch
     std::vector<std::unordered_map<std::string, std::string>> port_owner;  // cabled port -> node
-    std::vector<std::unordered_map<std::string, std::string>> uplink_far;  // uplink port -> the switch it faces
+    std::vector<std::unordered_map<std::string, std::string>> uplink_far;  // leaf uplink port -> the switch it faces
+    std::vector<std::set<std::string>> core_ports_of;                      // ports on core links
     std::vector<std::unique_ptr<SwitchRead>> reads;
 };
 
@@ -178,29 +185,28 @@ SwitchProfileFn NetworkStage::FabricView::profiles() const {
 }
 
 std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, const config::Node& node) const {
-    // The node's leaves and every switch their uplinks reach: apply may
-    // change any of them.
+    // The node's leaves only. Spines and super-spines carry every node's
+    // traffic: holding them for a node's whole stage would run the fabric's
+    // nodes one at a time. apply changes them under kiln's own lock, held
+    // only for that switch's read, diff and write (switch_apply_lock).
     std::set<std::string> names;
-    if (auto cache = run_cache(fleet); cache && cache->build()) {
-        const Fabric& fabric = cache->fabric;
-        std::set<size_t> leaves;
-        for (const PortRef& ref : fabric.ports_of(node.name)) leaves.insert(ref.sw);
-        for (size_t leaf : leaves) {
-            names.insert(fabric.switches[leaf].name);
-            for (const PortRef& up : fabric.uplinks_of(leaf))
-                names.insert(fabric.switches[leaf].ports[up.port].uplink->switch_name);
-        }
-    } else {
-        for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
-        const std::set<std::string> leaves = names;
-        for (const config::Uplink& u : fleet.uplinks) {
-            if (leaves.count(u.switch_name)) names.insert(u.peer_switch);
-            if (leaves.count(u.peer_switch)) names.insert(u.switch_name);
-        }
-    }
+    for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
     std::vector<std::string> out;
     for (const auto& n : names) out.push_back("switch:" + n);
     return out;
+}
+
+bool NetworkStage::cabled_to(const config::Fleet& fleet, const config::Node& node, const std::string& switch_name) {
+    for (const config::Cable* c : fleet.cables_of(node.name))
+        if (c->switch_name == switch_name) return true;
+    return false;
+}
+
+std::mutex& NetworkStage::switch_apply_lock(const std::string& switch_name) const {
+    std::lock_guard<std::mutex> lock(apply_locks_mu_);
+    auto& slot = apply_locks_[switch_name];
+    if (!slot) slot = std::make_unique<std::mutex>();
+    return *slot;
 }
 
 Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
@@ -240,9 +246,11 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                 entry.changes = std::move(cmp->changes);
                 entry.by_node.clear();
                 entry.by_leaf.clear();
+                entry.core.clear();
                 entry.wide.clear();
                 const auto& owner = cache->port_owner[i];
                 const auto& far = cache->uplink_far[i];
+                const auto& core = cache->core_ports_of[i];
                 for (size_t k = 0; k < entry.changes->size(); ++k) {
                     const std::string& port = (*entry.changes)[k].port;
                     if (auto o = owner.find(port); o != owner.end()) {
@@ -251,6 +259,8 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                         // An uplink: the nodes of the switches at both ends share it.
                         entry.by_leaf[scope.sw->name].push_back(k);
                         entry.by_leaf[f->second].push_back(k);
+                    } else if (core.count(port)) {
+                        entry.core.push_back(k);
                     } else {
                         entry.wide.push_back(k);
                     }
@@ -264,6 +274,8 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
             };
             take(entry.by_node, ctx.node().name);
             for (const auto& leaf : leaves) take(entry.by_leaf, leaf);
+            // Above its leaves the node's traffic crosses every core link in its scope.
+            if (!fabric.switches[i].leaf) mine.insert(mine.end(), entry.core.begin(), entry.core.end());
             std::sort(mine.begin(), mine.end());
             mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
             for (size_t k : mine) changes.push_back(change_json(scope.sw->name, (*entry.changes)[k]));
@@ -466,7 +478,12 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
         if (!driver) return driver.error();
         // Read and diff again, never from the shared read: the switch may
         // have changed since the plan, or an earlier run may have done this
-        // already. The engine holds "switch:<name>" from here to the end.
+        // already. On the node's own leaves the engine holds "switch:<name>"
+        // for the whole stage (resources()); on any other switch kiln's own
+        // lock holds it from here to the end.
+        std::unique_lock<std::mutex> not_held;
+        if (!cabled_to(ctx.fleet(), ctx.node(), name))
+            not_held = std::unique_lock<std::mutex>(switch_apply_lock(name));
         auto state = (*driver)->read_state();
         if (!state) return state.error();
         if (cache) cache->refresh(cache->index_of(name), *state);  // the freshest read, for the readers after
@@ -481,8 +498,8 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
         return applied;
     }
     return make_error("network", "bad-action",
-                      fmt::format("node {} does not reach switch {} (not cabled to it, nor to a leaf it is an "
-                                  "uplink of)",
+                      fmt::format("node {} does not reach switch {} (not cabled to it, nor on its leaves' uplinks or "
+                                  "the core links above them)",
                                   ctx.node().name, name));
 }
 

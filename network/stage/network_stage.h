@@ -1,6 +1,7 @@
 // The `network` stage: the node's switch ports, the uplinks of its leaves
-// (both ends: leaf and spine), and its host NICs carry the node's RoCE
-// profile, so RoCE stays lossless through the spines.
+// (both ends: leaf and spine), the core links above them (spine to
+// super-spine, both ends), and its host NICs carry the node's RoCE profile,
+// so RoCE stays lossless through every tier.
 //   observe  for each switch the node's traffic crosses (scopes_for_node):
 //            render the profile for the node's ports there, read the running
 //            config of those keys, diff;
@@ -18,17 +19,20 @@
 //            host NICs, set what differs and read it back
 //            (a re-run after a crash finds nothing to do)
 //   verify   read back every switch and NIC; any difference left is an error
-// resources: "switch:<name>" per switch, spines included, so the
-// scheduler's per_switch limit keeps one change at a time on each switch
-// (and so on each rail).
+// resources: "switch:<name>" for each switch the node is cabled to, so the
+// scheduler's per_switch limit keeps one node at a time on each leaf (and so
+// on each rail). Spines and super-spines, which every node crosses, are not
+// held for the node's whole stage (that would run the fabric one node at a
+// time): apply takes kiln's own per-switch lock around their change only.
 //
 // Within one engine plan or run (begin_run .. end_run) the fabric is built
 // once and each switch is read once, spines too, shared by every node
 // cabled to it: observe compares the whole switch once (every cabled port)
 // and gives each node the changes on its own ports, on the uplink ports at
-// either end of its leaves' uplinks, and the switch-wide ones; verify takes
+// either end of its leaves' uplinks, on the core links above them, and the
+// switch-wide ones; verify takes
 // the node's keys from the shared read. apply reads its switch afresh (under
-// the engine's "switch:<name>" hold) and drops the shared read after, so the
+// the engine's "switch:<name>" hold, or kiln's lock above the leaves) and drops the shared read after, so the
 // next reader sees what it did. Outside a run (a stage driven by hand) each
 // call reads for itself.
 //
@@ -87,11 +91,17 @@ private:
     Status apply_host(engine::StageContext& ctx);
     Status apply_firmware(engine::StageContext& ctx);
     Status verify_host(engine::StageContext& ctx);
+    // The engine holds "switch:<name>" only for the switches a node is cabled to.
+    static bool cabled_to(const config::Fleet& fleet, const config::Node& node, const std::string& switch_name);
+    // Serialises the changes to one switch outside the engine's locks (spines).
+    std::mutex& switch_apply_lock(const std::string& switch_name) const;
 
     DriverFactory factory_;
     HostRunnerFactory hosts_;
     mutable std::mutex runs_mu_;
     std::map<const config::Fleet*, std::pair<int, std::shared_ptr<RunCache>>> runs_;  // holders, cache
+    mutable std::mutex apply_locks_mu_;
+    mutable std::map<std::string, std::unique_ptr<std::mutex>> apply_locks_;  // switch -> its apply lock
 };
 
 }  // namespace kiln::network

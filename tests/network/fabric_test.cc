@@ -1,3 +1,5 @@
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "network/fabric.h"
@@ -298,4 +300,116 @@ TEST_CASE("fabric scope of a node: its ports, its leaf's uplinks, and on the spi
     auto mixed = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n1"));
     REQUIRE_FALSE(mixed.ok());
     CHECK(mixed.error().code == "profile-conflict");
+}
+
+namespace {
+
+// SpineFabric under a super-spine: spine1's Ethernet8 to super1's Ethernet0,
+// and a second spine without leaves, spine2's Ethernet0 to super1's
+// Ethernet4. Both core links have no node at either end.
+struct SuperSpineFabric : SpineFabric {
+    SuperSpineFabric() {
+        for (const char* name : {"spine2", "super1"}) {
+            kiln::config::Switch sw;
+            sw.name = name;
+            sw.os = "sonic";
+            fleet.switches.push_back(sw);
+        }
+        ports[2].ports.push_back(make_ports(3)[2]);
+        ports[2].ports[2].uplink = SwitchLink{"super1", "Ethernet0"};
+        auto spine2 = make_ports(1);
+        spine2[0].uplink = SwitchLink{"super1", "Ethernet4"};
+        auto super1 = make_ports(2);
+        super1[0].uplink = SwitchLink{"spine1", "Ethernet8"};
+        super1[1].uplink = SwitchLink{"spine2", "Ethernet0"};
+        super1[1].cable_length_m = 150;
+        spine2[0].cable_length_m = 150;
+        ports.push_back(SwitchPorts{"spine2", spine2});
+        ports.push_back(SwitchPorts{"super1", super1});
+    }
+};
+
+std::vector<std::string> port_names(const kiln::network::SwitchScope& sc) {
+    std::vector<std::string> out;
+    for (const auto& p : sc.ports) out.push_back(p.name);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("fabric marks core links (no node at either end) and sizes them for 300 m unless given") {
+    SuperSpineFabric s;
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    CHECK(fabric->find_switch("leaf1")->leaf);
+    CHECK_FALSE(fabric->find_switch("spine1")->leaf);
+    const auto* leaf_up = fabric->find_switch("leaf1")->find_port("Ethernet12");
+    const auto* spine_down = fabric->find_switch("spine1")->find_port("Ethernet0");
+    const auto* spine_up = fabric->find_switch("spine1")->find_port("Ethernet8");
+    const auto* super_down = fabric->find_switch("super1")->find_port("Ethernet0");
+    CHECK_FALSE(leaf_up->uplink->core);
+    CHECK_FALSE(spine_down->uplink->core);
+    CHECK(spine_up->uplink->core);
+    CHECK(super_down->uplink->core);
+    CHECK(kiln::network::cable_length_of(*leaf_up) == 40);
+    CHECK(kiln::network::cable_length_of(*spine_up) == 300);
+    CHECK(kiln::network::cable_length_of(*super_down) == 300);
+    CHECK(kiln::network::cable_length_of(*fabric->find_switch("super1")->find_port("Ethernet4")) == 150);
+}
+
+TEST_CASE("fabric gives a super-spine, and a spine reached only through it, the profile of the leaves below") {
+    SuperSpineFabric s;
+    kiln::config::RoceProfile other = roce_profile();
+    other.name = "other";
+    s.fleet.network["other"] = other;
+    for (auto& n : s.fleet.nodes) n.network = "other";
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    // Two profiles in the fleet: neither switch falls back to the only one.
+    for (const char* name : {"super1", "spine2"}) {
+        INFO(name);
+        auto p = profile_for_switch(s.fleet, *fabric, *fabric->find_switch(name));
+        REQUIRE(p.ok());
+        CHECK((*p)->name == "other");
+    }
+    // The fleet-only overload walks the fleet's cabling and uplinks the same way.
+    s.fleet.cabling.push_back({"r1n1", "mlx5_0", "leaf1", "Ethernet0", 0, {}});
+    s.fleet.uplinks.push_back({"leaf1", "Ethernet12", "spine1", "Ethernet0", 0, {}});
+    s.fleet.uplinks.push_back({"spine1", "Ethernet8", "super1", "Ethernet0", 0, {}});
+    auto q = profile_for_switch(s.fleet, *fabric->find_switch("super1"));
+    REQUIRE(q.ok());
+    CHECK((*q)->name == "other");
+
+    SECTION("leaves two tiers down that carry different profiles are an error naming both") {
+        for (auto& n : s.fleet.nodes)
+            if (n.rack == "r2") n.network = "roce";
+        auto f2 = build_fabric(s.fleet, s.ports);
+        REQUIRE(f2.ok());
+        auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine2"));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().code == "profile-conflict");
+        CHECK_THAT(r.error().message, Catch::Contains("switch spine2") && Catch::Contains("leaf1") &&
+                                          Catch::Contains("leaf2"));
+    }
+}
+
+TEST_CASE("fabric scope of a node climbs every core link above its spines, and never down to other leaves") {
+    SuperSpineFabric s;
+    auto fabric = build_fabric(s.fleet, s.ports);
+    REQUIRE(fabric.ok());
+    auto r1 = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n1"));
+    REQUIRE(r1.ok());
+    std::map<std::string, std::vector<std::string>> by_switch;
+    for (const auto& sc : *r1) by_switch[sc.sw->name] = port_names(sc);
+    CHECK(by_switch == std::map<std::string, std::vector<std::string>>{
+                           {"leaf1", {"Ethernet0", "Ethernet12"}},
+                           {"spine1", {"Ethernet0", "Ethernet8"}},  // not Ethernet4: leaf2's
+                           {"spine2", {"Ethernet0"}},
+                           {"super1", {"Ethernet0", "Ethernet4"}},
+                       });
+    CHECK(by_switch.count("leaf2") == 0);
+    for (const auto& sc : *r1) {
+        REQUIRE(sc.profile != nullptr);
+        CHECK(sc.profile->name == "roce");
+    }
 }

@@ -197,6 +197,58 @@ TEST_CASE("kiln CLI: a spine is applied, its drift named by `network drift` and 
     CHECK(kiln_cli({"plan", fleet->path, "--detailed-exitcode"}).exit_code == 0);
 }
 
+TEST_CASE("kiln CLI: a three-tier fabric is lossless up to the super-spine, and the spines are not held per node") {
+    Emulators emu;
+    const auto n = emu.start("leaf-n", "nvue");
+    const auto s = emu.start("spine-e", "eos");
+    const auto x = emu.start("super-e", "eos");
+    auto fleet = write_fleet(fleet_toml({{"leaf-n", "nvue", n, {"swp1", "swp2", "swp3"}, false, 1, 2},
+                                         {"spine-e", "eos", s, {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1"}, true},
+                                         {"super-e", "eos", x, {"Ethernet1/1", "Ethernet2/1"}, true}},
+                                        2) +
+                             uplink_toml("leaf-n", "swp3", "spine-e", "Ethernet1/1") +
+                             uplink_toml("spine-e", "Ethernet3/1", "super-e", "Ethernet2/1"));
+    INFO(fleet->errors());
+    REQUIRE(fleet->loaded.fleet);
+    // The node holds its leaf only: under a spine, nodes of other leaves run beside it.
+    auto stage = make_stage();
+    CHECK(stage.resources(*fleet->loaded.fleet, fleet->loaded.fleet->nodes[0]) ==
+          std::vector<std::string>{"switch:leaf-n"});
+
+    auto plan = kiln_cli({"plan", fleet->path});
+    INFO(plan.out + plan.err);
+    CHECK_THAT(plan.out, Catch::Contains("configure super-e (eos)") && Catch::Contains("Ethernet2/1"));
+    auto first = kiln_cli({"apply", fleet->path});
+    INFO(first.out + first.err);
+    REQUIRE(first.exit_code == 0);
+    // Both ends of the core link carry the lossless class; nothing else on the super-spine.
+    const json super = emu.get("super-e").running()["cmds"];
+    CHECK(super.contains("qos map dscp 26 to traffic-class 3"));
+    CHECK(super["interface Ethernet2/1"]["cmds"].contains("priority-flow-control priority 3 no-drop"));
+    CHECK(super["interface Ethernet2/1"]["cmds"].contains("mtu 9214"));
+    CHECK_FALSE(super.contains("interface Ethernet1/1"));
+    const json spine = emu.get("spine-e").running()["cmds"];
+    CHECK(spine["interface Ethernet3/1"]["cmds"].contains("priority-flow-control priority 3 no-drop"));
+    CHECK(spine["interface Ethernet1/1"]["cmds"].contains("priority-flow-control priority 3 no-drop"));
+    CHECK_FALSE(spine.contains("interface Ethernet2/1"));
+    auto clean = kiln_cli({"network", "drift", fleet->path});
+    CHECK(clean.exit_code == 0);
+    CHECK_THAT(clean.out, Catch::Contains("Drift: 0 differences on 3 switches checked"));
+    CHECK(kiln_cli({"plan", fleet->path, "--detailed-exitcode"}).exit_code == 0);
+
+    // Drift on the core link is every node's plan work, and apply repairs it.
+    REQUIRE(emu.get("super-e").change_behind_back({{"cmds", {"interface Ethernet2/1", "mtu 1500"}}}));
+    auto again = kiln_cli({"plan", fleet->path, "--detailed-exitcode"});
+    INFO(again.out + again.err);
+    CHECK(again.exit_code == 2);
+    CHECK_THAT(again.out, Catch::Contains("configure super-e (eos): 1 change: Ethernet2/1 mtu: 1500 -> 9214"));
+    auto repair = kiln_cli({"apply", fleet->path});
+    INFO(repair.out + repair.err);
+    CHECK(repair.exit_code == 0);
+    CHECK(emu.get("super-e").running()["cmds"]["interface Ethernet2/1"]["cmds"].contains("mtu 9214"));
+    CHECK(kiln_cli({"plan", fleet->path, "--detailed-exitcode"}).exit_code == 0);
+}
+
 TEST_CASE("kiln CLI: network render gives a SONiC spine its leaves' lossless profile on the uplink ports") {
     auto fleet = write_fleet(fleet_toml({{"leaf-s", "sonic", "127.0.0.1:2222", {"Ethernet0", "Ethernet4"}, false, 1, 1},
                                          {"spine-s", "sonic", "127.0.0.1:2223", {"Ethernet0", "Ethernet8"}, true}},
