@@ -381,7 +381,8 @@ void HostNicApplier::ecn(const NicDesired& w, bool change, NicReport& r) {
 void HostNicApplier::firmware(const NicDesired& w, NicReport& r) {
     if (!w.firmware) return;
     auto pci = nic_pci_address(*runner_, options_.sysfs, w.ifname, options_.timeout);
-    const auto settings = firmware_settings(*w.firmware, pci ? *pci : "");
+    const auto settings = firmware_settings(
+        *w.firmware, pci ? nic_port(*runner_, options_.sysfs, w.ifname, *pci, options_.timeout) : 1);
     auto unsupported = [&](const std::string& why) {
         for (const auto& s : settings)
             r.items.push_back({"firmware " + s.key, s.wanted, "", NicOutcome::Unsupported, why});

@@ -43,11 +43,15 @@ struct FirmwareWanted {
     int num_of_vfs = 0;
     bool ats_enabled = true;  // ATS lets GPUDirect RDMA work inside a VM
     // RoCE congestion control in firmware, on the NIC's own port (the _P1 or
-    // _P2 key by the PF's PCI function); unset = left alone; a firmware
+    // _P2 key by the netdev's port, nic_firmware.h); unset = left alone; a firmware
     // without the key reports it unsupported.
     std::optional<int> roce_cc_prio_mask;  // ROCE_CC_PRIO_MASK: a bit per priority with congestion control
     std::optional<int> cnp_dscp;           // CNP_DSCP: DSCP of the CNPs the NIC sends
     std::optional<int> cnp_802p_prio;      // CNP_802P_PRIO: their 802.1p priority
+    // MAX_ACC_OUT_READ (ConnectX-6 Dx, ConnectX-7): outstanding PCIe reads,
+    // GPUDirect read throughput; device-wide, set only where the device's
+    // query lists it (else unsupported, left alone); unset = left alone.
+    std::optional<int> max_acc_out_read;
 };
 
 struct NicDesired {

@@ -57,6 +57,7 @@ HostScope host_scope_for_node(const config::Fleet& fleet, const config::Node& no
             f.roce_cc_prio_mask = 1 << profile->second.lossless_priority;
             f.cnp_dscp = profile->second.cnp_dscp;
             f.cnp_802p_prio = profile->second.cnp_priority;
+            f.max_acc_out_read = nic.max_acc_out_read;
             t.want.firmware = f;
         }
         s.nics.push_back(std::move(t));

@@ -48,11 +48,38 @@ int firmware_port(const std::string& pci) {
     return pci[dot + 1] - '0' + 1;
 }
 
-std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f, const std::string& pci) {
+int nic_port(CommandRunner& runner, const std::string& sysfs, const std::string& ifname, const std::string& pci,
+             std::chrono::milliseconds timeout) {
+    auto read = [&](const char* file) -> std::string {
+        CommandSpec spec;
+        spec.argv = {"cat", fmt::format("{}/class/net/{}/{}", sysfs, ifname, file)};
+        spec.timeout = timeout;
+        spec.max_output = 4u << 10;
+        auto r = runner.run(spec);
+        return r && r->success() ? trim(r->out) : "";
+    };
+    auto number = [](const std::string& t) -> int {
+        if (t.empty() || t.size() > 3 || !std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+            return -1;
+        return std::stoi(t);
+    };
+    // "p1", or "p1s0" for a split port.
+    const std::string name = read("phys_port_name");
+    if (name.size() >= 2 && name[0] == 'p') {
+        const size_t end = name.find_first_not_of("0123456789", 1);
+        if (const int n = number(name.substr(1, end == std::string::npos ? std::string::npos : end - 1)); n >= 0)
+            return n + 1;
+    }
+    if (const int n = number(read("dev_port")); n > 0) return n + 1;
+    return firmware_port(pci);
+}
+
+std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f, int port_number) {
     std::vector<FirmwareSetting> out = {{"SRIOV_EN", f.sriov_en ? "1" : "0"},
                                         {"NUM_OF_VFS", std::to_string(f.num_of_vfs)},
                                         {"ATS_ENABLED", f.ats_enabled ? "1" : "0"}};
-    const std::string port = fmt::format("_P{}", firmware_port(pci));
+    if (f.max_acc_out_read) out.push_back({"MAX_ACC_OUT_READ", std::to_string(*f.max_acc_out_read), true});
+    const std::string port = fmt::format("_P{}", port_number);
     if (f.roce_cc_prio_mask) out.push_back({"ROCE_CC_PRIO_MASK" + port, std::to_string(*f.roce_cc_prio_mask), true});
     if (f.cnp_dscp) out.push_back({"CNP_DSCP" + port, std::to_string(*f.cnp_dscp), true});
     if (f.cnp_802p_prio) out.push_back({"CNP_802P_PRIO" + port, std::to_string(*f.cnp_802p_prio), true});
@@ -109,10 +136,7 @@ Result<std::map<std::string, FirmwareValue>> query_nic_firmware(CommandRunner& r
     CommandSpec spec;
     spec.argv = {"mlxconfig", "-e", "-d", pci, "query"};
     std::vector<std::string> keys;
-    for (const auto& s : settings) {
-        spec.argv.push_back(s.key);
-        keys.push_back(s.key);
-    }
+    for (const auto& s : settings) keys.push_back(s.key);
     spec.timeout = timeout;
     spec.max_output = 1u << 20;
     auto q = runner.run(spec);
@@ -149,7 +173,8 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         if (!pci) return make_error("network", pci.error().code, fmt::format("{}: {}", n.nic, pci.error().message));
         w.pci = *pci;
         w.label = nic_label(n, w.pci);
-        const auto asked = firmware_settings(n.want, w.pci);
+        const auto asked =
+            firmware_settings(n.want, nic_port(runner, o.sysfs, n.ifname, w.pci, o.command_timeout));
         auto q = query_nic_firmware(runner, w.pci, asked, o.command_timeout);
         if (!q) return make_error("network", q.error().code, w.label + ": " + q.error().message, q.error().transient);
         w.before = *q;

@@ -36,12 +36,22 @@ struct FirmwareSetting {
     bool optional = false;  // the RoCE keys: a firmware without them is left alone
 };
 
-// The NIC port a PF drives, from its PCI function: "0000:3b:00.1" -> 2; 1 when unknown.
+// The NIC port a PF drives, from its PCI function: "0000:3b:00.1" -> 2; 1
+// when unknown. Only a guess: nic_port() asks the netdev first.
 int firmware_port(const std::string& pci);
 
+// The physical port (1-based, as mlxconfig's _Pn keys count) a netdev
+// drives, from sysfs: `phys_port_name` "p0" -> 1, "p1" -> 2 (what mlx5 gives
+// each PF's uplink, and what names like ens1f1np1 end with); else `dev_port`
+// N > 0 -> N + 1 (several ports on one function); else the PCI function
+// (firmware_port). A Socket Direct or multi-host card has several functions
+// on one port, so function .1 is not always port 2.
+int nic_port(CommandRunner& runner, const std::string& sysfs, const std::string& ifname, const std::string& pci,
+             std::chrono::milliseconds timeout);
+
 // The keys and values a FirmwareWanted asks for, in a fixed order; the
-// RoCE keys for the port of `pci` ("CNP_DSCP_P2").
-std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f, const std::string& pci = "");
+// RoCE keys for the NIC's port ("CNP_DSCP_P2" for port 2).
+std::vector<FirmwareSetting> firmware_settings(const FirmwareWanted& f, int port = 1);
 
 // "0" / "1" of a boolean key (SRIOV_EN, ATS_ENABLED) as mlxconfig names
 // them, "False" / "True"; other keys' values as they are; "" as "?".
@@ -64,7 +74,9 @@ std::map<std::string, FirmwareValue> parse_mlxconfig_query(const std::string& ou
 Result<std::string> nic_pci_address(CommandRunner& runner, const std::string& sysfs, const std::string& ifname,
                                     std::chrono::milliseconds timeout);
 
-// Queries the settings' keys on one NIC. Errors: "mlxconfig-missing" (the
+// Queries the settings' keys on one NIC: `mlxconfig -e -d PCI query` lists
+// every key the device has, so a key it lacks is absent from the result
+// (naming it would fail the whole query). Errors: "mlxconfig-missing" (the
 // message says to install mstflint), "mlxconfig-failed".
 Result<std::map<std::string, FirmwareValue>> query_nic_firmware(CommandRunner& runner, const std::string& pci,
                                                                 const std::vector<FirmwareSetting>& settings,

@@ -216,11 +216,15 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
         // Only a managed host adds inputs: nodes without one hash as before.
         if (node.host.managed()) {
             json nics = json::array();
-            for (const auto& n : node.nics)
-                nics.push_back({{"name", n.name},
-                                {"ifname", n.netdev()},
-                                {"vfs", n.vfs ? json(*n.vfs) : json(nullptr)},
-                                {"firmware", n.firmware}});
+            for (const auto& n : node.nics) {
+                json nic = {{"name", n.name},
+                            {"ifname", n.netdev()},
+                            {"vfs", n.vfs ? json(*n.vfs) : json(nullptr)},
+                            {"firmware", n.firmware}};
+                // Only when set: NICs without it hash as before.
+                if (n.max_acc_out_read) nic["max_acc_out_read"] = *n.max_acc_out_read;
+                nics.push_back(std::move(nic));
+            }
             out["host"] = {{"mode", node.host.mode},
                            {"address", node.host.address},
                            {"username", node.host.username},

@@ -206,6 +206,7 @@ struct NodeNic {
     std::string ifname;       // the netdev on the host ("ens1f0np0"); "" = same as name
     std::optional<int> vfs;   // SR-IOV VFs wanted (sriov_numvfs); unset = left alone
     bool firmware = false;    // ConnectX firmware SRIOV_EN, NUM_OF_VFS = vfs, ATS_ENABLED (set, one reboot)
+    std::optional<int> max_acc_out_read;  // with firmware: ConnectX MAX_ACC_OUT_READ, where the NIC has it
     SourcePos pos;
 
     const std::string& netdev() const { return ifname.empty() ? name : ifname; }

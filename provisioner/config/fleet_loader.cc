@@ -311,6 +311,12 @@ struct Loader {
                 if (nic.firmware && !t.get("vfs"))
                     ctx.error(t.get("firmware")->source(), key + ".firmware",
                               "needs vfs: the firmware's NUM_OF_VFS is checked against it");
+                if (auto v = nr.integer("max_acc_out_read", 0, 65535)) {
+                    nic.max_acc_out_read = static_cast<int>(*v);
+                    if (!nic.firmware)
+                        ctx.error(t.get("max_acc_out_read")->source(), key + ".max_acc_out_read",
+                                  "needs firmware = true: it is a ConnectX firmware setting");
+                }
                 nr.finish();
                 if (!name) continue;  // reported by str()
                 nic.name = *name;

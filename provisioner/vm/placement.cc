@@ -239,6 +239,49 @@ void assign_devices(const HostTopology& host, const PlacementRequest& req, std::
     }
 }
 
+// With ACS off above them (a BIOS setting, common on HGX boards), a GPU's
+// IOMMU group spans its whole top-level switch: its pair's NIC PFs and
+// their VFs are in it too. VFIO hands a group to one VM or none, so the
+// fabric NIC functions of a passed GPU's group that no VM has go with the
+// GPU, into its slot (the PFs whole, and every VF). Anything else (a
+// management NIC, a disk) stays where it is, and a group across VMs stays
+// refused: check_groups names them.
+void absorb_gpu_groups(const HostTopology& host, std::vector<VmPlacement>& vms, std::vector<std::string>& notes) {
+    std::set<std::string> owned;
+    for (const auto& vm : vms) {
+        for (const auto& d : vm.devices()) owned.insert(d);
+    }
+    for (auto& vm : vms) {
+        for (auto& cell : vm.cells) {
+            for (auto& slot : cell.slots) {
+                const std::vector<std::string> gpus = slot.gpus;
+                for (const auto& g : gpus) {
+                    const PciDevice* gpu = host.device(g);
+                    if (!gpu->iommu_group) continue;
+                    const IommuGroup* group = host.group(*gpu->iommu_group);
+                    std::vector<std::string> taken;
+                    for (const auto& m : group->devices) {
+                        const PciDevice* md = host.device(m);
+                        if (!md || md->kind != DeviceKind::nic || owned.count(m)) continue;
+                        // Fabric NICs only: a management NIC in the group still refuses it.
+                        const Nic* nic = host.nic(md->is_vf() ? md->physfn : m);
+                        if (!nic || !nic->fabric) continue;
+                        slot.nics.push_back(m);
+                        owned.insert(m);
+                        taken.push_back(m);
+                    }
+                    if (taken.empty()) continue;
+                    std::string list;
+                    for (const auto& t : taken) list += (list.empty() ? "" : ", ") + t;
+                    notes.push_back("IOMMU group " + std::to_string(group->id) + " holds gpu " + g +
+                                    " and NIC functions (ACS off above them): " + list + " go with it to vm " +
+                                    vm.name);
+                }
+            }
+        }
+    }
+}
+
 // Every group of a passed device must go, whole, to that one VM; bridges in
 // it stay with the host's pcieport driver, which VFIO accepts.
 Status check_groups(const HostTopology& host, const PlacementRequest& req, const std::vector<VmPlacement>& vms) {
@@ -467,6 +510,7 @@ Result<Placement> place(const HostTopology& host, const PlacementRequest& reques
     if (!vms) return vms.error();
     out.vms = std::move(*vms);
     assign_devices(host, request, out.vms, out.notes);
+    absorb_gpu_groups(host, out.vms, out.notes);
     if (auto s = check_groups(host, request, out.vms); !s) return s.error();
     if (auto s = assign_cpus(host, request, out.vms); !s) return s.error();
     if (auto s = assign_memory(host, request, out.vms); !s) return s.error();

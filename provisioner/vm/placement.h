@@ -12,8 +12,11 @@
 // whole; no function is given twice. Paired NICs go beside their GPUs
 // (host_topology.h); the node's other fabric NICs (on root ports) get ports
 // of their own. A GPU's companion functions in its IOMMU group (audio, USB)
-// go with it. Devices that are none of these stay with the host (the
-// management NIC, disks).
+// go with it. With ACS off above a GPU (one IOMMU group per top-level
+// switch, as HGX boards have with ACS disabled in the BIOS), the fabric NIC
+// functions of its group go with it too: the PFs whole and every VF, so the
+// group is the VM's alone. Devices that are none of these stay with the host
+// (the management NIC, disks).
 //
 // Refused: an IOMMU group split across VMs or between a VM and the host, a
 // group holding a device that is not a GPU, NIC, NVSwitch or bridge, a

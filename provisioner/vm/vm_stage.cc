@@ -37,6 +37,16 @@ std::string action_target(const engine::Action& a) {
 
 std::string action_kind(const engine::Action& a) { return a.id.substr(0, a.id.find(':')); }
 
+// Each setpci read or write on the host.
+constexpr std::chrono::milliseconds kPciCommandTimeout{std::chrono::seconds(30)};
+
+std::string change_list(const std::vector<AcsChange>& changes, size_t max = 3) {
+    std::string out;
+    for (size_t i = 0; i < changes.size() && i < max; ++i) out += (i ? "; " : "") + changes[i].text();
+    if (changes.size() > max) out += "; and " + std::to_string(changes.size() - max) + " more";
+    return out;
+}
+
 }  // namespace
 
 VmStageDeps default_vm_stage_deps() {
@@ -47,6 +57,10 @@ VmStageDeps default_vm_stage_deps() {
         return std::unique_ptr<Hypervisor>(std::move(h).value());
     };
     d.runner = std::make_shared<ProcessRunner>();
+    // Only "/sys" is this machine; any other root is a recorded tree.
+    d.host_pci = [runner = d.runner](const std::string& root) -> std::shared_ptr<CommandRunner> {
+        return root == "/sys" ? runner : nullptr;
+    };
     d.probe = [](Hypervisor& hv, const std::string& dir) -> Result<ProbeResult> {
         auto kernel = find_host_kernel();
         if (!kernel) return ProbeResult{Accelerator::tcg, "no probe guest: " + kernel.error().message};
@@ -66,6 +80,19 @@ VmStageDeps default_vm_stage_deps() {
 }
 
 Result<std::unique_ptr<Hypervisor>> VmStage::connect(const NodeVms& vms) { return deps_.connect(vms.uri); }
+
+VmStage::AcsScope VmStage::acs_scope(const NodeVms& vms) const {
+    AcsScope scope;
+    if (deps_.host_pci) scope.runner = deps_.host_pci(vms.host.root);
+    if (!scope.runner) return scope;
+    std::vector<std::string> gpus;
+    for (const auto& v : vms.placement.vms) {
+        auto g = v.gpus();
+        gpus.insert(gpus.end(), g.begin(), g.end());
+    }
+    scope.ports = acs_path_ports(vms.host, gpus);
+    return scope;
+}
 
 Result<ProbeResult> VmStage::accelerator(Hypervisor& hv, const NodeVms& vms) {
     const std::string& setting = vms.shape->accelerator;
@@ -125,6 +152,15 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
     }
     engine::Observation obs;
     obs.state = {{"uri", (*hv)->uri()}, {"vms", list}, {"stale", stale}};
+    // Read at every observe, never cached: a reboot sets them back.
+    const AcsScope acs = acs_scope(*vms);
+    if (acs.runner) {
+        auto changes = plan_acs(*acs.runner, acs.ports, kPciCommandTimeout);
+        if (!changes) return changes.error();
+        json c = json::array();
+        for (const auto& ch : *changes) c.push_back({{"port", ch.port}, {"text", ch.text()}});
+        obs.state["acs"] = {{"ports", acs.ports.size()}, {"changes", c}};
+    }
     return obs;
 }
 
@@ -133,6 +169,15 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
 // node boot side by side instead of one after another.
 Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     std::vector<engine::Action> out;
+    // Before any VM starts: a guest's GPUDirect traffic would go the long way round.
+    const json acs = observed.state.value("acs", json::object());
+    if (const json changes = acs.value("changes", json::array()); !changes.empty()) {
+        std::string text = "clear ACS P2P redirect (RR, CR; SV kept) on " + std::to_string(changes.size()) + " of " +
+                           std::to_string(acs.value("ports", 0)) + " switch ports on the GPUDirect paths: ";
+        for (size_t i = 0; i < changes.size() && i < 3; ++i) text += (i ? "; " : "") + changes[i]["text"].get<std::string>();
+        if (changes.size() > 3) text += "; and " + std::to_string(changes.size() - 3) + " more";
+        out.push_back({"host-acs:" + ctx.node().name, text, {{"changes", changes}}});
+    }
     for (const auto& n : observed.state.value("stale", json::array())) {
         out.push_back({"undefine:" + n.get<std::string>(), "undefine leftover domain " + n.get<std::string>()});
     }
@@ -229,6 +274,20 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     if (!hv) return hv.error();
     const std::string kind = action_kind(action);
     const std::string name = action_target(action);
+    if (kind == "host-acs") {
+        const AcsScope acs = acs_scope(*vms);
+        if (!acs.runner)
+            return make_error("vm", "plan", "action " + action.id + ": " + vms->host.root + " is not a live host");
+        ctx.progress("clearing ACS P2P redirect on the GPUDirect path ports (setpci)");
+        auto done = apply_acs(*acs.runner, acs.ports, kPciCommandTimeout);
+        if (!done) {
+            Error e = done.error();
+            e.message = "node " + ctx.node().name + " ACS: " + e.message;
+            return e;
+        }
+        for (const auto& c : *done) ctx.progress("set " + c.text());
+        return ok_status();
+    }
     DomainManager dm(**hv, *deps_.runner);
     if (kind == "undefine") return dm.undefine(name);
     if (kind == "ready") {
@@ -285,6 +344,14 @@ Status VmStage::verify(engine::StageContext& ctx) {
         if (!find_ready_marker(*serial)) {
             return make_error("vm", "verify", v.name + " is running but has not printed " + std::string(kReadyMarker));
         }
+    }
+    const AcsScope acs = acs_scope(*vms);
+    if (acs.runner) {
+        auto left = plan_acs(*acs.runner, acs.ports, kPciCommandTimeout);
+        if (!left) return left.error();
+        if (!left->empty())
+            return make_error("vm", "verify",
+                              "ACS still redirects P2P on the GPUDirect paths: " + change_list(*left));
     }
     return ok_status();
 }

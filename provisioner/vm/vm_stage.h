@@ -1,8 +1,11 @@
 // The "vm" stage (DESIGN §2, §3 vm) on one node:
 //   observe  each wanted domain (guest_contract.h names): defined or not,
 //            its state, the hash stamped in its XML; leftover kiln domains
-//            of the node (a shape that now gives fewer VMs)
-//   plan     define + start a missing VM; redefine + start one whose
+//            of the node (a shape that now gives fewer VMs); on a live host,
+//            ACS Control of the switch ports on the VMs' GPUDirect paths
+//            (acs_path.h)
+//   plan     "host-acs:<node>" first when a path port redirects P2P (at
+//            every boot the firmware sets it again); define + start a missing VM; redefine + start one whose
 //            stamped hash differs; start a stopped one; reimage every VM
 //            under `kiln reimage`; undefine leftovers; then one
 //            "ready:<vm>,<vm>" action for every VM started, and for a
@@ -13,7 +16,8 @@
 //            the shape's boot_timeout and the stage deadline, cut short by
 //            a stop)
 //   verify   every wanted VM defined with the wanted hash, running, and
-//            (on a local hypervisor) its marker on the serial log
+//            (on a local hypervisor) its marker on the serial log; no path
+//            port redirecting P2P
 // The hypervisor, the command runner and the accelerator probe are
 // injected, so unit tests run the stage against fakes.
 #pragma once
@@ -27,6 +31,7 @@
 #include "provisioner/core/command.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/vm/accelerator_probe.h"
+#include "provisioner/vm/acs_path.h"
 #include "provisioner/vm/hypervisor.h"
 #include "provisioner/vm/node_vms.h"
 
@@ -38,9 +43,15 @@ struct VmStageDeps {
     std::shared_ptr<CommandRunner> runner;
     // Resolves "auto" on a local hypervisor; `dir` is scratch space.
     std::function<Result<ProbeResult>(Hypervisor& hv, const std::string& dir)> probe;
+    // The runner that reaches the PCI config space (setpci) of the machine a
+    // shape's sysfs root describes; nullptr for a recorded tree, whose host
+    // kiln cannot touch (ACS is then reported by `kiln host inspect` only).
+    // Unset: none.
+    std::function<std::shared_ptr<CommandRunner>(const std::string& sysfs_root)> host_pci;
 };
 
-// The real dependencies: libvirt, ProcessRunner, the probe guest.
+// The real dependencies: libvirt, ProcessRunner, the probe guest; setpci
+// on this machine for the sysfs root "/sys".
 VmStageDeps default_vm_stage_deps();
 
 class VmStage : public engine::Stage {
@@ -62,6 +73,12 @@ private:
     Result<std::unique_ptr<Hypervisor>> connect(const NodeVms& vms);
     Status prepare_files(engine::StageContext& ctx, const NodeVms& vms, size_t i, bool new_disk);
     Status define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, size_t i);
+    // The node's GPUDirect path ports and the runner to set them; no runner: not managed.
+    struct AcsScope {
+        std::shared_ptr<CommandRunner> runner;
+        std::vector<AcsPort> ports;
+    };
+    AcsScope acs_scope(const NodeVms& vms) const;
     Status wait_ready(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms,
                       const std::vector<std::string>& names);
 

@@ -2,7 +2,9 @@
 // machine has. Each NIC has a current and a next-boot value per firmware key;
 // `mlxconfig -e -d PCI query` prints both (Default, Current, Next Boot
 // columns, '*' on changed keys, as the tool does), `mlxconfig -d PCI -y set
-// K=V` changes the next-boot value, and `systemctl reboot` drops the
+// K=V` changes the next-boot value (a query naming no keys lists every key
+// the NIC has, as the tool does), `cat .../class/net/IF/phys_port_name` and
+// `dev_port` answer the NIC's port, and `systemctl reboot` drops the
 // connection (exit 255, as ssh), changes the boot id and promotes next-boot
 // values to current, except the keys a test marks as not sticking. The
 // runtime side (ip, dcb, sysfs) answers as a converged mlx5 host.
@@ -24,6 +26,8 @@ public:
         std::map<std::string, std::string> current;  // key -> "0", "8"
         std::map<std::string, std::string> next;
         std::set<std::string> not_sticking;  // keys a reboot leaves at their old current value
+        std::string phys_port_name;          // "p1"; "" = the driver gives none (EOPNOTSUPP)
+        std::string dev_port = "0";
     };
 
     // PCI address -> NIC.
@@ -74,6 +78,16 @@ public:
         if (a[0] == "dcb" && a[2] == "pfc")
             return out(
                 R"({"prio_pfc":{"0":false,"1":false,"2":false,"3":true,"4":false,"5":false,"6":false,"7":false}})");
+        for (const char* file : {"/phys_port_name", "/dev_port"}) {
+            if (a[0] != "cat" || !last.ends_with(file)) continue;
+            for (const auto& [pci, n] : nics) {
+                if (last.find("/net/" + n.ifname + "/") == std::string::npos) continue;
+                const std::string& v = std::string(file) == "/dev_port" ? n.dev_port : n.phys_port_name;
+                if (v.empty()) return fail(1, "cat: " + last + ": Operation not supported\n");
+                return out(v + "\n");
+            }
+            return fail(1, "cat: " + last + ": No such file or directory\n");
+        }
         if (a[0] == "readlink") {
             for (const auto& [pci, n] : nics)
                 if (last.find("/net/" + n.ifname + "/device") != std::string::npos)
@@ -137,8 +151,11 @@ private:
         std::string text = "\nDevice #1:\n----------\n\nDevice type:    ConnectX6\nDevice:         " + it->first +
                            "\n\nConfigurations:                              ";
         text += verbose ? "Default         Current         Next Boot\n" : "Next Boot\n";
-        for (size_t k = i + 1; k < a.size(); ++k) {
-            const std::string& key = a[k];
+        // No keys named: every key the device has, as the tool lists them.
+        std::vector<std::string> keys(a.begin() + static_cast<std::ptrdiff_t>(i) + 1, a.end());
+        if (keys.empty())
+            for (const auto& [k, v] : n.next) keys.push_back(k);
+        for (const auto& key : keys) {
             if (!n.next.count(key)) continue;
             const bool changed = n.next[key] != n.current[key];
             if (verbose)

@@ -174,10 +174,13 @@ TEST_CASE("host config: ssh, local and netns hosts load, and table NICs with ifn
     auto f = write_fleet(with_host(
         "host = { address = \"gpu-01.lab:2222\", username = \"root\", ssh_key = \"keys/id\", known_hosts = "
         "\"keys/kh\", require = [\"pfc\", \"dscp_trust\"], timeout = \"45s\", reboot_timeout = \"20m\" }",
-        "nics = [{ name = \"mlx5_0\", ifname = \"ens1f0np0\", vfs = 8, firmware = true }, \"mlx5_1\"]\n"));
+        "nics = [{ name = \"mlx5_0\", ifname = \"ens1f0np0\", vfs = 8, firmware = true, max_acc_out_read = 44 }, "
+        "\"mlx5_1\"]\n"));
     INFO(f->errors());
     REQUIRE(f->loaded.fleet);
     const auto& n = f->loaded.fleet->nodes[0];
+    CHECK(n.nics[0].max_acc_out_read == 44);
+    CHECK_FALSE(n.nics[1].max_acc_out_read);
     CHECK(n.host.mode == "ssh");
     CHECK(n.host.address == "gpu-01.lab:2222");
     CHECK(n.host.describe() == "ssh root@gpu-01.lab:2222");
@@ -196,6 +199,8 @@ TEST_CASE("host config: ssh, local and netns hosts load, and table NICs with ifn
     auto net = kiln::config::node_section_json(*f->loaded.fleet, n, "network");
     CHECK(net["host"]["mode"] == "ssh");
     CHECK(net["host"]["nics"][0]["ifname"] == "ens1f0np0");
+    CHECK(net["host"]["nics"][0]["max_acc_out_read"] == 44);
+    CHECK_FALSE(net["host"]["nics"][1].contains("max_acc_out_read"));
     auto plain = write_fleet(fleet_toml(two_switches(), 1));
     REQUIRE(plain->loaded.fleet);
     CHECK_FALSE(kiln::config::node_section_json(*plain->loaded.fleet, plain->loaded.fleet->nodes[0], "network")
@@ -301,13 +306,17 @@ TEST_CASE("host config: bad NIC tables are refused at FILE:LINE:COL") {
         auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", firmware = true }, \"mlx5_1\"]\n"));
         expect_error(*f, "nodes[0].nics[0].firmware", "needs vfs: the firmware's NUM_OF_VFS is checked against it");
     }
+    SECTION("max_acc_out_read without firmware") {
+        auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", vfs = 8, max_acc_out_read = 44 }, \"mlx5_1\"]\n"));
+        expect_error(*f, "nodes[0].nics[0].max_acc_out_read", "needs firmware = true: it is a ConnectX firmware setting");
+    }
     SECTION("a table without a name") {
         auto f = write_fleet(with_host("", "nics = [{ ifname = \"ens1f0\" }, \"mlx5_0\", \"mlx5_1\"]\n"));
         expect_error(*f, "nodes[0].nics[0].name", "required key is missing");
     }
     SECTION("an unknown NIC key") {
         auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", vf = 8 }, \"mlx5_1\"]\n"));
-        expect_error(*f, "nodes[0].nics[0].vf", "unknown key 'vf'; expected one of: firmware, ifname, name, vfs");
+        expect_error(*f, "nodes[0].nics[0].vf", "unknown key 'vf'; expected one of: firmware, ifname, max_acc_out_read, name, vfs");
     }
     SECTION("neither a name nor a table") {
         auto f = write_fleet(with_host("", "nics = [0, \"mlx5_0\", \"mlx5_1\"]\n"));

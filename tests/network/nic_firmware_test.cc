@@ -99,7 +99,7 @@ TEST_CASE("host NIC firmware apply: one mlxconfig set per differing NIC, one reb
         const auto& c = host->calls[i];
         if (c[0] == "mlxconfig" && c.size() > 5 && c[5] == "set") set_at = i;
         if (c[0] == "systemctl") reboot_at = i;
-        if (c[0] == "mlxconfig" && c.back() == "ATS_ENABLED" && c[1] == "-e") last_query = i;
+        if (c[0] == "mlxconfig" && c.back() == "query" && c[1] == "-e") last_query = i;
     }
     CHECK(set_at < reboot_at);
     CHECK(reboot_at < last_query);
@@ -228,6 +228,82 @@ TEST_CASE("host NIC firmware apply: RoCE keys on the port of the PF, and a firmw
     REQUIRE(report->find("firmware CNP_DSCP_P1"));
     CHECK(report->find("firmware CNP_DSCP_P1")->outcome == NicOutcome::Unsupported);
     CHECK(report->find("firmware ATS_ENABLED")->outcome == NicOutcome::Ok);
+}
+
+TEST_CASE("host NIC firmware: the RoCE keys follow the netdev's port in sysfs, not its PCI function") {
+    CHECK(firmware_settings(FirmwareWanted{true, 8, true}, 2).size() == 3);  // no RoCE keys asked, none given
+    auto host = std::make_shared<ConnectXFakeHost>();
+    // A Socket Direct card: function .1 is a second PCIe link to port 1.
+    host->add_nic("0000:3b:00.1", "ens1f1np0", "1", "8", "1");
+    host->nics["0000:3b:00.1"].phys_port_name = "p0";
+    // Function .0 driving port 2, told by phys_port_name.
+    host->add_nic(kPci1, "ens2f0np1", "1", "8", "1");
+    host->nics[kPci1].phys_port_name = "p1";
+    // No phys_port_name: dev_port 1 is the second port of its function.
+    host->add_nic("0000:5e:00.0", "ens3", "1", "8", "1");
+    host->nics["0000:5e:00.0"].dev_port = "1";
+    FirmwareWanted roce{true, 8, true};
+    roce.roce_cc_prio_mask = 1 << 3;
+    auto done = apply_nic_firmware(
+        *host, {{"mlx5_1", "ens1f1np0", roce}, {"mlx5_2", "ens2f0np1", roce}, {"mlx5_3", "ens3", roce}}, fast_options());
+    INFO((done ? "" : done.error().str()));
+    REQUIRE(done);
+    REQUIRE(host->sets.size() == 3);
+    CHECK(host->sets[0] ==
+          std::vector<std::string>{"mlxconfig", "-d", "0000:3b:00.1", "-y", "set", "ROCE_CC_PRIO_MASK_P1=8"});
+    CHECK(host->sets[1] == std::vector<std::string>{"mlxconfig", "-d", kPci1, "-y", "set", "ROCE_CC_PRIO_MASK_P2=8"});
+    CHECK(host->sets[2] ==
+          std::vector<std::string>{"mlxconfig", "-d", "0000:5e:00.0", "-y", "set", "ROCE_CC_PRIO_MASK_P2=8"});
+    CHECK(host->nics["0000:3b:00.1"].current["ROCE_CC_PRIO_MASK_P2"] == "255");  // the other port's, untouched
+
+    // The applier's observation reads the same port.
+    HostNicApplier applier(std::shared_ptr<CommandRunner>(host, host.get()));
+    NicDesired want;
+    want.ifname = "ens1f1np0";
+    want.firmware = roce;
+    auto report = applier.observe(want);
+    REQUIRE(report);
+    CHECK(report->find("firmware ROCE_CC_PRIO_MASK_P1"));
+    CHECK_FALSE(report->find("firmware ROCE_CC_PRIO_MASK_P2"));
+}
+
+TEST_CASE("host NIC firmware: MAX_ACC_OUT_READ is set where the device lists it, left alone where not") {
+    auto host = std::make_shared<ConnectXFakeHost>();
+    host->add_nic(kPci0, "ens1f0np0", "1", "8", "1");  // a ConnectX-7: lists the key
+    host->nics[kPci0].current["MAX_ACC_OUT_READ"] = "0";
+    host->nics[kPci0].next["MAX_ACC_OUT_READ"] = "0";
+    host->add_nic(kPci1, "ens2f0np0", "1", "8", "1");  // a firmware without it
+    FirmwareWanted want{true, 8, true};
+    want.max_acc_out_read = 44;
+    auto done = apply_nic_firmware(*host, {{"mlx5_0", "ens1f0np0", want}, {"mlx5_1", "ens2f0np0", want}},
+                                   fast_options());
+    INFO((done ? "" : done.error().str()));
+    REQUIRE(done);
+    REQUIRE(host->sets.size() == 1);
+    CHECK(host->sets[0] == std::vector<std::string>{"mlxconfig", "-d", kPci0, "-y", "set", "MAX_ACC_OUT_READ=44"});
+    CHECK(host->reboots == 1);
+    CHECK(host->nics[kPci0].current["MAX_ACC_OUT_READ"] == "44");
+    CHECK(host->nics[kPci1].current.count("MAX_ACC_OUT_READ") == 0);
+    // Queries name no keys: one the device lacks cannot fail them.
+    for (const auto& c : host->calls)
+        if (c[0] == "mlxconfig" && c.size() > 4 && c[4] == "query") CHECK(c.size() == 5);
+
+    // Converged: nothing set, no reboot.
+    host->sets.clear();
+    auto again = apply_nic_firmware(*host, {{"mlx5_0", "ens1f0np0", want}, {"mlx5_1", "ens2f0np0", want}},
+                                    fast_options());
+    REQUIRE(again);
+    CHECK(host->sets.empty());
+    CHECK(host->reboots == 1);
+
+    HostNicApplier applier(std::shared_ptr<CommandRunner>(host, host.get()));
+    NicDesired nd;
+    nd.ifname = "ens2f0np0";
+    nd.firmware = want;
+    auto report = applier.observe(nd);
+    REQUIRE(report);
+    REQUIRE(report->find("firmware MAX_ACC_OUT_READ"));
+    CHECK(report->find("firmware MAX_ACC_OUT_READ")->outcome == NicOutcome::Unsupported);
 }
 
 // ---- the network stage: plan, apply, verify on a node reached over SSH ----

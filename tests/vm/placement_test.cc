@@ -470,3 +470,42 @@ TEST_CASE("a GPU that pairs with the NICs of two slots joins them into one", "[v
     CHECK(n3->cells[0].slots[0].nics.size() == 2);
     check_fabric_given_once(h, *p);
 }
+
+TEST_CASE("hgx-a100 with ACS off: each top switch's IOMMU group goes whole to its node's VM",
+          "[vm][placement][gpudirect]") {
+    const HostTopology h = load_fixture("hgx-a100-acs-off");
+    const int group = *h.device("0000:07:00.0")->iommu_group;
+    REQUIRE(*h.device("0000:0b:00.0")->iommu_group == group);  // the fixture's point: one group per top switch
+    REQUIRE(*h.device("0000:08:00.3")->iommu_group == group);
+    auto p = place(h, numa());
+    REQUIRE(p.ok());
+    REQUIRE(p->vms.size() == 4);
+    // Both GPUs, both PFs of the pair's card and all four VFs: the group's every endpoint.
+    CHECK(p->vm("numa3")->devices() == v({"0000:07:00.0", "0000:08:00.0", "0000:08:00.1", "0000:08:00.2",
+                                           "0000:08:00.3", "0000:08:00.4", "0000:08:00.5", "0000:0b:00.0"}));
+    // All in the GPUs' one slot, beside them as on the host.
+    REQUIRE(p->vm("numa3")->cells[0].slots.size() == 1);
+    CHECK(p->vm("numa3")->cells[0].slots[0].nics.size() == 6);
+    CHECK(std::any_of(p->notes.begin(), p->notes.end(), [&](const std::string& n) {
+        return n.find("IOMMU group " + std::to_string(group) + " holds gpu 0000:07:00.0") != std::string::npos;
+    }));
+    CHECK(place(h, whole()).ok());
+
+    // With ACS on, the same board passes one VF per port and keeps the PFs.
+    auto on = place(load_fixture("hgx-a100"), numa());
+    REQUIRE(on.ok());
+    CHECK(on->vm("numa3")->devices() == v({"0000:07:00.0", "0000:08:00.2", "0000:08:00.4", "0000:0b:00.0"}));
+}
+
+TEST_CASE("hgx-a100 with ACS off: a group that would span two VMs is refused, naming it", "[vm][placement][refused]") {
+    HostTopology h = load_fixture("hgx-a100-acs-off");
+    const int group = *h.device("0000:07:00.0")->iommu_group;
+    h.devices[h.index.at("0000:0b:00.0")].numa_node = 1;  // one GPU of the group read as node 1's
+    auto r = place(h, numa());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "iommu_group");
+    CHECK_THAT(r.error().message,
+               Catch::Contains("IOMMU group " + std::to_string(group) + " would be split across VMs: "));
+    CHECK_THAT(r.error().message, Catch::Contains("gpu 0000:0b:00.0 (10de:20b0) to vm numa1"));
+    CHECK(place(h, whole()).ok());  // one VM: the group is whole again
+}

@@ -10,6 +10,7 @@
 #include "provisioner/vm/guest_contract.h"
 #include "provisioner/vm/vm_stage.h"
 #include "tests/vm/fake_hypervisor.h"
+#include "tests/vm/pci_config_fake_host.h"
 #include "tests/vm/sysfs_fixture.h"
 
 using namespace kiln;
@@ -42,6 +43,8 @@ struct StageFixture {
     config::Fleet fleet;
     engine::StopToken stop;
     int probes = 0;
+    // When set, the fixture's sysfs is taken as a live host whose config space this holds.
+    std::shared_ptr<test::PciConfigFakeHost> pci;
 
     explicit StageFixture(const std::string& sysfs_fixture, const std::string& split = "numa") {
         std::string tmpl = (fs::temp_directory_path() / "kiln-vm-stage-XXXXXX").string();
@@ -85,6 +88,7 @@ struct StageFixture {
             ++probes;
             return ProbeResult{Accelerator::tcg, "fake probe"};
         };
+        d.host_pci = [this](const std::string&) -> std::shared_ptr<CommandRunner> { return pci; };
         return VmStage(d);
     }
     engine::StageContext ctx(size_t node = 0) {
@@ -324,4 +328,45 @@ TEST_CASE("a running VM that has not printed its marker is waited for again, and
     REQUIRE(stage.apply(ctx, plan.front()).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.hv.count("start") == 2);  // nothing restarted
+}
+
+TEST_CASE("on a live host the vm stage clears ACS P2P redirect on the GPUDirect paths before defining VMs, and again "
+          "after a reboot",
+          "[vm][stage][acs]") {
+    StageFixture f("hgx-a100");
+    f.pci = std::make_shared<test::PciConfigFakeHost>();
+    f.pci->load(test::fixture_root("hgx-a100"));
+    const auto booted = f.pci->config;  // what the firmware sets at every boot
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    const auto plan = planned(stage, ctx);
+    REQUIRE_FALSE(plan.empty());
+    CHECK(plan.front().id == "host-acs:gpu-01");
+    CHECK(plan.front().description.find("on 20 of 20 switch ports") != std::string::npos);
+    CHECK(plan.front().description.find("0000:04:00.0 ACSCtl 0x001d -> 0x0011") != std::string::npos);
+    CHECK(plan[1].id.rfind("define:", 0) == 0);
+    CHECK(f.pci->writes.empty());  // observe and plan only read
+    for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(f.pci->writes.size() == 20);
+    CHECK(f.pci->acs_ctrl("0000:04:01.0") == 0x0011u);
+    CHECK(f.pci->acs_ctrl("0000:02:00.0") == 0x001du);  // the top switch is off every path
+    CHECK(planned(stage, ctx).empty());
+
+    // A reboot: the firmware's value is back, the VMs still defined.
+    f.pci->config = booted;
+    CHECK_FALSE(stage.verify(ctx).ok());
+    CHECK(ids(planned(stage, ctx)) == std::vector<std::string>{"host-acs:gpu-01"});
+}
+
+TEST_CASE("a live host without setpci fails the vm stage's observe by name", "[vm][stage][acs]") {
+    StageFixture f("hgx-a100");
+    f.pci = std::make_shared<test::PciConfigFakeHost>();
+    f.pci->load(test::fixture_root("hgx-a100"));
+    f.pci->has_setpci = false;
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    auto obs = stage.observe(ctx);
+    REQUIRE_FALSE(obs.ok());
+    CHECK(obs.error().code == "setpci-missing");
 }

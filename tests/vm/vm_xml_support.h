@@ -37,7 +37,9 @@ inline std::vector<HostCase> golden_cases() {
             // Shapes of real servers (issue 15): nested switches, root-port
             // NICs, a GPU with its audio function.
             {"hgx-a100", Split::whole, kHugePage1G},   {"hgx-a100", Split::numa, kHugePage1G},
-            {"pcie-4gpu-vf", Split::numa, kHugePage1G}, {"amd-nps4-rootport", Split::whole, kHugePage1G}};
+            {"pcie-4gpu-vf", Split::numa, kHugePage1G}, {"amd-nps4-rootport", Split::whole, kHugePage1G},
+            // ACS off: each top switch's group passed whole (PFs and VFs beside the GPUs).
+            {"hgx-a100-acs-off", Split::numa, kHugePage1G}};
 }
 
 inline Placement place_case(const HostTopology& host, const HostCase& c) {
