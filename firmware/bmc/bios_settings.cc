@@ -21,6 +21,12 @@ std::map<std::string, std::string> find_settings_objects(const ResourceStore& st
         if (object == settings->end()) continue;
         if (auto target = resolve_link(store, *object); target && *target != uri) out[*target] = uri;
     }
+    // Lenovo XCC links none: its settings object is <Bios>/Pending.
+    for (const auto& uri : store.uris()) {
+        const auto& body = store.body(uri);
+        if (body.contains("@Redfish.Settings") || body.value("@odata.type", "").rfind("#Bios.", 0) != 0) continue;
+        if (auto pending = store.resolve(uri + "/Pending")) out[*pending] = uri;
+    }
     return out;
 }
 
@@ -48,18 +54,19 @@ std::optional<BiosApply> apply_pending_bios(const ResourceStore& store, const st
     out.bios_uri = *bios_uri;
     out.bios = store.body(*bios_uri);
     auto settings = out.bios.find("@Redfish.Settings");
-    if (settings == out.bios.end() || !settings->is_object() || !settings->contains("SettingsObject")) {
-        return std::nullopt;
-    }
-    auto settings_uri = resolve_link(store, (*settings)["SettingsObject"]);
+    const bool linked = settings != out.bios.end() && settings->is_object() && settings->contains("SettingsObject");
+    // Unlinked: Lenovo's <Bios>/Pending, where the tree has one.
+    auto settings_uri = linked ? resolve_link(store, (*settings)["SettingsObject"]) : store.resolve(*bios_uri + "/Pending");
     if (!settings_uri) return std::nullopt;
     out.settings_uri = *settings_uri;
     out.settings = store.body(*settings_uri);
     auto pending = out.settings.find("Attributes");
     if (pending == out.settings.end() || !pending->is_object() || pending->empty()) return std::nullopt;
 
-    out.bios["@Redfish.Settings"]["Time"] = now;
-    out.bios["@Redfish.Settings"]["Messages"] = nlohmann::json::array({{{"MessageId", "Base.1.8.Success"}}});
+    if (linked) {
+        out.bios["@Redfish.Settings"]["Time"] = now;
+        out.bios["@Redfish.Settings"]["Messages"] = nlohmann::json::array({{{"MessageId", "Base.1.8.Success"}}});
+    }
     if (!out.bios["Attributes"].is_object()) out.bios["Attributes"] = nlohmann::json::object();
     for (const auto& [name, value] : pending->items()) out.bios["Attributes"][name] = value;
     out.settings["Attributes"] = nlohmann::json::object();

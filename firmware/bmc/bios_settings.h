@@ -19,7 +19,8 @@
 
 namespace kiln::bmc {
 
-// settings object URI -> the URI of the resource that links to it.
+// settings object URI -> the URI of the resource that links to it (or, for
+// a Bios that links none, its <Bios>/Pending: Lenovo XCC).
 std::map<std::string, std::string> find_settings_objects(const ResourceStore& store);
 
 // Checks a PATCH's "Attributes" against the Bios "Attributes": every name
@@ -34,7 +35,8 @@ struct BiosApply {
 };
 
 // The new Bios and settings bodies once `system_uri` goes through POST, or
-// nullopt when it has no Bios, no settings object, or nothing pending.
+// nullopt when it has no Bios, no settings object (linked, or
+// <Bios>/Pending), or nothing pending.
 // `now` stamps "@Redfish.Settings"."Time" (ISO 8601).
 std::optional<BiosApply> apply_pending_bios(const ResourceStore& store, const std::string& system_uri,
                                             const std::string& now);

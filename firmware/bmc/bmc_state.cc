@@ -197,7 +197,12 @@ BmcState::BmcState(const MockupTree& tree, BmcConfig config)
     }
 }
 
-Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& tree, BmcConfig config) {
+Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& captured, BmcConfig config) {
+    // The tree as the vendor serves it (vendor_mode.h).
+    const VendorMode vendor = config.vendor.value_or(infer_vendor_mode(captured));
+    MockupTree tree = captured;
+    shape_tree(tree, vendor);
+    config.vendor = vendor;
     std::unique_ptr<BmcState> state(new BmcState(tree, std::move(config)));
     if (!state->config_.state_file.empty()) {
         auto snap = load_state_file(state->config_.state_file);
@@ -386,6 +391,7 @@ BmcResponse BmcState::get(const std::string& uri) {
         return json_response(200, body, content_etag(body));
     }
     if (auto task = task_get(uri, now())) return *task;
+    if (auto job = dell_job_get(uri, now())) return *job;
     if (auto doc = store_.resolve_document(uri)) {
         BmcResponse r;
         r.content_type = "application/xml";
@@ -435,14 +441,15 @@ BmcResponse BmcState::patch(const BmcRequest& request, const std::string& uri) {
     if (!canon) return error_response(404, messages::resource_missing_at_uri(uri));
     const json& current = store_.body(*canon);
     if (current.contains("Members")) return method_not_allowed("PATCH", uri, "GET, HEAD");
-    // A Bios resource is read-only: its changes go to the settings object.
-    if (current.contains("@Redfish.Settings") && starts_with(current.value("@odata.type", ""), "#Bios.")) {
-        const json& settings = current["@Redfish.Settings"];
-        std::string target = "(none)";
-        if (settings.is_object() && settings.contains("SettingsObject") && settings["SettingsObject"].is_object()) {
-            target = settings["SettingsObject"].value("@odata.id", target);
-        }
-        return method_not_allowed("PATCH", uri + " (PATCH its settings object " + target + ")", "GET, HEAD");
+    // A Bios resource with a settings object (linked, or Lenovo's
+    // <Bios>/Pending) is read-only: its changes go there. One without (AMI)
+    // takes the PATCH itself.
+    if (starts_with(current.value("@odata.type", ""), "#Bios.")) {
+        std::string target = current.contains("@Redfish.Settings") ? "(none)" : "";
+        for (const auto& [settings, owner] : settings_objects_)
+            if (owner == *canon) target = settings;
+        if (!target.empty())
+            return method_not_allowed("PATCH", uri + " (PATCH its settings object " + target + ")", "GET, HEAD");
     }
     const std::string if_match = request.header("If-Match");
     if (!if_match.empty() && !if_match_ok(if_match, store_.etag(*canon))) {
@@ -492,6 +499,7 @@ BmcResponse BmcState::post(const BmcRequest& request, const std::string& uri) {
         return error_response(501, messages::action_not_supported(name));
     }
     if (!push_uri_.empty() && lower_ascii(uri) == lower_ascii(push_uri_)) return push_update(request);
+    if (auto done = dell_job_action(uri)) return *done;
     if (store_.resolve(uri) || session_id_of(uri)) return method_not_allowed("POST", uri, "GET, HEAD, PATCH");
     return error_response(404, messages::resource_missing_at_uri(uri));
 }

@@ -34,6 +34,7 @@
 #include "firmware/bmc/redfish_error.h"
 #include "firmware/bmc/resource_store.h"
 #include "firmware/bmc/session_table.h"
+#include "firmware/bmc/vendor_mode.h"
 #include "provisioner/core/result.h"
 
 namespace kiln::bmc {
@@ -55,6 +56,8 @@ struct BmcConfig {
     std::function<double()> wall_clock;  // seconds since the epoch; unset: the system clock
     FaultSettings faults;                // at start
     std::shared_ptr<PowerBackend> power;  // unset: PowerState lives in the tree
+    // Served as this vendor's BMC (vendor_mode.h); unset: read from the tree.
+    std::optional<VendorMode> vendor;
 };
 
 class BmcState {
@@ -112,7 +115,11 @@ private:
     void apply_update(const UpdateTask& task, double at);
     void apply_pending_updates(double now);
     void restart_bmc(double at);
-    std::optional<BmcResponse> task_get(const std::string& uri, double now);
+    // `polled`: a client's GET (false for the answer to the POST itself).
+    std::optional<BmcResponse> task_get(const std::string& uri, double now, bool polled = true);
+    // Dell: <manager>/Oem/Dell/Jobs[/JID_n] and DellJobService actions.
+    std::optional<BmcResponse> dell_job_get(const std::string& uri, double now);
+    std::optional<BmcResponse> dell_job_action(const std::string& uri);
     nlohmann::json tasks_collection_view();
     UpdateTask* find_task(const std::string& id);
     BmcResponse media_action(const BmcRequest& request, const std::string& media_uri, bool insert);
@@ -147,6 +154,8 @@ private:
     std::string monitors_uri_;  // /redfish/v1/TaskService/TaskMonitors
     std::string push_uri_;      // MultipartHttpPushUri
     std::string power_system_uri_;  // the ComputerSystem a power backend drives
+    VendorMode vendor_ = VendorMode::Generic;
+    std::string dell_jobs_uri_;  // Dell: <first manager>/Oem/Dell/Jobs
     std::vector<UpdateTask> tasks_;
     unsigned long next_task_ = 1;
     std::vector<nlohmann::json> pending_updates_;  // staged OnReset: {task, component, version, sha256, targets}

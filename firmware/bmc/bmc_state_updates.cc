@@ -64,6 +64,15 @@ std::optional<RedfishMessage> read_apply_time(const json& params, const std::str
     return std::nullopt;
 }
 
+// The tree's first Manager (iDRAC's own), if any.
+std::optional<std::string> first_manager(const ResourceStore& store) {
+    auto managers = store.resolve("/redfish/v1/Managers");
+    if (!managers) return std::nullopt;
+    const json& members = store.body(*managers).value("Members", json::array());
+    if (!members.is_array() || members.empty()) return std::nullopt;
+    return resolve_link(store, members[0]);
+}
+
 }  // namespace
 
 double BmcState::now() const {
@@ -73,6 +82,9 @@ double BmcState::now() const {
 }
 
 void BmcState::seed_update_service() {
+    vendor_ = config_.vendor.value_or(VendorMode::Generic);
+    if (vendor_ == VendorMode::Dell)
+        if (auto first = first_manager(store_)) dell_jobs_uri_ = *first + "/Oem/Dell/Jobs";
     tasks_uri_ = "/redfish/v1/TaskService/Tasks";
     if (auto service = store_.resolve("/redfish/v1/TaskService")) {
         const json& body = store_.body(*service);
@@ -85,7 +97,8 @@ void BmcState::seed_update_service() {
     const std::string prefix = lower_ascii(tasks_uri_) + "/";
     for (const auto& uri : store_.uris()) {
         if (!starts_with(lower_ascii(uri), prefix)) continue;
-        const std::string id = uri.substr(prefix.size());
+        std::string id = uri.substr(prefix.size());
+        if (starts_with(id, "JID_")) id = id.substr(4);
         if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos && id.size() < 10) {
             next_task_ = std::max(next_task_, std::stoul(id) + 1);
         }
@@ -155,6 +168,11 @@ std::optional<BmcResponse> BmcState::admit_upload(const std::string& method, con
 
 BmcResponse BmcState::simple_update(const BmcRequest& request, const std::string& action_uri,
                                     const std::string& resource_uri) {
+    // bmcweb takes SimpleUpdate over TFTP only, where built with it: an
+    // HTTP(S) image is refused, and the client must push it (multipart).
+    if (vendor_ == VendorMode::OpenBmc) {
+        return error_response(400, messages::action_parameter_not_supported("TransferProtocol", kSimpleUpdate));
+    }
     BmcResponse refusal;
     auto body = parse_body(request, &refusal);
     if (!body) return refusal;
@@ -286,11 +304,13 @@ BmcResponse BmcState::push_update(const BmcRequest& request) {
     if (accepted.status != 202) return accepted;
     start_task(tasks_.back(), image, now());
     if (auto failed = commit()) return *failed;
-    return task_get(monitors_uri_ + "/" + tasks_.back().id, now()).value();
+    return task_get(monitors_uri_ + "/" + tasks_.back().id, now(), false).value();
 }
 
 BmcResponse BmcState::accept_task(UpdateTask task) {
-    task.id = std::to_string(next_task_++);
+    // iDRAC names a task after its job.
+    task.id = (vendor_ == VendorMode::Dell ? "JID_" : "") + std::to_string(next_task_++);
+    task.purge = faults_.take_purge_task();
     task.created = now();
     task.duration = config_.task_seconds;
     task.fail = faults_.take_task_failure();
@@ -300,7 +320,7 @@ BmcResponse BmcState::accept_task(UpdateTask task) {
         tasks_.pop_back();
         return *failed;
     }
-    return *task_get(monitors_uri_ + "/" + tasks_.back().id, now());
+    return *task_get(monitors_uri_ + "/" + tasks_.back().id, now(), false);
 }
 
 void BmcState::start_task(UpdateTask& task, const ReceivedImage& image, double t) {
@@ -358,7 +378,14 @@ void BmcState::finish_task(UpdateTask& task, double at) {
         fail_task(task, messages::apply_failed(task.image, target_names(task.targets)), at);
         return;
     }
-    if (task.apply_time == "OnReset") {
+    // iDRAC applies anything but its own firmware at the next host reset,
+    // whatever apply time was asked: the job waits Scheduled.
+    const bool dell_staged = vendor_ == VendorMode::Dell && !std::any_of(task.targets.begin(), task.targets.end(),
+                                                                          [&](const std::string& t) {
+                                                                              return component_class(store_.body(t)) == "bmc";
+                                                                          });
+    if (task.apply_time == "OnReset" || dell_staged) {
+        task.scheduled = dell_staged;
         for (const auto& target : task.targets) task.messages.push_back(message_json(messages::await_to_activate(task.image, target)));
         pending_updates_.push_back({{"task", task.id},
                                     {"component", task.component},
@@ -379,7 +406,9 @@ void BmcState::apply_update(const UpdateTask& task, double at) {
     for (const auto& target : task.targets) {
         auto canon = store_.resolve(target);
         if (!canon) continue;
-        VersionChange vc = apply_version(store_, *canon, task.version);
+        VersionChange vc = apply_version(store_, *canon, task.version, [this](const std::string& cur, const std::string& v) {
+            return in_vendor_form(vendor_, cur, v);
+        });
         for (auto& [uri, body] : vc.bodies) change(uri, std::move(body));
         bmc = bmc || vc.bmc;
     }
@@ -403,6 +432,12 @@ void BmcState::apply_pending_updates(double t) {
         staged.sha256 = p.value("sha256", "");
         staged.targets = p.value("targets", std::vector<std::string>{});
         apply_update(staged, t);
+        if (UpdateTask* task = find_task(staged.id); task && task->scheduled) {
+            task->scheduled = false;  // the job ran in this POST
+            task->ended = t;
+            for (const auto& target : task->targets)
+                task->messages.push_back(message_json(messages::update_successful(task->image, target)));
+        }
     }
 }
 
@@ -433,7 +468,7 @@ json BmcState::tasks_collection_view() {
     return body;
 }
 
-std::optional<BmcResponse> BmcState::task_get(const std::string& uri, double t) {
+std::optional<BmcResponse> BmcState::task_get(const std::string& uri, double t, bool polled) {
     const std::string luri = lower_ascii(uri);
     if (luri == lower_ascii(tasks_uri_)) return json_answer(200, tasks_collection_view());
     const bool task_uri = starts_with(luri, lower_ascii(tasks_uri_) + "/");
@@ -445,13 +480,46 @@ std::optional<BmcResponse> BmcState::task_get(const std::string& uri, double t) 
         if (monitor_uri) return error_response(404, messages::resource_missing_at_uri(uri));
         return std::nullopt;  // maybe one of the tree's own tasks
     }
+    // Fault purge_tasks: gone once a client saw it (as iDRAC clears tasks).
+    if (task->purge && task->seen) return error_response(404, messages::resource_missing_at_uri(uri));
+    task->seen = task->seen || polled;
     const std::string monitor = monitors_uri_ + "/" + task->id;
-    json body = task_view(*task, t, tasks_uri_ + "/" + task->id, monitor);
-    if (task_uri || task->done) return json_answer(200, body);
+    json body = vendor_ == VendorMode::Dell ? dell_task_view(*task, t, tasks_uri_ + "/" + task->id, monitor)
+                                            : task_view(*task, t, tasks_uri_ + "/" + task->id, monitor);
+    if (task_uri || (task->done && !task->scheduled)) return json_answer(200, body);
     BmcResponse r = json_answer(202, body);
     r.headers.emplace_back("Location", monitor);
     r.headers.emplace_back("Retry-After", "1");
     return r;
+}
+
+std::optional<BmcResponse> BmcState::dell_job_get(const std::string& uri, double t) {
+    if (dell_jobs_uri_.empty()) return std::nullopt;
+    const std::string luri = lower_ascii(uri), base = lower_ascii(dell_jobs_uri_);
+    if (luri == base) {
+        json members = json::array();
+        for (const auto& task : tasks_) members.push_back({{"@odata.id", dell_jobs_uri_ + "/" + task.id}});
+        return json_answer(200, {{"@odata.id", dell_jobs_uri_},
+                                 {"@odata.type", "#DellJobCollection.DellJobCollection"},
+                                 {"Name", "JobQueue"},
+                                 {"Members@odata.count", members.size()},
+                                 {"Members", members}});
+    }
+    if (!starts_with(luri, base + "/")) return std::nullopt;
+    const std::string id = uri.substr(dell_jobs_uri_.size() + 1);
+    UpdateTask* task = find_task(id);
+    if (!task) return error_response(404, messages::resource_missing_at_uri(uri));
+    return json_answer(200, dell_job_view(*task, t, dell_jobs_uri_ + "/" + task->id));
+}
+
+std::optional<BmcResponse> BmcState::dell_job_action(const std::string& uri) {
+    if (dell_jobs_uri_.empty()) return std::nullopt;
+    // <manager>/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue:
+    // accepted; the queue keeps its jobs (what kiln-bmc records is history).
+    const std::string manager = dell_jobs_uri_.substr(0, dell_jobs_uri_.size() - std::string("/Oem/Dell/Jobs").size());
+    if (lower_ascii(uri) != lower_ascii(manager + "/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue"))
+        return std::nullopt;
+    return json_answer(200, {{"@Message.ExtendedInfo", json::array({message_json(messages::success())})}});
 }
 
 json BmcState::emulator_state() const {

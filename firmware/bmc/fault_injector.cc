@@ -9,6 +9,7 @@ nlohmann::json to_json(const FaultSettings& f) {
             {"drop_connections", f.drop_connections},
             {"fail_tasks", f.fail_tasks},
             {"restart_mid_update", f.restart_mid_update},
+            {"purge_tasks", f.purge_tasks},
             {"session_limit", f.session_limit ? nlohmann::json(*f.session_limit) : nlohmann::json(nullptr)}};
 }
 
@@ -49,6 +50,13 @@ bool FaultInjector::take_restart_mid_update() {
     return true;
 }
 
+bool FaultInjector::take_purge_task() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (now_.purge_tasks == 0) return false;
+    --now_.purge_tasks;
+    return true;
+}
+
 std::optional<size_t> FaultInjector::session_limit() {
     std::lock_guard<std::mutex> lock(mu_);
     return now_.session_limit;
@@ -71,6 +79,7 @@ Status FaultInjector::update(const nlohmann::json& patch) {
         else if (key == "drop_connections") counter = &next.drop_connections;
         else if (key == "fail_tasks") counter = &next.fail_tasks;
         else if (key == "restart_mid_update") counter = &next.restart_mid_update;
+        else if (key == "purge_tasks") counter = &next.purge_tasks;
         else if (key == "session_limit") {
             if (value.is_null()) {
                 next.session_limit.reset();

@@ -23,6 +23,7 @@ struct FaultSettings {
     unsigned drop_connections = 0;
     unsigned fail_tasks = 0;
     unsigned restart_mid_update = 0;
+    unsigned purge_tasks = 0;  // the next N update tasks vanish (404) once polled
     std::optional<size_t> session_limit;  // unset: the BMC's configured limit
 };
 
@@ -41,6 +42,7 @@ public:
     unsigned retry_after_s();
     bool take_task_failure();
     bool take_restart_mid_update();
+    bool take_purge_task();
     std::optional<size_t> session_limit();
 
     FaultSettings current();

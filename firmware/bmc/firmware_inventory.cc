@@ -57,24 +57,26 @@ std::string inventory_uri(const ResourceStore& store) {
 }
 
 // The first member of a collection that has `key`.
-std::optional<std::string> first_member(const ResourceStore& store, const std::string& collection) {
+std::optional<std::string> only_member(const ResourceStore& store, const std::string& collection) {
     auto canon = store.resolve(collection);
     if (!canon) return std::nullopt;
     const json& body = store.body(*canon);
     auto members = body.find("Members");
-    if (members == body.end() || !members->is_array() || members->empty()) return std::nullopt;
+    if (members == body.end() || !members->is_array() || members->size() != 1) return std::nullopt;
     return resolve_link(store, (*members)[0]);
 }
 
 // The ComputerSystem or Manager a member belongs to: its RelatedItem, else
-// the first of the collection.
+// the collection's only member. A BMC fronting several systems (a blade
+// enclosure) gives an unrelated member to none of them: guessing the first
+// would report a version on a system that was never flashed.
 std::optional<std::string> owner_of(const ResourceStore& store, const json& member, const std::string& kind) {
     for (const auto& link : related(member)) {
         if (is_member_of(link, kind)) {
             if (auto canon = store.resolve(link)) return canon;
         }
     }
-    return first_member(store, "/redfish/v1/" + kind);
+    return only_member(store, "/redfish/v1/" + kind);
 }
 
 // "gpu_sxm_3" -> "gpu_sxm", "gpu3" -> "gpu": one of a numbered set of
@@ -168,23 +170,27 @@ Result<std::vector<std::string>> update_targets(const ResourceStore& store, cons
     return out;
 }
 
-VersionChange apply_version(const ResourceStore& store, const std::string& member, const std::string& version) {
+VersionChange apply_version(const ResourceStore& store, const std::string& member, const std::string& version,
+                            const VersionForm& form) {
+    auto written = [&](const json& body, const char* key) {
+        return form ? form(str(body, key), version) : version;
+    };
     VersionChange out;
     json body = store.body(member);
-    body["Version"] = version;
+    body["Version"] = written(body, "Version");
     const std::string cls = component_class(body);
     out.bodies.emplace_back(member, body);
     if (cls == "bios") {
         if (auto system = owner_of(store, body, "systems")) {
             json s = store.body(*system);
-            s["BiosVersion"] = version;
+            s["BiosVersion"] = written(s, "BiosVersion");
             out.bodies.emplace_back(*system, std::move(s));
         }
     } else if (cls == "bmc") {
         out.bmc = true;
         if (auto manager = owner_of(store, body, "managers")) {
             json m = store.body(*manager);
-            m["FirmwareVersion"] = version;
+            m["FirmwareVersion"] = written(m, "FirmwareVersion");
             out.bodies.emplace_back(*manager, std::move(m));
         }
     }

@@ -4,6 +4,7 @@
 // three as places clients read versions from).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,7 +37,12 @@ struct VersionChange {
     bool bmc = false;                                            // a BMC target: the BMC restarts
 };
 
+// How a BMC writes `version` where `current` stood (vendor_mode.h: HPE's
+// "iLO 5 v2.72"); unset: as given.
+using VersionForm = std::function<std::string(const std::string& current, const std::string& version)>;
+
 // The new bodies once `version` is on `member` (a canonical inventory URI).
-VersionChange apply_version(const ResourceStore& store, const std::string& member, const std::string& version);
+VersionChange apply_version(const ResourceStore& store, const std::string& member, const std::string& version,
+                            const VersionForm& form = {});
 
 }  // namespace kiln::bmc

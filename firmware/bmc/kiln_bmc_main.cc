@@ -64,6 +64,12 @@ int main(int argc, char** argv) {
     app.add_option("--fault-fail-tasks", faults.fail_tasks, "the next N update tasks end in Exception");
     app.add_option("--fault-restart-mid-update", faults.restart_mid_update,
                    "the next N update tasks restart the BMC half way");
+    app.add_option("--fault-purge-tasks", faults.purge_tasks,
+                   "the next N update tasks vanish (404) once a client polled them");
+    std::string vendor;
+    app.add_option("--vendor", vendor, "serve as this vendor's BMC: dell, hpe, supermicro, lenovo, openbmc, ami, "
+                                       "generic (default: read from the tree)")
+        ->check(CLI::IsMember({"dell", "hpe", "supermicro", "lenovo", "openbmc", "ami", "generic"}));
     std::vector<int> fault_bmcs;
     app.add_option("--fault-bmcs", fault_bmcs, "the --fault-* flags apply to these BMC indexes only (default: all)")
         ->delimiter(',');
@@ -168,6 +174,7 @@ int main(int argc, char** argv) {
             config.faults = faults;
         }
         config.power = power;
+        if (!vendor.empty()) config.vendor = kiln::bmc::vendor_mode_from_name(vendor);
         auto state = kiln::bmc::BmcState::open(*tree, config);
         if (!state) return fail("bmc " + std::to_string(i) + ": " + state.error().message);
 

@@ -109,6 +109,12 @@ RedfishMessage precondition_failed() {
                 "Try the operation again using the appropriate ETag.");
 }
 
+RedfishMessage success() {
+    RedfishMessage m = base("Success", "The request completed successfully.", "None.");
+    m.severity = "OK";
+    return m;
+}
+
 RedfishMessage operation_not_allowed(const std::string& detail) {
     return base("OperationNotAllowed", "The HTTP method is not allowed on this resource: " + detail, "None.");
 }

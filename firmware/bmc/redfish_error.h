@@ -39,6 +39,7 @@ RedfishMessage property_unknown(const std::string& property);
 RedfishMessage property_value_type_error(const std::string& value, const std::string& property);
 RedfishMessage property_value_not_in_list(const std::string& value, const std::string& property);
 RedfishMessage precondition_failed();
+RedfishMessage success();
 RedfishMessage operation_not_allowed(const std::string& detail);
 RedfishMessage action_not_supported(const std::string& action);
 RedfishMessage action_parameter_missing(const std::string& action, const std::string& parameter);

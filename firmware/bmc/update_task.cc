@@ -18,6 +18,7 @@ std::string iso8601(double wall_seconds) {
 }
 
 TaskProgress progress_at(const UpdateTask& task, double now) {
+    if (task.scheduled) return {"Running", 100};
     if (task.done) return {task.outcome, task.outcome == "Completed" ? 100 : 0};
     if (task.started < 0) return {"New", 0};
     const double elapsed = now - task.started;
@@ -54,6 +55,47 @@ json task_view(const UpdateTask& task, double now, const std::string& task_uri, 
     return body;
 }
 
+namespace {
+
+std::string dell_job_state(const UpdateTask& t, double now) {
+    if (t.scheduled) return "Scheduled";
+    if (t.done) return t.outcome == "Completed" ? "Completed" : "Failed";
+    return progress_at(t, now).state == "New" && t.started < 0 ? "Downloading" : "Running";
+}
+
+// The job's Message: the last task message's text (a failure says why).
+std::string dell_job_message(const UpdateTask& t, const std::string& state) {
+    if (state == "Scheduled") return "Task successfully scheduled.";
+    if (state == "Completed") return "Job completed successfully.";
+    if (state == "Failed" && !t.messages.empty()) return t.messages.back().value("Message", "Job failed.");
+    return "Job in progress.";
+}
+
+}  // namespace
+
+json dell_job_view(const UpdateTask& t, double now, const std::string& job_uri) {
+    const std::string state = dell_job_state(t, now);
+    json body = {{"@odata.id", job_uri},
+                 {"@odata.type", "#DellJob.v1_0_0.DellJob"},
+                 {"Id", t.id},
+                 {"Name", "Firmware Update: " + (t.component.empty() ? std::string("(image)") : t.component)},
+                 {"JobType", "FirmwareUpdate"},
+                 {"JobState", state},
+                 {"PercentComplete", state == "Completed" ? 100 : state == "Scheduled" ? 0 : progress_at(t, now).percent},
+                 {"Message", dell_job_message(t, state)},
+                 {"StartTime", iso8601(t.created)}};
+    if (t.done && !t.scheduled) body["CompletionTime"] = iso8601(t.ended);
+    return body;
+}
+
+json dell_task_view(const UpdateTask& t, double now, const std::string& task_uri, const std::string& monitor_uri) {
+    json body = task_view(t, now, task_uri, monitor_uri);
+    json job = dell_job_view(t, now, "");
+    job.erase("@odata.id");
+    body["Oem"] = {{"Dell", std::move(job)}};
+    return body;
+}
+
 json to_json(const UpdateTask& t) {
     return {{"id", t.id},
             {"kind", t.kind},
@@ -70,6 +112,9 @@ json to_json(const UpdateTask& t) {
             {"done", t.done},
             {"ended", t.ended},
             {"outcome", t.outcome},
+            {"scheduled", t.scheduled},
+            {"purge", t.purge},
+            {"seen", t.seen},
             {"messages", t.messages},
             {"component", t.component},
             {"version", t.version},
@@ -95,6 +140,10 @@ Result<UpdateTask> update_task_from_json(const json& j) {
         t.done = j.at("done").get<bool>();
         t.ended = j.at("ended").get<double>();
         t.outcome = j.at("outcome").get<std::string>();
+        // Later fields: absent from state files written before them.
+        t.scheduled = j.value("scheduled", false);
+        t.purge = j.value("purge", false);
+        t.seen = j.value("seen", false);
         t.messages = j.at("messages").get<std::vector<json>>();
         t.component = j.at("component").get<std::string>();
         t.version = j.at("version").get<std::string>();

@@ -34,6 +34,11 @@ struct UpdateTask {
     bool done = false;     // the end was reached and its effects applied
     double ended = -1;
     std::string outcome;   // "Completed" or "Exception" once done
+    // Dell: done with the transfer, the update waits for the next host
+    // reset (the task stays Running, its job Scheduled).
+    bool scheduled = false;
+    bool purge = false;  // fault: once polled, the task is gone (404)
+    bool seen = false;   // polled at least once
     std::vector<nlohmann::json> messages;
     std::string component, version, sha256;  // from the image
     std::vector<std::string> targets;        // FirmwareInventory members
@@ -49,6 +54,13 @@ TaskProgress progress_at(const UpdateTask& task, double now);
 // The Task resource at `now`.
 nlohmann::json task_view(const UpdateTask& task, double now, const std::string& task_uri,
                          const std::string& monitor_uri);
+
+// iDRAC's job for a task (DellJob: JobState, PercentComplete, Message):
+// Downloading, Running, Scheduled, Completed or Failed.
+nlohmann::json dell_job_view(const UpdateTask& task, double now, const std::string& job_uri);
+// The task with its Oem.Dell job, as iDRAC shows it.
+nlohmann::json dell_task_view(const UpdateTask& task, double now, const std::string& task_uri,
+                              const std::string& monitor_uri);
 
 nlohmann::json to_json(const UpdateTask& task);
 // Errors: "state_malformed" naming the field.

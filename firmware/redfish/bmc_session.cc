@@ -21,11 +21,17 @@ bool iequals(const std::string& a, const std::string& b) {
            std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
 
+// Each entry's MessageId; an entry without one (some BMCs send only a
+// Message) by its text, clipped, so the error still says something.
 void collect_ids(const json& infos, std::vector<std::string>& out) {
     if (!infos.is_array()) return;
-    for (const auto& m : infos)
-        if (m.is_object() && m.contains("MessageId") && m["MessageId"].is_string())
+    for (const auto& m : infos) {
+        if (!m.is_object()) continue;
+        if (m.contains("MessageId") && m["MessageId"].is_string())
             out.push_back(m["MessageId"].get<std::string>());
+        else if (m.contains("Message") && m["Message"].is_string() && !m["Message"].get<std::string>().empty())
+            out.push_back("\"" + clip_utf8(m["Message"].get<std::string>(), 200) + "\"");
+    }
 }
 
 }  // namespace

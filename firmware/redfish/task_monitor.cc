@@ -63,9 +63,10 @@ std::vector<std::string> messages_of(const json& body) {
     for (const auto& m : body["Messages"]) {
         if (!m.is_object()) continue;
         std::string id = str_of(m, "MessageId");
-        std::string text = str_of(m, "Message");
-        text = clip_utf8(text, 200);
-        out.push_back(text.empty() ? id : id + ": " + text);
+        std::string text = clip_utf8(str_of(m, "Message"), 200);
+        // Either may be missing (some BMCs send only a Message): no stray ": ".
+        if (id.empty() && text.empty()) continue;
+        out.push_back(id.empty() ? text : text.empty() ? id : id + ": " + text);
     }
     return out;
 }
@@ -116,6 +117,7 @@ Result<TaskResult> poll(Client& client, std::string uri, milliseconds first_wait
         }
         if (r->status == 202) {
             result.state = str_of(r->body, "TaskState").empty() ? "Running" : str_of(r->body, "TaskState");
+            if (r->body.is_object()) result.final_body = r->body;  // its Oem.Dell.Id names the job
             if (options.progress) options.progress(result.state, percent_of(r->body));
             if (dell_job_scheduled(r->body)) {
                 result.state = "Scheduled";
@@ -203,6 +205,76 @@ Result<TaskResult> follow_task(Client& client, const Response& accepted, const T
         monitor = parts->target;
     }
     return poll(client, monitor, retry_after(accepted, milliseconds(0), options.max_poll_interval), options);
+}
+
+std::string dell_job_id(const TaskResult& task) {
+    const json& b = task.final_body;
+    if (b.is_object() && b.contains("Oem") && b["Oem"].is_object() && b["Oem"].contains("Dell")) {
+        std::string id = str_of(b["Oem"]["Dell"], "Id");
+        if (id.rfind("JID_", 0) == 0) return id;
+    }
+    // iDRAC names its tasks after their jobs: /redfish/v1/TaskService/Tasks/JID_...
+    auto slash = task.monitor.find_last_of('/');
+    std::string last = slash == std::string::npos ? task.monitor : task.monitor.substr(slash + 1);
+    return last.rfind("JID_", 0) == 0 ? last : "";
+}
+
+JobPhase job_phase(const std::string& raw_state) {
+    const std::string state = lower(raw_state);
+    if (state == "completed") return JobPhase::Completed;
+    if (state == "failed" || state == "completedwitherrors" || state == "rebootfailed") return JobPhase::Failed;
+    return JobPhase::Waiting;  // New Scheduled Running Downloading RebootPending ...: the job goes on
+}
+
+Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options) {
+    TaskResult result;
+    result.monitor = job_uri;
+    result.state = "Scheduled";
+    auto deadline = Clock::now() + options.timeout;
+    std::string last_error;
+    for (bool first = true;; first = false) {
+        if (!first && !client.wait(options.poll_interval))
+            return make_error("redfish", "redfish.stopped", fmt::format("job {}: stopped while waiting", job_uri));
+        if (Clock::now() >= deadline)
+            return make_error("redfish", "redfish.task_timeout",
+                              fmt::format("job {}: still {} after {} s{}", job_uri, result.state,
+                                          options.timeout.count() / 1000,
+                                          last_error.empty() ? "" : " (last error: " + last_error + ")"),
+                              true);
+        ++result.polls;
+        auto r = client.get_any(job_uri);
+        if (!r) {
+            if (!r.error().transient) return r.error();
+            last_error = r.error().message;  // the host's reset may take the BMC's attention: read again
+            continue;
+        }
+        if (r->status == 404) {
+            // Cleared from the queue (a finished job may be): the read-back decides.
+            result.state = "Purged";
+            return result;
+        }
+        if (r->status >= 500 || r->status == 429 || r->status == 401) {
+            last_error = fmt::format("HTTP {}", r->status);
+            continue;
+        }
+        if (!r->ok()) return status_error(*r);
+        result.final_body = r->body;
+        std::string state = str_of(r->body, "JobState");
+        if (state.empty()) return make_error("redfish", "redfish.missing", fmt::format("GET {}: no JobState", job_uri));
+        result.state = state;
+        if (options.progress) options.progress("job " + state, percent_of(r->body));
+        JobPhase phase = job_phase(state);
+        if (phase == JobPhase::Waiting && options.stop_at_scheduled && lower(state) == "scheduled") return result;
+        if (phase == JobPhase::Waiting) continue;
+        std::string message = clip_utf8(str_of(r->body, "Message"), 200);
+        std::string id = str_of(r->body, "MessageId");
+        if (!message.empty() || !id.empty())
+            result.messages.push_back(id.empty() ? message : message.empty() ? id : id + ": " + message);
+        if (phase == JobPhase::Completed) return result;
+        return make_error("redfish", "redfish.task_failed",
+                          fmt::format("job {}: {}{}", job_uri, state,
+                                      result.messages.empty() ? "" : ": " + join(result.messages)));
+    }
 }
 
 }  // namespace kiln::redfish

@@ -14,6 +14,10 @@
 // States compare case-insensitively. A monitor that answers 404 after
 // polls saw it running (a purged Dell job) ends with state "Purged": the
 // outcome is unknown, the caller's read-back decides.
+// Dell iDRAC: an update task stands for a job in the iDRAC job queue
+// (Managers/<id>/Oem/Dell/Jobs/JID_...); after the host reset that a
+// Scheduled job waits for, the job (JobState, PercentComplete, Message) is
+// what tells whether the update ran.
 // Connection errors and 401s while polling are expected when the BMC
 // restarts after its own update: they are waited out (the session logs in
 // again) until `timeout`.
@@ -47,6 +51,9 @@ struct TaskOptions {
     std::chrono::milliseconds timeout{std::chrono::minutes(30)};
     // Called on each poll with the task's state and percent (-1 unknown).
     std::function<void(const std::string& state, int percent)> progress;
+    // follow_dell_job: a Scheduled job ends the wait (state "Scheduled"):
+    // it runs only at the next host reset.
+    bool stop_at_scheduled = false;
 };
 
 struct TaskResult {
@@ -64,5 +71,23 @@ Result<TaskResult> follow_task(Client& client, const Response& accepted, const T
 
 // Polls a known task or task monitor URI (e.g. one found running at start).
 Result<TaskResult> follow_task_uri(Client& client, const std::string& uri, const TaskOptions& options = {});
+
+// The iDRAC job behind a task: the body's Oem.Dell.Id, else the monitor's
+// last segment when it is a JID_ (iDRAC names tasks after their jobs); ""
+// when neither.
+std::string dell_job_id(const TaskResult& task);
+
+// DellJob JobState: Completed; Failed, CompletedWithErrors, RebootFailed;
+// anything else (New, Scheduled, Running, Downloading, RebootPending ...)
+// is still on its way. Case-insensitive.
+enum class JobPhase { Waiting, Completed, Failed };
+JobPhase job_phase(const std::string& state);
+
+// Polls an iDRAC job to its end. Completed: the result (state, the job's
+// Message in `messages`); Failed: redfish.task_failed with JobState and
+// Message; 404 (cleared from the queue): state "Purged", the caller reads
+// the version back. Transient errors and 5xx are waited out until
+// `options.timeout`.
+Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options = {});
 
 }  // namespace kiln::redfish

@@ -41,6 +41,7 @@ VendorProfile make_dell() {
         {"above_4g_decoding", {"MmioAbove4Gb"}},
     };
     p.clear_job_queue = true;
+    p.job_queue_suffix = "/Oem/Dell/Jobs";
     p.retry_conflict = true;
     p.busy_message_ids = {"RAC0218", "SUP0108", "JobQueueBusy"};
     return p;
@@ -73,7 +74,6 @@ VendorProfile make_supermicro() {
         {"acs", {"ACSControl", "PCIeACS"}},
         {"above_4g_decoding", {"Above4GDecoding", "Above4GEncoding"}},
     };
-    p.always_send_override_enabled = true;
     return p;
 }
 

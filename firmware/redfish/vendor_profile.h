@@ -3,10 +3,15 @@
 // each profile is a small table: BIOS intent -> attribute names and values,
 // and the quirks of DESIGN §3:
 //   Dell iDRAC   clear the job queue before BIOS jobs; 409 right after a
-//                power-off is "busy"; RAC0218 (session limit) is busy
+//                power-off is "busy"; RAC0218 (session limit) is busy; an
+//                update task stands for a job in the manager's job queue
+//                (<manager>/Oem/Dell/Jobs/JID_...), followed after the host
+//                reset a Scheduled update waits for
 //   HPE iLO      changes are refused during POST (busy); some firmware has no
 //                task monitor for updates (poll the inventory instead)
-//   Supermicro   always send BootSourceOverrideEnabled with a boot target
+//   Supermicro   BIOS attribute names (kiln always sends
+//                BootSourceOverrideEnabled with a boot target, which
+//                Supermicro needs and every BMC takes)
 //   Lenovo XCC   the BIOS settings object is <Bios>/Pending when the Bios
 //                resource does not link one
 //   OpenBMC      firmware by multipart push only
@@ -43,11 +48,15 @@ struct VendorProfile {
     std::string name;  // "generic", "dell", "hpe", "supermicro", "lenovo", "openbmc"
     std::vector<BiosIntentMapping> bios;
     std::string settings_fallback_suffix;  // Lenovo: "/Pending"
-    bool always_send_override_enabled = false;
-    bool multipart_only = false;
-    bool clear_job_queue = false;
-    bool retry_conflict = false;
+    bool multipart_only = false;      // never SimpleUpdate, even when advertised
+    bool clear_job_queue = false;     // DeleteJobQueue before a BIOS change
+    bool retry_conflict = false;      // 409 is "busy", retried
+    // An update answered 202 without a task monitor is not an error: the
+    // inventory read-back decides.
     bool update_without_task_monitor = false;
+    // Where the update's job is followed, under the manager ("" = no job
+    // queue): Dell "/Oem/Dell/Jobs".
+    std::string job_queue_suffix;
     std::vector<std::string> busy_message_ids;
 };
 

@@ -66,6 +66,12 @@ json update_targets(const std::vector<FirmwareItem>& off) {
     return targets;
 }
 
+// A 202 that names a task to follow (Location, or a Task body).
+bool has_task_monitor(const redfish::Response& r) {
+    if (!r.header("Location").empty()) return true;
+    return r.body.is_object() && r.body.contains("@odata.id") && r.body["@odata.id"].is_string();
+}
+
 bool transient_warnings(const BmcInventory& inv) {
     return std::any_of(inv.warnings.begin(), inv.warnings.end(), [](const InventoryWarning& w) { return w.transient; });
 }
@@ -511,6 +517,30 @@ bool FirmwareStage::update_staged(redfish::Client& client, const BmcInventory& i
     return false;
 }
 
+// The job to follow after the host reset, "" when none: a Dell update task
+// that ended Scheduled, or was purged (then the job says where it stands:
+// Completed or gone, the read-back decides; Failed, an error; Scheduled, it
+// waits for the reset like the first case).
+Result<std::string> FirmwareStage::job_after_task(engine::StageContext& ctx, redfish::Client& client,
+                                                   const BmcInventory& inv, const redfish::VendorProfile& prof,
+                                                   const redfish::TaskResult& task, const redfish::TaskOptions& opts) {
+    if (prof.job_queue_suffix.empty() || inv.manager_uri.empty()) return std::string();
+    if (task.state != "Scheduled" && task.state != "Purged") return std::string();
+    std::string jid = redfish::dell_job_id(task);
+    if (jid.empty()) return std::string();
+    std::string job_uri = inv.manager_uri + prof.job_queue_suffix + "/" + jid;
+    if (task.state == "Scheduled") {
+        ctx.event("note", fmt::format("update job {} is scheduled: resetting the host to run it", jid));
+        return job_uri;
+    }
+    ctx.event("note", fmt::format("update task {} was purged: following job {}", task.monitor, jid));
+    redfish::TaskOptions until_scheduled = opts;
+    until_scheduled.stop_at_scheduled = true;
+    auto job = redfish::follow_dell_job(client, job_uri, until_scheduled);
+    if (!job) return job.error();
+    return job->state == "Scheduled" ? job_uri : std::string();
+}
+
 Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* fw = firmware_profile(ctx.fleet(), ctx.node());
     std::string name = action.detail.value("component", "");
@@ -543,6 +573,7 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     const bool on_reset = fw->apply_time == "OnReset";
     const std::string marker = comp->sha256.substr(0, 16);
     std::string task_note = "staged by an earlier run";
+    std::string job_uri;  // a Dell job waiting for the host reset
     const bool staged = on_reset && !targets.empty() && std::all_of(targets.begin(), targets.end(), [&](const json& t) {
                             return update_staged(client, *inv, t.get<std::string>(), marker);
                         });
@@ -559,9 +590,19 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
         opts.progress = [&](const std::string& state, int pct) {
             ctx.progress(fmt::format("{}: update task {}", comp->name, state), pct);
         };
-        auto task = redfish::follow_task(client, *started, opts);
-        if (!task) return task.error();
-        task_note = fmt::format("task {} {}", task->monitor, task->state);
+        if (prof.update_without_task_monitor && !has_task_monitor(*started)) {
+            // Some iLO firmware accepts the update with no task to follow:
+            // the read-back below is the only word on it.
+            task_note = "accepted without a task monitor";
+            ctx.event("note", fmt::format("{}: the BMC gave no task monitor; reading the version back", comp->name));
+        } else {
+            auto task = redfish::follow_task(client, *started, opts);
+            if (!task) return task.error();
+            task_note = fmt::format("task {} {}", task->monitor, task->state);
+            auto job = job_after_task(ctx, client, *inv, prof, *task, opts);
+            if (!job) return job.error();
+            job_uri = *job;
+        }
     }
 
     // Read the version back; the BMC may be restarting (its own update) or
@@ -585,6 +626,17 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
             } else if (!reset_done) {
                 if (auto st = reset_host(ctx, client, *now); !st) return st;
                 reset_done = true;
+                if (!job_uri.empty()) {
+                    // The reset runs the job: its JobState says how it went
+                    // (a failure with its Message, not a verify timeout).
+                    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+                    opts.progress = [&](const std::string& state, int pct) {
+                        ctx.progress(fmt::format("{}: {}", comp->name, state), pct);
+                    };
+                    auto job = redfish::follow_dell_job(client, job_uri, opts);
+                    if (!job) return job.error();
+                    task_note += fmt::format("; job {} {}", job_uri, job->state);
+                }
                 continue;
             }
         } else if (!now.error().transient && now.error().code != "redfish.status") {

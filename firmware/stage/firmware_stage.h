@@ -87,6 +87,9 @@ private:
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
                                            const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
                                            const config::FirmwareProfile& fw, const nlohmann::json& targets);
+    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+                                       const redfish::VendorProfile& prof, const redfish::TaskResult& task,
+                                       const redfish::TaskOptions& opts);
     bool update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,
                        const std::string& marker);
     // Host OS boot (firmware_stage_boot.cc).

@@ -42,11 +42,13 @@ struct Bmc {
     std::unique_ptr<BmcState> state;
 
     explicit Bmc(const std::string& mockup, const std::string& state_file = "", FaultSettings faults = {},
-                 double task_seconds = 10) {
-        open(mockup, state_file, faults, task_seconds);
+                 double task_seconds = 10, std::optional<VendorMode> vendor = std::nullopt) {
+        open(mockup, state_file, faults, task_seconds, vendor);
     }
-    void open(const std::string& mockup, const std::string& state_file, FaultSettings faults, double task_seconds) {
+    void open(const std::string& mockup, const std::string& state_file, FaultSettings faults, double task_seconds,
+              std::optional<VendorMode> vendor = std::nullopt) {
         BmcConfig c;
+        c.vendor = vendor;
         c.user = "admin";
         c.password = test::kPassword;
         c.state_file = state_file;
@@ -539,4 +541,110 @@ TEST_CASE("bmc virtual media on the HPE manager") {
     CHECK(bmc.call("POST", vm + "/Actions/VirtualMedia.EjectMedia", json::object()).status == 204);
     CHECK(bmc.get(vm)["Inserted"] == false);
     CHECK(bmc.get(vm)["Image"] == "");
+}
+
+// Vendor modes (vendor_mode.h): each takes away what that vendor lacks.
+
+TEST_CASE("bmc vendor dell: a BIOS update waits Scheduled in the job queue until a host reset runs it") {
+    Bmc bmc(kDmtf, "", {}, 10, VendorMode::Dell);
+    CHECK(bmc.get("/redfish/v1")["Vendor"] == "Dell");
+    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    REQUIRE(accepted.status == 202);
+    const std::string monitor = accepted.header("Location");
+    const std::string id = body_of(accepted)["Id"];
+    REQUIRE(id.rfind("JID_", 0) == 0);
+    const std::string job = "/redfish/v1/Managers/BMC/Oem/Dell/Jobs/" + id;
+    bmc.wall.t += 11;  // the task's time is up: Immediate asked, yet it waits for the host
+    auto waiting = bmc.call("GET", monitor);
+    CHECK(waiting.status == 202);
+    CHECK(body_of(waiting)["TaskState"] == "Running");
+    CHECK(body_of(waiting)["Oem"]["Dell"]["JobState"] == "Scheduled");
+    CHECK(bmc.get(job)["JobState"] == "Scheduled");
+    CHECK(bmc.get(kSystem)["BiosVersion"] == "P79 v1.45 (12/06/2017)");
+    CHECK(bmc.get("/redfish/v1/Managers/BMC/Oem/Dell/Jobs")["Members"].size() == 1);
+
+    REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+    CHECK(bmc.get(job)["JobState"] == "Completed");
+    CHECK(bmc.get(job)["Message"] == "Job completed successfully.");
+    auto done = bmc.call("GET", monitor);
+    CHECK(done.status == 200);
+    CHECK(body_of(done)["TaskState"] == "Completed");
+    CHECK(bmc.get(kSystem)["BiosVersion"] == "P79 v1.50");
+    CHECK(bmc.call("GET", "/redfish/v1/Managers/BMC/Oem/Dell/Jobs/JID_999").status == 404);
+}
+
+TEST_CASE("bmc fault purge_tasks: the task answers once, then 404") {
+    FaultSettings f;
+    f.purge_tasks = 1;
+    Bmc bmc(kDmtf, "", f, 10);
+    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage", nullptr);
+    REQUIRE(accepted.status == 202);
+    const std::string monitor = accepted.header("Location");
+    CHECK(bmc.call("GET", monitor).status == 202);  // the answer to the POST is not a poll
+    CHECK(bmc.call("GET", monitor).status == 404);
+    CHECK(bmc.state->faults().current().purge_tasks == 0);
+}
+
+TEST_CASE("bmc vendor openbmc refuses SimpleUpdate with ActionParameterNotSupported") {
+    Bmc bmc(kDmtf, "", {}, 10, VendorMode::OpenBmc);
+    auto r = bmc.call("POST", kSimpleUpdate, {{"ImageURI", "http://127.0.0.1:1/x.bin"}, {"TransferProtocol", "HTTP"}});
+    CHECK(r.status == 400);
+    CHECK(error_id(r).find("ActionParameterNotSupported") != std::string::npos);
+    CHECK(bmc.push("KILN-FW BIOS P79 v1.50\nimage", nullptr).status == 202);  // the multipart push is the way
+}
+
+TEST_CASE("bmc vendor lenovo and ami: where the BIOS settings go") {
+    const std::string bios = kSystem + "/Bios";
+    const json change = {{"Attributes", {{"ProcHyperthreading", "Disabled"}}}};
+    SECTION("lenovo: <Bios>/Pending, the Bios itself is read-only") {
+        Bmc bmc(kDmtf, "", {}, 10, VendorMode::Lenovo);
+        CHECK_FALSE(bmc.get(bios).contains("@Redfish.Settings"));
+        CHECK(bmc.call("PATCH", bios, change).status == 405);
+        CHECK(bmc.call("PATCH", bios + "/Settings", change).status == 404);
+        REQUIRE(bmc.call("PATCH", bios + "/Pending", change).status == 200);
+        CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Enabled");  // pending until the reset
+        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+        CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
+    }
+    SECTION("ami: no settings object, the Bios takes the PATCH") {
+        Bmc bmc(kDmtf, "", {}, 10, VendorMode::Ami);
+        CHECK_FALSE(bmc.get(bios).contains("@Redfish.Settings"));
+        CHECK(bmc.call("PATCH", bios + "/Settings", change).status == 404);
+        REQUIRE(bmc.call("PATCH", bios, change).status == 200);
+        CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
+    }
+}
+
+TEST_CASE("bmc vendor hpe keeps iLO's version form, and modes are read from the tree") {
+    CHECK(in_vendor_form(VendorMode::Hpe, "iLO 5 v2.70", "2.72") == "iLO 5 v2.72");
+    CHECK(in_vendor_form(VendorMode::Hpe, "A43 v2.52 (10/29/2021)", "2.60") == "A43 v2.60");
+    CHECK(in_vendor_form(VendorMode::Hpe, "iLO 5 v2.70", "iLO 5 v2.72") == "iLO 5 v2.72");
+    CHECK(in_vendor_form(VendorMode::Hpe, "1.0", "2.0") == "2.0");
+    CHECK(in_vendor_form(VendorMode::Dell, "iLO 5 v2.70", "2.72") == "2.72");
+    CHECK(infer_vendor_mode(test::mockup(kHpe)) == VendorMode::Hpe);
+    CHECK(infer_vendor_mode(test::mockup(kDmtf)) == VendorMode::Generic);
+    CHECK(vendor_mode_from_name("openbmc") == VendorMode::OpenBmc);
+    CHECK_FALSE(vendor_mode_from_name("contoso"));
+}
+
+TEST_CASE("bmc a member related to no system sets the BiosVersion of no system behind a multi-node BMC") {
+    MockupTree tree;
+    auto system = [](const std::string& id) {
+        return json{{"@odata.id", "/redfish/v1/Systems/" + id}, {"@odata.type", "#ComputerSystem.v1_5_0.ComputerSystem"},
+                    {"Id", id}, {"BiosVersion", "1.0"}};
+    };
+    tree.resources["/redfish/v1"] = {{"@odata.id", "/redfish/v1"}};
+    tree.resources["/redfish/v1/Systems/Node0"] = system("Node0");
+    tree.resources["/redfish/v1/Systems/Node1"] = system("Node1");
+    tree.resources["/redfish/v1/UpdateService/FirmwareInventory/BIOS"] = {
+        {"@odata.id", "/redfish/v1/UpdateService/FirmwareInventory/BIOS"}, {"Id", "BIOS"}, {"Version", "1.0"}};
+    tree.resources["/redfish/v1/Systems"] = {
+        {"Members", {{{"@odata.id", "/redfish/v1/Systems/Node0"}}, {{"@odata.id", "/redfish/v1/Systems/Node1"}}}}};
+    ResourceStore blades(tree);
+    CHECK(apply_version(blades, "/redfish/v1/UpdateService/FirmwareInventory/BIOS", "2.0").bodies.size() == 1);
+    tree.resources["/redfish/v1/Systems"]["Members"].erase(1);
+    ResourceStore single(tree);
+    auto one = apply_version(single, "/redfish/v1/UpdateService/FirmwareInventory/BIOS", "2.0");
+    REQUIRE(one.bodies.size() == 2);
+    CHECK(one.bodies[1].first == "/redfish/v1/Systems/Node0");
 }

@@ -92,16 +92,6 @@ FirmwareStageOptions fast_options() {
     return o;
 }
 
-json bmc_control(const BmcChild& bmc, const std::string& what) {
-    net::CurlHttpClient http;
-    net::HttpRequest req;
-    req.url = bmc.url() + "/kiln-bmc/" + what;
-    auto r = http.send(req);
-    REQUIRE(r);
-    REQUIRE(r->status == 200);
-    return json::parse(r->body);
-}
-
 // DMTF's rack-mount tree with eight GPU firmware members added: one Name for
 // all eight (as HPE's Apollo iLO lists its GPUs), Ids GPU_SXM_1..8 (as
 // NVIDIA HGX baseboards number theirs); `at_new` of them already at the new
@@ -168,7 +158,7 @@ TEST_CASE("eight GPU members: plan counts them, apply flashes the five off exact
     REQUIRE_FALSE(run.error);
     CHECK(run.actions == std::vector<std::string>{"flash:" + std::string(by_pattern ? "GPU" : "GPU SXM Firmware") +
                                                   ":92.00.20.00.01"});
-    auto updates = bmc_control(bmc, "state")["updates"];
+    auto updates = bmc_get(bmc.url(), "/kiln-bmc/state")["updates"];
     REQUIRE(updates.size() == 1);
     std::vector<std::string> targets = updates[0]["targets"].get<std::vector<std::string>>();
     std::sort(targets.begin(), targets.end());
@@ -180,7 +170,7 @@ TEST_CASE("eight GPU members: plan counts them, apply flashes the five off exact
     auto again = run_stage(stage, fleet, fleet.nodes[0]);
     CHECK_FALSE(again.error);
     CHECK(again.actions.empty());
-    CHECK(bmc_control(bmc, "state")["updates"].size() == 1);
+    CHECK(bmc_get(bmc.url(), "/kiln-bmc/state")["updates"].size() == 1);
 }
 
 TEST_CASE("verify fails while one of eight GPU members is off the version, naming it and the counts") {

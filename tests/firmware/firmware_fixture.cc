@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "provisioner/config/fleet_loader.h"
+#include "provisioner/net/http_client.h"
+#include "tests/bmc/bmc_test_util.h"
 
 namespace kiln::firmware::test {
 
@@ -76,6 +78,18 @@ kiln::CommandResult run_kiln(std::vector<std::string> args) {
     auto r = kiln::ProcessRunner().run(spec);
     REQUIRE(r);
     return *r;
+}
+
+nlohmann::json bmc_get(const std::string& url, const std::string& path) {
+    net::CurlHttpClient http;
+    net::HttpRequest req;
+    req.url = url + path;
+    req.headers.emplace_back("Authorization", kiln::bmc::test::basic_auth("admin", kBmcPassword));
+    auto r = http.send(req);
+    REQUIRE(r);
+    INFO("GET " << path << ": " << r->body);
+    REQUIRE(r->status == 200);
+    return nlohmann::json::parse(r->body);
 }
 
 }  // namespace kiln::firmware::test

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/command.h"
 #include "provisioner/engine/cancel.h"
@@ -45,5 +47,10 @@ StageRunResult run_stage(engine::Stage& stage, const config::Fleet& fleet, const
 // `kiln ARGS...` (build/kiln) as a child with the fleet's password in its
 // environment; fails the test when it cannot be started.
 kiln::CommandResult run_kiln(std::vector<std::string> args);
+
+// GET `path` of a kiln-bmc at `url` (Basic auth, user admin, kBmcPassword):
+// the body of a 200, else fails the test. "/kiln-bmc/state" needs no auth
+// and reads the same way.
+nlohmann::json bmc_get(const std::string& url, const std::string& path);
 
 }  // namespace kiln::firmware::test

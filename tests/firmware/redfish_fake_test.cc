@@ -356,10 +356,8 @@ TEST_CASE("vendors are told apart by the service root and the manager") {
     CHECK(detect_vendor(json{{"Oem", {{"Hpe", json::object()}}}}, json()).name == "hpe");
     CHECK(detect_vendor(json::object(), json{{"Model", "XCC"}}).name == "lenovo");
     CHECK(detect_vendor(json{{"Vendor", "OpenBMC"}}, json()).multipart_only);
-    CHECK(detect_vendor(json{{"Oem", {{"Supermicro", json::object()}}}}, json()).always_send_override_enabled);
+    CHECK(detect_vendor(json{{"Oem", {{"Supermicro", json::object()}}}}, json()).name == "supermicro");
     CHECK(detect_vendor(json{{"Vendor", "Contoso"}}, json()).name == "generic");
-    CHECK(profile_for(Vendor::Lenovo).settings_fallback_suffix == "/Pending");
-    CHECK(profile_for(Vendor::Dell).clear_job_queue);
 }
 
 TEST_CASE("BIOS intents map to the vendor's attribute names and the registry's values") {
