@@ -72,20 +72,30 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds)
             const std::string name = c.value("name", "");
             seen.insert(name);
             std::string verdict = c.value("verdict", "fail");
+            std::string detail = c.value("detail", "");
+            json figure = c.value("figure", json(nullptr));
             json threshold = c.contains("threshold") ? c["threshold"] : json(nullptr);
-            // The fleet's threshold is the one that counts, whatever the guest used.
-            if (auto it = thresholds.find(name); it != thresholds.end() && verdict != "skip") {
+            // The fleet's threshold is the one that counts, whatever the guest
+            // used; a check it names must have measured something to hold
+            // against it (a skip or a missing figure is not a pass).
+            if (auto it = thresholds.find(name); it != thresholds.end()) {
                 threshold = it->second;
-                if (c.contains("figure") && c["figure"].is_number() && verdict == "pass") {
+                const bool measured = c.contains("figure") && c["figure"].is_number();
+                if (verdict == "skip" || (verdict == "pass" && !measured)) {
+                    detail = "did not measure, and the fleet sets a threshold for it" +
+                             (detail.empty() ? std::string() : ": " + detail);
+                    verdict = "fail";
+                    figure = nullptr;  // a skip's 0 is no figure
+                } else if (verdict == "pass") {
                     const double f = c["figure"].get<double>();
                     const bool ok = c.value("compare", ">=") == "<=" ? f <= it->second : f >= it->second;
                     if (!ok) verdict = "fail";
                 }
             }
             if (verdict == "fail")
-                failed.push_back({{"vm", vm}, {"name", name}, {"figure", c.value("figure", json(nullptr))},
+                failed.push_back({{"vm", vm}, {"name", name}, {"figure", figure},
                                   {"threshold", threshold}, {"unit", c.value("unit", "")},
-                                  {"compare", c.value("compare", ">=")}, {"detail", c.value("detail", "")}});
+                                  {"compare", c.value("compare", ">=")}, {"detail", detail}});
         }
     }
     // A threshold for a check no VM reported: an old kiln-smoke, a typo, a
