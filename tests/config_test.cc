@@ -850,3 +850,19 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
                    "expected one of node, rack, fleet, found \"pod\"");
     }
 }
+
+TEST_CASE("config: a smoke profile's relative floor and what it does", "[config][errors]") {
+    // Lines 6-8: the profile.
+    auto with = [](const std::string& keys) { return kBase + "[smoke.s]\n" + keys + kNodeA; };
+    auto ok = load_text(with("relative_floor = 0.9\nrelative_verdict = \"warn\"\n"));
+    expect_ok(*ok);
+    CHECK(ok->result.fleet->smoke.at("s").relative_floor == 0.9);
+    CHECK(ok->result.fleet->smoke.at("s").relative_verdict == "warn");
+    auto plain = load_text(with(""));
+    expect_ok(*plain);
+    CHECK(plain->result.fleet->smoke.at("s").relative_floor == 0);
+    CHECK(plain->result.fleet->smoke.at("s").relative_verdict == "fail");
+    expect_one(*load_text(with("relative_floor = 1.5\n")), 7, 18, "smoke.s.relative_floor",
+               "must be a fraction of the median between 0 and 1");
+    expect_one(*load_text(with("relative_verdict = \"ignore\"\n")), 7, 20, "smoke.s.relative_verdict", "warn");
+}

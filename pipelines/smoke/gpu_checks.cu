@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "pipelines/smoke/gpu_health.h"
 #include "pipelines/smoke/nvml_loader.h"
 #include "pipelines/smoke/ring_allreduce.h"
 
@@ -77,55 +78,22 @@ double time_on(cudaStream_t stream, F fn) {
 }
 
 std::vector<Check> nvml_checks() {
-    Check remaps = make("row_remaps_pending", "GPUs", "<=");
-    Check clocks = make("clock_slowdown_reasons", "GPUs", "<=");
     std::string err;
     Nvml* nvml = Nvml::instance(&err);
-    if (!nvml) {
-        remaps.verdict = clocks.verdict = Verdict::Skip;
-        remaps.detail = clocks.detail = err;
-        return {remaps, clocks};
-    }
-    int bad_remap = 0, bad_clock = 0, remap_read = 0, clock_read = 0;
-    std::string rd, cd;
-    for (int d = 0; d < device_count(); ++d) {
-        char bus[32] = {};
-        cuda_ok(cudaDeviceGetPCIBusId(bus, sizeof bus, d), "cudaDeviceGetPCIBusId");
-        auto h = nvml->health(bus);
-        if (!h.error.empty()) {
-            rd += "gpu" + std::to_string(d) + ": " + h.error + "; ";
-            continue;
-        }
-        if (h.remaps_supported) {
-            ++remap_read;
-            if (h.remap_pending || h.remap_failure) {
-                ++bad_remap;
-                rd += "gpu" + std::to_string(d) + (h.remap_failure ? " remap failed; " : " remap pending; ");
+    std::vector<GpuRead> reads;
+    if (nvml) {
+        for (int d = 0; d < device_count(); ++d) {
+            char bus[32] = {};
+            GpuRead r{"gpu" + std::to_string(d), {}};
+            if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) != cudaSuccess) r.health.error = "no PCI bus id from CUDA";
+            else {
+                r.gpu += std::string(" ") + bus;
+                r.health = nvml->health(bus);
             }
-        }
-        if (h.reasons_supported) {
-            ++clock_read;
-            if (h.reasons & kBadClockReasons) {
-                ++bad_clock;
-                char b[64];
-                std::snprintf(b, sizeof b, "gpu%d reasons 0x%llx; ", d, h.reasons);
-                cd += b;
-            }
+            reads.push_back(std::move(r));
         }
     }
-    remaps.figure = bad_remap;
-    clocks.figure = bad_clock;
-    remaps.detail = rd;
-    clocks.detail = cd;
-    if (!remap_read) {
-        remaps.verdict = Verdict::Skip;
-        remaps.detail += "row remapping not reported by NVML";
-    }
-    if (!clock_read) {
-        clocks.verdict = Verdict::Skip;
-        clocks.detail += "clock event reasons not reported by NVML";
-    }
-    return {remaps, clocks};
+    return nvml_health_checks(nvml ? "" : err, reads);
 }
 
 std::vector<Check> copy_checks(const GpuOptions& o) {
@@ -467,11 +435,14 @@ GpuInventory gpu_inventory() {
         inv.error = std::string("no GPU: ") + cudaGetErrorString(e);
         return inv;
     }
-    inv.count = n;
+    // A device CUDA lists but cannot read is not a usable GPU.
     for (int d = 0; d < n; ++d) {
         cudaDeviceProp p{};
-        if (cudaGetDeviceProperties(&p, d) == cudaSuccess) inv.names.push_back(p.name);
+        cudaError_t pe = cudaGetDeviceProperties(&p, d);
+        if (pe == cudaSuccess) inv.names.push_back(p.name);
+        else inv.error += (inv.error.empty() ? "" : "; ") + std::string("gpu") + std::to_string(d) + ": " + cudaGetErrorString(pe);
     }
+    inv.count = static_cast<int>(inv.names.size());
     if (!inv.names.empty()) inv.model = inv.names[0];
     if (n == 0) inv.error = "no GPU";
     return inv;

@@ -13,10 +13,10 @@
 namespace kiln::smoke {
 
 struct GpuInventory {
-    int count = 0;
+    int count = 0;                // devices CUDA can read
     std::string model;            // device 0's name, e.g. "NVIDIA H200"
     std::vector<std::string> names;
-    std::string error;            // why count is 0 (no driver, no device)
+    std::string error;            // why GPUs are missing (no driver, no device, an unreadable device)
 };
 
 GpuInventory gpu_inventory();

@@ -3,7 +3,6 @@
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provisioner/core/base64.h"
 #include "provisioner/vm/guest_contract.h"
 
 namespace kiln::smoke {
@@ -36,19 +36,6 @@ Result<Conn> open(const std::string& uri) {
     Conn c(virConnectOpen(uri.c_str()));
     if (!c) return make_error("smoke", "smoke.libvirt", "cannot connect to " + uri + ": " + last_libvirt_error(), true);
     return c;
-}
-
-std::string base64_decode(const std::string& in) {
-    std::string out(in.size() / 4 * 3 + 3, '\0');
-    int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-    if (n < 0) return {};
-    size_t len = static_cast<size_t>(n);
-    // EVP_DecodeBlock counts padding as zero bytes: drop them.
-    if (!in.empty() && in.back() == '=') --len;
-    if (in.size() > 1 && in[in.size() - 2] == '=') --len;
-    out.resize(len);
-    return out;
 }
 
 // One agent command; the reply's "return" member.
@@ -137,8 +124,8 @@ Result<std::vector<RankOutput>> GuestAgentTransport::run(const config::Node& nod
             if (!st) continue;  // the agent may be busy: ask again until the deadline
             if (!st->value("exited", false)) continue;
             out[i].exit_code = st->value("exitcode", -1);
-            out[i].out = base64_decode(st->value("out-data", ""));
-            out[i].err = base64_decode(st->value("err-data", ""));
+            out[i].out = base64_decode(st->value("out-data", "")).value_or("");
+            out[i].err = base64_decode(st->value("err-data", "")).value_or("");
             done[i] = true;
             --remaining;
         }

@@ -50,4 +50,50 @@ Result<std::vector<std::string>> RingMeeting::meet(engine::StageContext& ctx, co
     }
 }
 
+Result<std::map<std::string, nlohmann::json>> RingMeeting::exchange(engine::StageContext& ctx,
+                                                                    const std::string& topic,
+                                                                    const std::vector<std::string>& members,
+                                                                    nlohmann::json value) {
+    const std::string key = board_key(topic, members);
+    const std::string& self = ctx.node().name;
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& slot = boards_[key];
+    if (!slot) slot = std::make_shared<Board>();
+    std::shared_ptr<Board> b = slot;
+    b->posted[self] = std::move(value);
+    cv_.notify_all();
+    for (;;) {
+        bool waiting = false;
+        for (const auto& n : members)
+            if (!b->posted.count(n) && ctx.node_pending(n)) waiting = true;
+        if (!waiting) {
+            auto out = b->posted;
+            // The last reader clears the board for the next run.
+            if (++b->taken == b->posted.size())
+                if (auto it = boards_.find(key); it != boards_.end() && it->second == b) boards_.erase(it);
+            return out;
+        }
+        if (ctx.should_stop())
+            return make_error("smoke", "smoke.ring", "the shared smoke ring's nodes did not all report (" + topic + ")");
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+}
+
+std::string RingMeeting::board_key(const std::string& topic, const std::vector<std::string>& members) const {
+    return fmt::format("{}@{}", topic, fmt::join(members, ","));
+}
+
+void RingMeeting::post(engine::StageContext& ctx, const std::string& topic, const std::vector<std::string>& members,
+                       nlohmann::json value) {
+    const std::string key = board_key(topic, members);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = boards_[key];
+    if (!slot) slot = std::make_shared<Board>();
+    std::shared_ptr<Board> b = slot;
+    b->posted[ctx.node().name] = std::move(value);
+    if (++b->taken == b->posted.size())
+        if (auto it = boards_.find(key); it != boards_.end() && it->second == b) boards_.erase(it);
+    cv_.notify_all();
+}
+
 }  // namespace kiln::smoke

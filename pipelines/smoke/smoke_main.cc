@@ -18,6 +18,7 @@
 
 #include "pipelines/smoke/check_json.h"
 #include "pipelines/smoke/cpu_checks.h"
+#include "pipelines/smoke/gpu_health.h"
 #include "pipelines/smoke/ring_allreduce.h"
 #include "pipelines/smoke/tcp_ring.h"
 #include "pipelines/smoke/thresholds.h"
@@ -26,6 +27,7 @@
 #include "pipelines/smoke/gpu_checks.h"
 #endif
 #include "pipelines/smoke/default_floors.h"  // generated: kDefaultFloors, floors.json's text
+#include "provisioner/vm/guest_contract.h"          // kGuestSmokeConfigPath
 
 namespace {
 
@@ -46,6 +48,29 @@ int usage_error(const std::string& m) {
     return 2;
 }
 
+// How many GPUs the VM was given: the "gpus" member of the vm stage's
+// config. 0 when the file is absent (not a kiln VM) and `required` is false.
+bool expected_gpus(const std::string& path, bool required, int* out, std::string* err) {
+    std::string text;
+    *out = 0;
+    if (!read_text(path, &text)) {
+        if (required) *err = "cannot read --vm-config " + path;
+        return !required;
+    }
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        *err = path + ": not a JSON object";
+        return false;
+    }
+    if (!j.contains("gpus")) return true;
+    if (!j["gpus"].is_number_integer() || j["gpus"].get<int>() < 0) {
+        *err = path + ": \"gpus\" must be a count";
+        return false;
+    }
+    *out = j["gpus"].get<int>();
+    return true;
+}
+
 std::string hostname() {
     char buf[256] = {};
     gethostname(buf, sizeof buf - 1);
@@ -58,6 +83,8 @@ int main(int argc, char** argv) {
     CLI::App app{"kiln-smoke: health checks, all-reduce and a short training run; one JSON document on stdout"};
     int rank = 0;
     std::string peers_text, listen_addr = "0.0.0.0", backend = "auto", profile, floors_file, config_file, host;
+    std::string vm_config = kiln::vm::kGuestSmokeConfigPath;
+    int expect_gpus = -1;
     int listen_port = 0;
     std::vector<std::string> overrides;
     double check_timeout_s = 120, connect_timeout_s = 60;
@@ -73,6 +100,12 @@ int main(int argc, char** argv) {
     app.add_option("--profile", profile, "floors profile (cpu, A100, H100, H200; default: by backend and GPU model)");
     app.add_option("--floors", floors_file, "floors data file instead of the built-in one");
     app.add_option("--config", config_file, R"(JSON {"profile": P, "thresholds": {CHECK: number}} from kiln)");
+    auto* vm_config_opt = app.add_option("--vm-config", vm_config,
+                                         "the VM's config from kiln's vm stage; its \"gpus\" is how many GPUs "
+                                         "the VM was given (absent at the default path: not known)")
+                              ->capture_default_str();
+    app.add_option("--expect-gpus", expect_gpus, "GPUs the VM was given (instead of --vm-config's)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--threshold", overrides, "CHECK=VALUE, overriding the floors (repeatable)");
     app.add_option("--check-timeout", check_timeout_s, "seconds each check may take")->capture_default_str();
     app.add_option("--connect-timeout", connect_timeout_s, "seconds to wait for the peers")->capture_default_str();
@@ -110,6 +143,9 @@ int main(int argc, char** argv) {
     if (!floors_file.empty() && !read_text(floors_file, &floors_text))
         return usage_error("cannot read --floors " + floors_file);
     if (!thresholds.load_floors(floors_text, &err)) return usage_error(err);
+
+    if (expect_gpus < 0 && !expected_gpus(vm_config, vm_config_opt->count() > 0, &expect_gpus, &err))
+        return usage_error(err);
 
     Report report;
     report.host = host.empty() ? hostname() : host;
@@ -169,10 +205,7 @@ int main(int argc, char** argv) {
 
     if (use_cuda) {
 #ifdef KILN_SMOKE_WITH_CUDA
-        Check count{"gpu_count", static_cast<double>(inventory.count), std::nullopt, "GPUs", ">="};
-        count.verdict = inventory.count > 0 ? Verdict::Pass : Verdict::Fail;
-        count.detail = inventory.count > 0 ? inventory.model : inventory.error;
-        add({count});
+        add({gpu_count_check(inventory.count, expect_gpus, inventory.model, inventory.error)});
         if (inventory.count > 0) {
             GpuOptions go;
             go.iterations = iterations;
@@ -183,6 +216,16 @@ int main(int argc, char** argv) {
         }
 #endif
     } else {
+        // A VM given GPUs that this run cannot use fails, whatever the CPU
+        // checks say: a CPU pass would hide the missing GPUs.
+        if (expect_gpus > 0) {
+#ifdef KILN_SMOKE_WITH_CUDA
+            const std::string why = backend == "cpu" ? "--backend cpu" : inventory.error;
+#else
+            const std::string why = "this kiln-smoke was built without CUDA and NCCL";
+#endif
+            add({gpu_count_check(0, expect_gpus, "", why)});
+        }
         add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes, repeat)}; }));
         add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n, repeat, gemm_slowdown)}; }));
         add(run_bounded({"loss_drop_fraction"}, bound, [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 namespace kiln::smoke {
 
 namespace fs = std::filesystem;
@@ -51,6 +53,8 @@ std::string describe_failures(const nlohmann::json& result) {
             std::snprintf(buf, sizeof buf, " %.4g %s %.4g %s", f["figure"].get<double>(), ceiling ? ">" : "<",
                           f["threshold"].get<double>(), f.value("unit", "").c_str());
             one += buf;
+            if (f.contains("relative") && f["relative"].is_number())
+                one += fmt::format(" ({:.2f} of the ring's median)", f["relative"].get<double>());
         } else if (!f.value("detail", "").empty()) {
             one += ": " + f.value("detail", "");
         }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "pipelines/smoke/check_json.h"
+#include "pipelines/smoke/relative_verdict.h"
 #include "pipelines/smoke/smoke_result_store.h"
 #include "provisioner/journal/store.h"
 
@@ -59,7 +60,73 @@ Result<std::vector<engine::Action>> SmokeStage::plan(engine::StageContext& ctx, 
     return std::vector<engine::Action>{a};
 }
 
-void judge_result(json& result, const std::map<std::string, double>& thresholds) {
+namespace {
+
+// This node's VM entries with the node named, as a ring's are.
+json own_vms(const json& result) {
+    json out = json::array();
+    for (auto v : result["vms"]) {
+        v["node"] = result.value("node", "");
+        out.push_back(std::move(v));
+    }
+    return out;
+}
+
+// Every floor-type figure of the ring, by check: "node/vm" -> figure.
+std::map<std::string, std::vector<Sample>> ring_figures(const json& ring) {
+    std::map<std::string, std::vector<Sample>> out;
+    for (const auto& v : ring) {
+        if (!v.contains("report") || !v["report"].is_object()) continue;
+        const std::string member = v.value("node", "") + "/" + v.value("vm", "");
+        for (const auto& c : v["report"].value("checks", json::array()))
+            if (c.value("compare", ">=") == ">=" && c.value("verdict", "") != "skip" && c.contains("figure") &&
+                c["figure"].is_number())
+                out[c.value("name", "")].push_back({member, c["figure"].get<double>()});
+    }
+    return out;
+}
+
+void judge_relative(json& result, const RelativePolicy& policy, const json& ring, json& failed) {
+    const std::string node = result.value("node", "");
+    json checks = json::object();
+    json warnings = json::array();
+    for (const auto& [name, samples] : ring_figures(ring)) {
+        auto cmp = compare_with_median(samples, policy.floor);
+        if (!cmp) {
+            checks[name] = {{"n", samples.size()},
+                            {"note", fmt::format("not compared: fewer than {} figures or no positive median",
+                                                 kMinRelativeSamples)}};
+            continue;
+        }
+        json members = json::array();
+        for (const auto& st : cmp->standings) {
+            members.push_back({{"member", st.member},
+                               {"figure", st.figure},
+                               {"fraction", st.fraction},
+                               {"robust_z", st.robust_z ? json(*st.robust_z) : json(nullptr)},
+                               {"below", st.below}});
+            if (!st.below || st.member.rfind(node + "/", 0) != 0) continue;
+            json entry = {{"vm", st.member.substr(node.size() + 1)},
+                          {"name", name},
+                          {"figure", st.figure},
+                          {"threshold", policy.floor * cmp->spread.median},
+                          {"compare", ">="},
+                          {"relative", st.fraction},
+                          {"detail", fmt::format("{:.2f} of the median {:.4g} over {} VMs (relative_floor {})",
+                                                 st.fraction, cmp->spread.median, cmp->spread.n, policy.floor)}};
+            (policy.fail ? failed : warnings).push_back(std::move(entry));
+        }
+        checks[name] = {{"n", cmp->spread.n}, {"median", cmp->spread.median}, {"mad", cmp->spread.mad},
+                        {"members", members}};
+    }
+    result["relative"] = {{"floor", policy.floor}, {"verdict", policy.fail ? "fail" : "warn"}, {"checks", checks}};
+    result["warnings"] = warnings;
+}
+
+}  // namespace
+
+void judge_result(json& result, const std::map<std::string, double>& thresholds, const RelativePolicy& relative,
+                  const json& ring) {
     json failed = json::array();
     std::set<std::string> seen;
     for (const auto& vmr : result["vms"]) {
@@ -72,20 +139,30 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds)
             const std::string name = c.value("name", "");
             seen.insert(name);
             std::string verdict = c.value("verdict", "fail");
+            std::string detail = c.value("detail", "");
+            json figure = c.value("figure", json(nullptr));
             json threshold = c.contains("threshold") ? c["threshold"] : json(nullptr);
-            // The fleet's threshold is the one that counts, whatever the guest used.
-            if (auto it = thresholds.find(name); it != thresholds.end() && verdict != "skip") {
+            // The fleet's threshold is the one that counts, whatever the guest
+            // used; a check it names must have measured something to hold
+            // against it (a skip or a missing figure is not a pass).
+            if (auto it = thresholds.find(name); it != thresholds.end()) {
                 threshold = it->second;
-                if (c.contains("figure") && c["figure"].is_number() && verdict == "pass") {
+                const bool measured = c.contains("figure") && c["figure"].is_number();
+                if (verdict == "skip" || (verdict == "pass" && !measured)) {
+                    detail = "did not measure, and the fleet sets a threshold for it" +
+                             (detail.empty() ? std::string() : ": " + detail);
+                    verdict = "fail";
+                    figure = nullptr;  // a skip's 0 is no figure
+                } else if (verdict == "pass") {
                     const double f = c["figure"].get<double>();
                     const bool ok = c.value("compare", ">=") == "<=" ? f <= it->second : f >= it->second;
                     if (!ok) verdict = "fail";
                 }
             }
             if (verdict == "fail")
-                failed.push_back({{"vm", vm}, {"name", name}, {"figure", c.value("figure", json(nullptr))},
+                failed.push_back({{"vm", vm}, {"name", name}, {"figure", figure},
                                   {"threshold", threshold}, {"unit", c.value("unit", "")},
-                                  {"compare", c.value("compare", ">=")}, {"detail", c.value("detail", "")}});
+                                  {"compare", c.value("compare", ">=")}, {"detail", detail}});
         }
     }
     // A threshold for a check no VM reported: an old kiln-smoke, a typo, a
@@ -94,6 +171,9 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds)
         if (!seen.count(name))
             failed.push_back({{"vm", "*"}, {"name", name}, {"threshold", value},
                               {"detail", "no VM reported this check"}});
+    result.erase("relative");
+    result.erase("warnings");
+    if (relative.floor > 0) judge_relative(result, relative, ring.is_array() ? ring : own_vms(result), failed);
     result["failed"] = failed;
     result["verdict"] = failed.empty() ? "pass" : "fail";
 }
@@ -116,6 +196,11 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
         if (!m) return m.error();
         met = *m;
     }
+    // Once met, the others wait for this node's figures: an error still posts.
+    auto leave_ring = [&](Error e) -> Error {
+        if (met.size() > 1) meeting_->post(ctx, "figures", met, nullptr);
+        return e;
+    };
     // Every VM of the ring in rank order (node order in the fleet, then VM
     // index) with its fleet-wide ordinal (guest_contract.h). Ordinals count
     // every node's VMs, in the ring or not.
@@ -132,7 +217,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
         const bool member = std::find(met.begin(), met.end(), n.name) != met.end();
         if (member) --members_left;
         if (!listed) {
-            if (member) return listed.error();
+            if (member) return leave_ring(listed.error());
             continue;
         }
         for (size_t k = 0; k < listed->size(); ++k, ++ordinal)
@@ -145,9 +230,12 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     }
     std::map<std::string, double> thresholds;
     std::chrono::milliseconds timeout{std::chrono::minutes(20)};
+    RelativePolicy relative;
     if (auto it = fleet.smoke.find(ctx.node().smoke); it != fleet.smoke.end()) {
         thresholds = it->second.thresholds;
         timeout = it->second.timeout;
+        relative.floor = it->second.relative_floor;
+        relative.fail = it->second.relative_verdict == "fail";
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - engine::StageContext::Clock::now());
     timeout = std::max(std::chrono::milliseconds(1000), std::min(timeout, left));
@@ -179,7 +267,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
                                               ring_vms.size(), fmt::join(met, ", "))
                                 : fmt::format("kiln-smoke on {} VM(s)", ranks.size()));
     auto outputs = transport.run(ctx.node(), ranks, timeout);
-    if (!outputs) return outputs.error();
+    if (!outputs) return leave_ring(outputs.error());
 
     json vm_results = json::array();
     for (size_t k = 0; k < outputs->size(); ++k) {
@@ -208,7 +296,18 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     json th = json::object();
     for (const auto& [k, v] : thresholds) th[k] = v;
     result["thresholds"] = th;
-    judge_result(result, thresholds);
+    // A shared ring's figures come from every node of it: each node judges
+    // its own VMs against the whole ring's distribution.
+    json ring_vms_seen = nullptr;
+    if (met.size() > 1) {
+        auto all = meeting_->exchange(ctx, "figures", met, own_vms(result));
+        if (!all) return all.error();
+        ring_vms_seen = json::array();
+        for (const auto& [node, entries] : *all)
+            if (entries.is_array())
+                for (const auto& e : entries) ring_vms_seen.push_back(e);
+    }
+    judge_result(result, thresholds, relative, ring_vms_seen);
     return result;
 }
 

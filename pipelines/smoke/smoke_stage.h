@@ -49,8 +49,19 @@ private:
     std::shared_ptr<RingMeeting> meeting_ = std::make_shared<RingMeeting>();
 };
 
+// [smoke.NAME] relative_floor and relative_verdict (0: no relative verdicts).
+struct RelativePolicy {
+    double floor = 0;
+    bool fail = true;  // false: warn
+};
+
 // Holds every rank's checks against the fleet's thresholds and fills
-// "verdict" and "failed". Exposed for tests.
-void judge_result(nlohmann::json& result, const std::map<std::string, double>& thresholds);
+// "verdict" and "failed"; with a relative floor, also holds each of this
+// node's floor-type figures against the median over `ring` (every VM entry
+// of the ring, {"node", "vm", "report"}, this node's among them; null: this
+// node's VMs) and fills "relative" (the distribution and where each VM
+// sits) and "warnings". Exposed for tests.
+void judge_result(nlohmann::json& result, const std::map<std::string, double>& thresholds,
+                  const RelativePolicy& relative = {}, const nlohmann::json& ring = nullptr);
 
 }  // namespace kiln::smoke

@@ -265,6 +265,9 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
             return {{"profile", node.smoke}, {"thresholds", json::object()}, {"timeout_ms", 0}};
         json in = {
             {"profile", node.smoke}, {"thresholds", it->second.thresholds}, {"timeout_ms", it->second.timeout.count()}};
+        // Only when set, so that profiles without it keep the digest they had.
+        if (it->second.relative_floor > 0)
+            in["relative"] = {{"floor", it->second.relative_floor}, {"verdict", it->second.relative_verdict}};
         // Only for shared rings, so that node rings keep the digest they had.
         if (it->second.scope != "node") {
             json ring = json::array();

@@ -138,6 +138,10 @@ struct SmokeProfile {
     // node of a rack with this profile) or "fleet" (every node with it).
     std::string scope = "node";
     SourcePos scope_pos;  // line 0: not written
+    // Fleet-relative verdicts (docs/smoke.md): a VM whose floor-type figure
+    // is below this fraction of the ring's median warns or fails. 0: off.
+    double relative_floor = 0;
+    std::string relative_verdict = "fail";  // warn | fail
     SourcePos pos;
 };
 

@@ -858,6 +858,13 @@ struct Loader {
                 p.scope = *v;
                 p.scope_pos = ctx.pos(r.table().get("scope")->source());
             }
+            if (auto v = r.number("relative_floor")) {
+                if (*v > 0 && *v < 1) p.relative_floor = *v;
+                else
+                    ctx.error(r.table().get("relative_floor")->source(), r.key_path("relative_floor"),
+                              "must be a fraction of the median between 0 and 1 (e.g. 0.9)");
+            }
+            if (auto v = r.choice("relative_verdict", {"warn", "fail"})) p.relative_verdict = *v;
             if (const toml::table* th = r.table("thresholds")) {
                 TableReader tr(ctx, *th, r.key_path("thresholds"));
                 for (const auto& [k, v] : *th) {

@@ -16,11 +16,11 @@
 
 #include "provisioner/core/command.h"
 #include "provisioner/core/result.h"
+#include "provisioner/vm/guest_contract.h"  // kGuestSmokeConfigPath
 
 namespace kiln::vm {
 
 inline constexpr const char* kGuestNcclTopoPath = "/etc/kiln/nccl-topo.xml";
-inline constexpr const char* kGuestSmokeConfigPath = "/etc/kiln/smoke.json";
 
 struct SeedConfig {
     std::string instance_id;  // changes with every new disk so cloud-init runs again

@@ -23,6 +23,16 @@ inline constexpr const char* kReadyMarker = "KILN_READY";
 // Where kiln-smoke is installed in every guest image.
 inline constexpr const char* kGuestSmokePath = "/usr/local/bin/kiln-smoke";
 
+// The VM's smoke config, written by the vm stage's cloud-init seed: the
+// ring's peers, and "gpus", how many GPUs the VM was given (kiln-smoke
+// fails when it finds fewer).
+inline constexpr const char* kGuestSmokeConfigPath = "/etc/kiln/smoke.json";
+
+// The guest's readiness marker line is also written here (a tmpfs, so a
+// boot clears it as a start clears the serial log): on a remote hypervisor,
+// whose serial log kiln cannot read, kiln reads it through the guest agent.
+inline constexpr const char* kReadyFile = "/run/kiln-ready";
+
 // Guests use QEMU user networking (no bridge, no host routes): the host is
 // 10.0.2.2 from inside. For the smoke job's rank-to-rank TCP, each VM gets a
 // host port forward 127.0.0.1:<port> -> guest:kGuestSmokePort; ranks in other

@@ -1,6 +1,6 @@
 // The hypervisor a node's VMs run on, as the vm stage needs it: define,
 // start, stop, undefine and look up domains by name, and read what a
-// guest wrote to its serial console. LibvirtHypervisor (libvirt's C API,
+// guest wrote to its serial console or, through its agent, to a file. LibvirtHypervisor (libvirt's C API,
 // local or qemu+ssh://) is the real one; tests/vm/fake_hypervisor.h fakes
 // it for unit tests. No virsh anywhere in the product.
 #pragma once
@@ -42,6 +42,11 @@ public:
     // Everything the guest has written to its first serial port since it
     // last started (the domain's <serial><log file=...>).
     virtual Result<std::string> serial_output(const std::string& name) = 0;
+    // A small file inside the running guest, read through the QEMU guest
+    // agent (which, unlike the serial log, works on a remote connection).
+    // Error code "agent" when the agent cannot answer yet or the file is
+    // not there: a guest still booting.
+    virtual Result<std::string> guest_file(const std::string& name, const std::string& path) = 0;
 };
 
 }  // namespace kiln::vm

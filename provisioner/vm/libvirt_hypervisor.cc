@@ -1,11 +1,16 @@
 #include "provisioner/vm/libvirt_hypervisor.h"
 
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
 #include <fstream>
 #include <mutex>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "provisioner/core/base64.h"
 
 namespace kiln::vm {
 
@@ -206,6 +211,42 @@ Result<std::string> LibvirtHypervisor::serial_output(const std::string& name) {
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+namespace {
+
+constexpr int kAgentTimeoutS = 10;   // per agent command
+constexpr int kGuestFileMax = 64 * 1024;  // a marker line, not a log
+
+// One guest agent command; its reply's "return" member.
+Result<nlohmann::json> agent_call(virDomainPtr dom, const nlohmann::json& command) {
+    std::unique_ptr<char, CharFree> reply(
+        virDomainQemuAgentCommand(dom, command.dump().c_str(), kAgentTimeoutS, 0));
+    if (!reply) return last_error("guest agent " + command.value("execute", ""), "agent");
+    auto j = nlohmann::json::parse(reply.get(), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("return"))
+        return make_error("libvirt", "agent", "guest agent " + command.value("execute", "") + ": unexpected reply");
+    return j["return"];
+}
+
+}  // namespace
+
+Result<std::string> LibvirtHypervisor::guest_file(const std::string& name, const std::string& path) {
+    auto d = conn_->domain(name);
+    if (!d) return d.error();
+    auto opened = agent_call(d->get(), {{"execute", "guest-file-open"}, {"arguments", {{"path", path}, {"mode", "r"}}}});
+    if (!opened) return opened.error();
+    if (!opened->is_number_integer()) return make_error("libvirt", "agent", "guest-file-open " + path + ": no handle");
+    const int64_t handle = opened->get<int64_t>();
+    auto read = agent_call(d->get(), {{"execute", "guest-file-read"},
+                                      {"arguments", {{"handle", handle}, {"count", kGuestFileMax}}}});
+    // Close whatever the read did: the agent keeps handles until told.
+    auto closed = agent_call(d->get(), {{"execute", "guest-file-close"}, {"arguments", {{"handle", handle}}}});
+    if (!read) return read.error();
+    if (!closed) return closed.error();
+    auto text = base64_decode(read->value("buf-b64", ""));
+    if (!text) return make_error("libvirt", "agent", "guest-file-read " + path + ": bad base64 in the reply");
+    return *text;
 }
 
 }  // namespace kiln::vm

@@ -31,6 +31,7 @@ public:
     Result<std::string> definition(const std::string& name) override;
     Result<std::vector<std::string>> list_names() override;
     Result<std::string> serial_output(const std::string& name) override;
+    Result<std::string> guest_file(const std::string& name, const std::string& path) override;
 
 private:
     struct Conn;

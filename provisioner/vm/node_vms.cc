@@ -129,6 +129,7 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
                         {"host_port", v.smoke_host_port},
                         {"host_address", "10.0.2.2"},
                         {"world_size", peers.size()},
+                        {"gpus", vm.gpus().size()},
                         {"peers", peers},
                         {"nccl_topo_file", kGuestNcclTopoPath}};
         v.options = domain_options(out.placement, v.name);

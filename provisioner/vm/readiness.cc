@@ -47,6 +47,33 @@ std::optional<ReadyMarker> find_ready_marker(const std::string& serial) {
     return found;
 }
 
+Result<ReadyObservation> observe_ready(Hypervisor& hv, const std::string& name) {
+    ReadyObservation o;
+    auto serial = hv.serial_output(name);
+    std::string text;
+    if (serial) {
+        o.source = "serial log";
+        text = *serial;
+        o.not_yet = last_line(text);
+        o.not_yet = o.not_yet.empty() ? "its serial log is empty" : "last serial line: " + o.not_yet;
+    } else if (serial.error().code == "remote_serial") {
+        o.source = "guest agent";
+        auto file = hv.guest_file(name, kReadyFile);
+        if (!file) {
+            if (file.error().code != "agent") return file.error();
+            o.not_yet = std::string(kReadyFile) + " through the guest agent: " + file.error().message;
+            return o;
+        }
+        text = *file;
+        o.not_yet = std::string(kReadyFile) + " holds no marker line";
+    } else {
+        return serial.error();
+    }
+    o.marker = find_ready_marker(text);
+    if (o.marker) o.not_yet.clear();
+    return o;
+}
+
 Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const ReadyWait& wait) {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + wait.timeout;
@@ -55,28 +82,26 @@ Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const Re
         return true;
     };
     for (;;) {
-        auto out = hv.serial_output(name);
-        if (!out) return out.error();
-        if (auto m = find_ready_marker(*out)) return *m;
+        auto seen = observe_ready(hv, name);
+        if (!seen) return seen.error();
+        if (seen->marker) return *seen->marker;
         auto info = hv.lookup(name);
         if (!info) return info.error();
         if (!*info || (*info)->state != DomainState::running) {
             const std::string state = *info ? state_name((*info)->state) : "gone";
             // It may have printed the marker just before stopping.
-            auto again = hv.serial_output(name);
-            if (again && find_ready_marker(*again)) return *find_ready_marker(*again);
-            const std::string tail = again ? last_line(*again) : "";
+            auto again = observe_ready(hv, name);
+            if (again && again->marker) return *again->marker;
+            const std::string why = again ? again->not_yet : seen->not_yet;
             return make_error("vm", "stopped",
-                              "domain " + name + " is " + state + " before it printed " + kReadyMarker +
-                                  (tail.empty() ? " (its serial log is empty)" : "; last serial line: " + tail));
+                              "domain " + name + " is " + state + " before it printed " + kReadyMarker + " (" + why + ")");
         }
         const auto now = Clock::now();
         if (now >= deadline) {
-            const std::string tail = last_line(*out);
             return make_error("vm", "not_ready",
                               "domain " + name + " printed no " + kReadyMarker + " within " +
                                   std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait.timeout).count()) +
-                                  " s" + (tail.empty() ? " (its serial log is empty)" : "; last serial line: " + tail),
+                                  " s (" + seen->not_yet + ")",
                               /*transient=*/true);
         }
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);

@@ -1,7 +1,10 @@
 // Readiness: the guest prints guest_contract.h's marker on its first serial
-// port ("KILN_READY {json}") once it is up. kiln reads the serial log
-// through the Hypervisor until the marker appears, the domain stops
-// running, the timeout passes, or the run is told to stop.
+// port ("KILN_READY {json}") once it is up, and writes the same line to
+// kReadyFile. kiln reads the serial log through the Hypervisor, or on a
+// remote connection (whose log it cannot read) the file through the guest
+// agent, until the marker appears, the domain stops running, the timeout
+// passes, or the run is told to stop. Readiness is always observed: no
+// connection makes a VM ready without its marker.
 #pragma once
 
 #include <chrono>
@@ -24,6 +27,17 @@ struct ReadyMarker {
 // The last marker line in serial output (a console may also carry kernel
 // messages and carriage returns); nullopt when there is none.
 std::optional<ReadyMarker> find_ready_marker(const std::string& serial);
+
+// One look at a guest: its marker if it has written one, else why not.
+struct ReadyObservation {
+    std::optional<ReadyMarker> marker;
+    std::string source;   // "serial log" | "guest agent"
+    std::string not_yet;  // no marker: the serial log's last line, or what the agent said
+};
+
+// Errors only when the hypervisor cannot be asked at all; an agent that
+// does not answer yet is a guest still booting (not_yet says so).
+Result<ReadyObservation> observe_ready(Hypervisor& hv, const std::string& name);
 
 struct ReadyWait {
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};

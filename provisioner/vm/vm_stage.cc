@@ -138,8 +138,10 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
             if ((*info)->state == DomainState::running) {
                 // A run stopped while it waited leaves a running VM that has
                 // not printed the marker yet: the plan waits for it again.
-                auto serial = (*hv)->serial_output(v.name);
-                o["ready"] = serial ? find_ready_marker(*serial).has_value() : serial.error().code == "remote_serial";
+                // Remote or local, the marker is seen before a VM counts as ready.
+                auto seen = observe_ready(**hv, v.name);
+                if (!seen) return seen.error();
+                o["ready"] = seen->marker.has_value();
             }
         }
         list.push_back(o);
@@ -258,10 +260,7 @@ Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const Node
         w.timeout = vms.shape->boot_timeout;
         w.sleep = [&ctx](std::chrono::milliseconds d) { return ctx.wait_for(d); };
         auto r = dm.wait_ready(name, w);
-        if (!r) {
-            if (r.error().code == "remote_serial") continue;  // verify checks running
-            return r.error();
-        }
+        if (!r) return r.error();
         ctx.event("ready", name + ": " + r->line);
     }
     return ok_status();
@@ -336,13 +335,11 @@ Status VmStage::verify(engine::StageContext& ctx) {
         auto xml = (*hv)->definition(v.name);
         if (!xml) return xml.error();
         if (stamped_hash(*xml) != v.desired_hash) return make_error("vm", "verify", v.name + " is not the wanted definition");
-        auto serial = (*hv)->serial_output(v.name);
-        if (!serial) {
-            if (serial.error().code == "remote_serial") continue;
-            return serial.error();
-        }
-        if (!find_ready_marker(*serial)) {
-            return make_error("vm", "verify", v.name + " is running but has not printed " + std::string(kReadyMarker));
+        auto seen = observe_ready(**hv, v.name);
+        if (!seen) return seen.error();
+        if (!seen->marker) {
+            return make_error("vm", "verify", v.name + " is running but has not printed " + std::string(kReadyMarker) +
+                                                  " (" + seen->source + ": " + seen->not_yet + ")");
         }
     }
     const AcsScope acs = acs_scope(*vms);

@@ -84,6 +84,36 @@ TEST_CASE("a --config file sets thresholds and a ceiling fails when exceeded") {
     CHECK(r.exit_code == 1);
 }
 
+TEST_CASE("a VM given GPUs that kiln-smoke cannot use fails gpu_count, from the flag or the vm stage's config") {
+    auto r = run_child(one_rank({"--expect-gpus", "2"}));
+    CHECK(r.exit_code == 1);
+    auto doc = parse(r);
+    CHECK(doc["verdict"] == "fail");
+    const json* c = find_check(doc, "gpu_count");
+    REQUIRE(c);
+    CHECK((*c)["verdict"] == "fail");
+    CHECK((*c)["figure"] == 0);
+    CHECK((*c)["threshold"] == 2);
+
+    char path[] = "/tmp/kiln-smoke-vm-XXXXXX";
+    const int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    std::ofstream(path) << R"({"node": "a", "gpus": 1})";
+    auto from_file = parse(run_child(one_rank({"--vm-config", path})));
+    const json* f = find_check(from_file, "gpu_count");
+    REQUIRE(f);
+    CHECK((*f)["verdict"] == "fail");
+    // A CPU-only VM ("gpus": 0) has no gpu_count check to fail.
+    std::ofstream(path) << R"({"node": "a", "gpus": 0})";
+    auto cpu = parse(run_child(one_rank({"--vm-config", path})));
+    CHECK(find_check(cpu, "gpu_count") == nullptr);
+    CHECK(cpu["verdict"] == "pass");
+    std::remove(path);
+    // An explicit config that is not there is bad usage.
+    CHECK(run_child(one_rank({"--vm-config", "/nonexistent/smoke.json"})).exit_code == 2);
+}
+
 TEST_CASE("bad usage exits 2 with a message and no document") {
     auto r = run_child({KILN_SMOKE_BINARY, "--threshold", "nonsense"});
     CHECK(r.exit_code == 2);

@@ -98,6 +98,36 @@ TEST_CASE("judging: the fleet threshold wins and a threshold nobody reported fai
     CHECK(kiln::smoke::describe_failures(result).find("no VM reported") != std::string::npos);
 }
 
+TEST_CASE("judging: a check the fleet holds to a threshold fails when it skipped or has no figure") {
+    auto one = [](json check) {
+        return json{{"vms", json::array({{{"vm", "kiln-a-vm0"}, {"report", {{"checks", json::array({check})}}}}})}};
+    };
+    // One rank: the all-reduce did not run. Without a fleet threshold that
+    // is no failure; with one the node fails, and says why.
+    json skipped = one({{"name", "allreduce_busbw_gbps"},
+                        {"figure", 0.0},
+                        {"threshold", 0.001},
+                        {"compare", ">="},
+                        {"verdict", "skip"},
+                        {"detail", "one rank: no peers to reduce with"}});
+    kiln::smoke::judge_result(skipped, {});
+    CHECK(skipped["verdict"] == "pass");
+    kiln::smoke::judge_result(skipped, {{"allreduce_busbw_gbps", 0.0005}});
+    CHECK(skipped["verdict"] == "fail");
+    REQUIRE(skipped["failed"].size() == 1);
+    CHECK(skipped["failed"][0]["figure"].is_null());
+    const std::string why = kiln::smoke::describe_failures(skipped);
+    CHECK(why.find("did not measure") != std::string::npos);
+    CHECK(why.find("one rank") != std::string::npos);
+
+    // A "pass" with no figure (an old or broken guest) is not a measurement.
+    json bare = one({{"name", "x"}, {"figure", nullptr}, {"verdict", "pass"}});
+    kiln::smoke::judge_result(bare, {});
+    CHECK(bare["verdict"] == "pass");
+    kiln::smoke::judge_result(bare, {{"x", 1.0}});
+    CHECK(bare["verdict"] == "fail");
+}
+
 namespace {
 
 // A stage before smoke that fails on the nodes named, and does nothing else.

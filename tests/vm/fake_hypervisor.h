@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "provisioner/vm/guest_contract.h"
 #include "provisioner/vm/hypervisor.h"
 
 namespace kiln::vm::test {
@@ -18,6 +19,10 @@ public:
     };
     std::map<std::string, Dom> domains;
     std::map<std::string, std::string> serial;  // name -> what the guest printed
+    // name -> path -> content, as the guest agent reads them (a running guest only)
+    std::map<std::string, std::map<std::string, std::string>> guest_files;
+    // A remote connection: the serial log is out of reach, the agent is not.
+    bool remote = false;
     std::vector<std::string> calls;             // "define kiln-n-vm0", "start ...", ...
     // Written to serial on start, as a booting guest would ("" = nothing).
     std::string boot_output = "KILN_READY {\"fake\":true}\n";
@@ -39,6 +44,9 @@ public:
         if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
         it->second.state = DomainState::running;
         serial[name] = boot_output;
+        // The guest writes its marker line to the ready file as well.
+        guest_files[name] = {};
+        if (!boot_output.empty()) guest_files[name][kReadyFile] = boot_output;
         return ok_status();
     }
     Status stop(const std::string& name) override {
@@ -46,6 +54,7 @@ public:
         auto it = domains.find(name);
         if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
         it->second.state = DomainState::shutoff;
+        guest_files.erase(name);  // /run is a tmpfs
         return ok_status();
     }
     Status undefine(const std::string& name) override {
@@ -68,7 +77,21 @@ public:
         for (const auto& [n, d] : domains) out.push_back(n);
         return out;
     }
-    Result<std::string> serial_output(const std::string& name) override { return serial[name]; }
+    Result<std::string> serial_output(const std::string& name) override {
+        if (remote) return make_error("libvirt", "remote_serial", "serial log of " + name + " is on the remote host");
+        return serial[name];
+    }
+    Result<std::string> guest_file(const std::string& name, const std::string& path) override {
+        calls.push_back("guest_file " + name + " " + path);
+        auto it = domains.find(name);
+        if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
+        if (it->second.state != DomainState::running)
+            return make_error("libvirt", "agent", "guest agent: domain is not running");
+        auto f = guest_files[name].find(path);
+        if (f == guest_files[name].end())
+            return make_error("libvirt", "agent", "guest agent guest-file-open: No such file or directory");
+        return f->second;
+    }
 
     static std::string name_of(const std::string& xml) {
         const size_t a = xml.find("<name>");

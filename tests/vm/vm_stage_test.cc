@@ -32,6 +32,7 @@ public:
     Result<std::string> definition(const std::string& n) override { return h_.definition(n); }
     Result<std::vector<std::string>> list_names() override { return h_.list_names(); }
     Result<std::string> serial_output(const std::string& n) override { return h_.serial_output(n); }
+    Result<std::string> guest_file(const std::string& n, const std::string& p) override { return h_.guest_file(n, p); }
 
 private:
     Hypervisor& h_;
@@ -323,7 +324,7 @@ TEST_CASE("a running VM that has not printed its marker is waited for again, and
     f.hv.serial["kiln-gpu-01-vm1"] = "Booting Linux\n";
     const auto plan = planned(stage, ctx);
     CHECK(ids(plan) == std::vector<std::string>{"ready:kiln-gpu-01-vm1"});
-    CHECK(stage.verify(ctx).error().message == "kiln-gpu-01-vm1 is running but has not printed KILN_READY");
+    CHECK(stage.verify(ctx).error().message.find("kiln-gpu-01-vm1 is running but has not printed KILN_READY") == 0);
     f.hv.serial["kiln-gpu-01-vm1"] = "KILN_READY host=kiln-gpu-01-vm1\n";
     REQUIRE(stage.apply(ctx, plan.front()).ok());
     REQUIRE(stage.verify(ctx).ok());
@@ -369,4 +370,29 @@ TEST_CASE("a live host without setpci fails the vm stage's observe by name", "[v
     auto obs = stage.observe(ctx);
     REQUIRE_FALSE(obs.ok());
     CHECK(obs.error().code == "setpci-missing");
+}
+
+TEST_CASE("on a remote connection readiness is read through the guest agent, never assumed", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    f.hv.remote = true;  // the serial log is on the other host
+    f.hv.boot_output = "";  // a guest that never writes its marker
+    f.fleet.vm["gpu"].boot_timeout = std::chrono::milliseconds(0);
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    auto s = run_stage(stage, ctx);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().code == "not_ready");
+    CHECK(s.error().message.find("/run/kiln-ready through the guest agent") != std::string::npos);
+    auto v = stage.verify(ctx);
+    REQUIRE_FALSE(v.ok());
+    CHECK(v.error().message.find("guest agent") != std::string::npos);
+    // Observed not ready: the plan waits for the VMs again.
+    CHECK(ids(planned(stage, ctx)) == std::vector<std::string>{"ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+
+    // The guests write their marker: seen through the agent, the stage is done.
+    for (const char* vm : {"kiln-gpu-01-vm0", "kiln-gpu-01-vm1"})
+        f.hv.guest_files[vm][kReadyFile] = "KILN_READY {\"cloud_init\":\"done\"}\n";
+    CHECK(planned(stage, ctx).empty());
+    REQUIRE(stage.verify(ctx).ok());
+    CHECK(f.hv.count("guest_file kiln-gpu-01-vm1 /run/kiln-ready") > 0);
 }

@@ -1,0 +1,91 @@
+// The GPU path's conclusions from what it read (gpu_health.h), with the
+// reads injected: no CUDA or NVML is needed to prove that an unreadable GPU
+// or a missing one fails.
+#include <catch2/catch.hpp>
+
+#include "pipelines/smoke/gpu_health.h"
+
+using namespace kiln::smoke;
+
+namespace {
+GpuRead healthy(const std::string& gpu) {
+    GpuRead r{gpu, {}};
+    r.health.remaps_supported = true;
+    r.health.reasons_supported = true;
+    return r;
+}
+const Check& named(const std::vector<Check>& cs, const std::string& name) {
+    for (const auto& c : cs)
+        if (c.name == name) return c;
+    FAIL("no check " << name);
+    return cs.front();
+}
+}  // namespace
+
+TEST_CASE("NVML health: healthy GPUs pass, a GPU whose read fails counts as bad in both checks") {
+    auto ok = nvml_health_checks("", {healthy("gpu0"), healthy("gpu1")});
+    CHECK(named(ok, "row_remaps_pending").verdict == Verdict::Pass);
+    CHECK(named(ok, "row_remaps_pending").figure == 0);
+    CHECK(named(ok, "clock_slowdown_reasons").verdict == Verdict::Pass);
+
+    GpuRead broken{"gpu1 0000:4f:00.0", {}};
+    broken.health.error = "nvmlDeviceGetHandleByPciBusId: GPU is lost";
+    auto cs = nvml_health_checks("", {healthy("gpu0"), broken});
+    for (const char* name : {"row_remaps_pending", "clock_slowdown_reasons"}) {
+        INFO(name);
+        Check c = named(cs, name);
+        CHECK(c.figure == 1);
+        c.threshold = 0;  // the floors' ceiling
+        c.judge();
+        CHECK(c.verdict == Verdict::Fail);
+        CHECK(c.detail.find("gpu1 0000:4f:00.0: unreadable: ") != std::string::npos);
+    }
+    // Every GPU unreadable: still a failure, never "not reported".
+    auto all = nvml_health_checks("", {broken});
+    Check c = named(all, "row_remaps_pending");
+    c.threshold = 0;
+    c.judge();
+    CHECK(c.verdict == Verdict::Fail);
+}
+
+TEST_CASE("NVML health: no NVML or no GPU fails, and a feature no GPU reports is a skip") {
+    for (const auto& c : nvml_health_checks("libnvidia-ml.so.1: cannot open shared object file", {healthy("gpu0")})) {
+        CHECK(c.verdict == Verdict::Fail);
+        CHECK(c.detail.find("NVML cannot be used") != std::string::npos);
+    }
+    for (const auto& c : nvml_health_checks("", {})) CHECK(c.verdict == Verdict::Fail);
+
+    GpuRead old{"gpu0", {}};  // a GPU without row remapping (before Ampere)
+    old.health.reasons_supported = true;
+    auto cs = nvml_health_checks("", {old});
+    CHECK(named(cs, "row_remaps_pending").verdict == Verdict::Skip);
+    CHECK(named(cs, "clock_slowdown_reasons").verdict == Verdict::Pass);
+
+    GpuRead hot = healthy("gpu0");
+    hot.health.reasons = 0x20;  // SW thermal slowdown
+    hot.health.remap_pending = 1;
+    auto bad = nvml_health_checks("", {hot});
+    CHECK(named(bad, "row_remaps_pending").figure == 1);
+    CHECK(named(bad, "clock_slowdown_reasons").figure == 1);
+}
+
+TEST_CASE("gpu_count: fewer usable GPUs than the VM was given fails, and none always fails") {
+    Check all = gpu_count_check(8, 8, "NVIDIA H200", "");
+    all.judge();
+    CHECK(all.verdict == Verdict::Pass);
+
+    Check short_one = gpu_count_check(7, 8, "NVIDIA H200", "gpu3: unspecified launch failure");
+    short_one.judge();
+    CHECK(short_one.verdict == Verdict::Fail);
+    CHECK(short_one.detail.find("7 of the 8 GPUs") != std::string::npos);
+    CHECK(short_one.detail.find("gpu3") != std::string::npos);
+
+    Check none = gpu_count_check(0, 0, "", "no GPU: no CUDA-capable device is detected");
+    none.judge();
+    CHECK(none.verdict == Verdict::Fail);
+
+    // Unknown expectation, GPUs there: a pass on what was found.
+    Check unknown = gpu_count_check(2, 0, "NVIDIA A100", "");
+    unknown.judge();
+    CHECK(unknown.verdict == Verdict::Pass);
+}
