@@ -47,9 +47,9 @@ case "$target" in
   fleet-config)
     sources=(provisioner/config/fuzz/fleet_config_fuzz.cc provisioner/config/fleet_config.cc
              provisioner/config/fleet_loader.cc provisioner/config/toml_reader.cc provisioner/config/toml_text_check.cc
-             provisioner/core/secret.cc
+             provisioner/core/secret.cc provisioner/journal/store_url.cc
              provisioner/core/sha256.cc)
-    watched=(scripts/fuzz.sh provisioner/config provisioner/core/secret.cc provisioner/core/secret.h provisioner/core/sha256.cc)
+    watched=(scripts/fuzz.sh provisioner/config provisioner/journal/store_url.cc provisioner/core/secret.cc provisioner/core/secret.h provisioner/core/sha256.cc)
     libs=(-lfmt -lcrypto)
     max_len=16384
     ;;

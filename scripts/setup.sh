@@ -12,6 +12,8 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev
   libcurl4-openssl-dev libssl-dev libfmt-dev catch2
   libyang2-dev libvirt-dev libmicrohttpd-dev
+  # journal: the PostgreSQL store (libpq) and a server for its tests and workers
+  libpq-dev postgresql
   # tools the tests and benchmarks call
   sqlite3 python3 libyang2-tools libvirt-clients openssl curl jq
   # network: SONiC's buffer and QoS templates rendered as sonic-cfggen does

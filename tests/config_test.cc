@@ -391,7 +391,7 @@ TEST_CASE("config: a firmware component's match and related_item, a node's bmc.s
 TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][errors]") {
     expect_one(*load_text("schema = 1\ncolour = \"blue\"\n[fleet]\nname = \"t\"\n"), 2, 1, "colour",
                "unknown key 'colour'; expected one of: artifact_server, bios, cabling, defaults, firmware, fleet, "
-               "handover, host_os, images, limits, network, nodes, racks, schema, smoke, switches, uplinks, vm");
+               "handover, host_os, images, limits, network, nodes, racks, schema, smoke, store, switches, uplinks, vm");
     expect_one(*load_text(kBase + "colour = \"blue\"\n"), 6, 1, "racks[0].colour",
                "unknown key 'colour'; expected one of: name, switches");
     expect_one(*load_text(kBase + "[limits]\nparralel = 4\n"), 7, 1, "limits.parralel",
@@ -865,4 +865,28 @@ TEST_CASE("config: a smoke profile's relative floor and what it does", "[config]
     expect_one(*load_text(with("relative_floor = 1.5\n")), 7, 18, "smoke.s.relative_floor",
                "must be a fraction of the median between 0 and 1");
     expect_one(*load_text(with("relative_verdict = \"ignore\"\n")), 7, 20, "smoke.s.relative_verdict", "warn");
+}
+
+TEST_CASE("config: the store table names a PostgreSQL journal, a password in its URL is refused masked", "[config][errors]") {
+    auto ok = load_text(kBase + "[store]\nurl = \"postgresql://kiln@db:5432/kiln?sslmode=require\"\n"
+                                "password = \"file:pg-pass\"\n");
+    expect_ok(*ok);
+    const auto& st = ok->result.fleet->store;
+    REQUIRE(st.has_value());
+    CHECK(st->url == "postgresql://kiln@db:5432/kiln?sslmode=require");
+    REQUIRE(st->password.has_value());
+    CHECK(st->password->reference() == "file:pg-pass");
+    CHECK_FALSE(load_text(kBase)->result.fleet->store.has_value());
+
+    auto in_url = load_text(kBase + "[store]\nurl = \"postgresql://kiln:hunter2@db/kiln\"\n");
+    expect_one(*in_url, 7, 7, "store.url", "postgresql://kiln:***@db/kiln carries a password");
+    CHECK(all_errors(*in_url).find("hunter2") == std::string::npos);
+    expect_one(*load_text(kBase + "[store]\nurl = \"postgresql://db/kiln?password=hunter2\"\n"), 7, 7, "store.url",
+               "password=***");
+    expect_one(*load_text(kBase + "[store]\nurl = \"mysql://db/kiln\"\n"), 7, 7, "store.url",
+               "expected a store URL postgresql://");
+    auto literal = load_text(kBase + "[store]\nurl = \"postgresql://db/kiln\"\npassword = \"hunter2\"\n");
+    expect_one(*literal, 8, 12, "store.password", "a literal secret is not allowed");
+    CHECK(all_errors(*literal).find("hunter2") == std::string::npos);
+    expect_one(*load_text(kBase + "[store]\npassword = \"env:X\"\n"), 6, 1, "store.url", "");
 }

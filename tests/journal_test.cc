@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "provisioner/journal/sqlite_store.h"
+#include "tests/support/journal_backends.h"
 
 namespace fs = std::filesystem;
 using kiln::journal::EventRecord;
@@ -52,15 +53,6 @@ private:
 
 std::unique_ptr<Store> open_rw(const std::string& path) {
     auto r = open_sqlite_store(path, {});
-    INFO((r ? std::string() : r.error().str()));
-    REQUIRE(r.ok());
-    return std::move(r).value();
-}
-
-std::unique_ptr<Store> open_ro(const std::string& path) {
-    SqliteOptions o;
-    o.read_only = true;
-    auto r = open_sqlite_store(path, o);
     INFO((r ? std::string() : r.error().str()));
     REQUIRE(r.ok());
     return std::move(r).value();
@@ -113,6 +105,32 @@ StageRecord stage_record(int64_t run, const std::string& node, const std::string
     return r;
 }
 
+// The store-generic cases run once per journal (TEMPLATE_TEST_CASE), each
+// on a fresh, empty one; PostgreSQL's are skipped where it is not installed.
+#define JOURNAL_BACKENDS kiln::test::SqliteJournal, kiln::test::PgJournal
+#define NEED_BACKEND(b)                                \
+    TestType b;                                        \
+    if (!b.ready()) {                                  \
+        kiln::test::report_skipped(b.why_not());       \
+        return;                                        \
+    }
+
+template <class Backend>
+std::unique_ptr<Store> open_rw(const Backend& b) {
+    auto r = b.open(false);
+    INFO((r ? std::string() : r.error().str()));
+    REQUIRE(r.ok());
+    return std::move(r).value();
+}
+
+template <class Backend>
+std::unique_ptr<Store> open_ro(const Backend& b) {
+    auto r = b.open(true);
+    INFO((r ? std::string() : r.error().str()));
+    REQUIRE(r.ok());
+    return std::move(r).value();
+}
+
 int64_t new_run(Store& s) {
     auto r = s.begin_run({"apply", "/etc/kiln/fleet.toml", "abc123", "0.1.0"});
     REQUIRE(r.ok());
@@ -136,9 +154,9 @@ TEST_CASE("journal: now_ms is wall-clock milliseconds", "[journal]") {
     REQUIRE(t > 1'600'000'000'000);  // after 2020: milliseconds, not seconds
 }
 
-TEST_CASE("journal: runs round trip, newest first, end_run sets status and time", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: runs round trip, newest first, end_run sets status and time", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t before = now_ms();
     const int64_t a = new_run(*store);
     auto b_r = store->begin_run({"reimage", "f.toml", "def", "0.2.0"});
@@ -180,14 +198,13 @@ TEST_CASE("journal: runs round trip, newest first, end_run sets status and time"
 
     // The fields the summary leaves out are still kept.
     store.reset();
-    RawDb raw(dir.file("j.db"));
-    REQUIRE(raw.text("SELECT fleet_path || '|' || fleet_sha256 || '|' || kiln_version FROM runs WHERE id=" +
+    REQUIRE(jb.text("SELECT fleet_path || '|' || fleet_sha256 || '|' || kiln_version FROM runs WHERE id=" +
                      std::to_string(a)) == "/etc/kiln/fleet.toml|abc123|0.1.0");
 }
 
-TEST_CASE("journal: last_verified_hash follows verified/skipped, ignores failed/interrupted", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: last_verified_hash follows verified/skipped, ignores failed/interrupted", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
 
     auto none = store->last_verified_hash("n1", "firmware");
@@ -223,20 +240,19 @@ TEST_CASE("journal: last_verified_hash follows verified/skipped, ignores failed/
 
     // Every result is kept, not only the verified ones, with all its fields.
     store.reset();
-    RawDb raw(dir.file("j.db"));
-    REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE node='n1' AND stage='firmware'") == 7);
-    REQUIRE(raw.text("SELECT run_id||'|'||input_hash||'|'||outcome||'|'||error||'|'||attempts||'|'||actions||'|'||"
+    REQUIRE(jb.integer("SELECT count(*) FROM stage_results WHERE node='n1' AND stage='firmware'") == 7);
+    REQUIRE(jb.text("SELECT run_id||'|'||input_hash||'|'||outcome||'|'||error||'|'||attempts||'|'||actions||'|'||"
                      "started_ms||'|'||ended_ms FROM stage_results WHERE input_hash='bad-failed'") ==
             std::to_string(run) + "|bad-failed|failed|boom|2|3|1000|2000");
 }
 
-TEST_CASE("journal: record_stage with an unknown run is refused and changes nothing", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: record_stage with an unknown run is refused and changes nothing", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     auto s = store->record_stage(stage_record(4242, "n1", "firmware", "h1", "verified"));
     REQUIRE_FALSE(s.ok());
     REQUIRE(s.error().code == "journal.unknown_run");
-    REQUIRE(s.error().message.find(dir.file("j.db")) != std::string::npos);
+    REQUIRE(s.error().message.find(jb.where()) != std::string::npos);
     REQUIRE_FALSE(store->last_verified_hash("n1", "firmware")->has_value());
     auto hist = store->history("n1", 0);
     REQUIRE(hist.ok());
@@ -247,9 +263,9 @@ TEST_CASE("journal: record_stage with an unknown run is refused and changes noth
     REQUIRE(store->last_verified_hash("n1", "firmware")->value() == "h1");
 }
 
-TEST_CASE("journal: forget_verified drops one stage or all stages of a node", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: forget_verified drops one stage or all stages of a node", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     for (const char* node : {"n1", "n2"})
         for (const char* stage : {"firmware", "bios", "os"})
@@ -276,9 +292,9 @@ TEST_CASE("journal: forget_verified drops one stage or all stages of a node", "[
     REQUIRE(hist->size() == 3);
 }
 
-TEST_CASE("journal: actions round trip through history", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: actions round trip through history", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     const int64_t before = now_ms();
     auto a1 = store->begin_action(run, "n1", "firmware", "flash-bmc", "flash BMC 1.2 -> 1.3");
@@ -323,14 +339,13 @@ TEST_CASE("journal: actions round trip through history", "[journal]") {
     REQUIRE(bad.error().code == "journal.unknown_action");
 
     store.reset();
-    RawDb raw(dir.file("j.db"));
-    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms >= started_ms AND ended_ms > 0") == 2);
-    REQUIRE(raw.integer("SELECT ended_ms FROM actions WHERE id=" + std::to_string(*a3)) == 0);
+    REQUIRE(jb.integer("SELECT count(*) FROM actions WHERE ended_ms >= started_ms AND ended_ms > 0") == 2);
+    REQUIRE(jb.integer("SELECT ended_ms FROM actions WHERE id=" + std::to_string(*a3)) == 0);
 }
 
-TEST_CASE("journal: events round trip and ts 0 means now", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: events round trip and ts 0 means now", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     require_ok(store->record_event({run, 12345, "n1", "os", "retry", "attempt 2 after 503"}));
     const int64_t before = now_ms();
@@ -356,9 +371,9 @@ TEST_CASE("journal: events round trip and ts 0 means now", "[journal]") {
     REQUIRE((*runlevel)[0].name == "stop");
 }
 
-TEST_CASE("journal: node states upsert, ordered by node name", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: node states upsert, ordered by node name", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     require_ok(store->set_node_state({"gpu-b", "running", "waiting", "firmware", "", 100, run}));
     require_ok(store->set_node_state({"gpu-a", "pending", "", "", "", 200, run}));
@@ -393,9 +408,9 @@ TEST_CASE("journal: node states upsert, ordered by node name", "[journal]") {
     REQUIRE((*states)[2].updated_ms >= before);  // 0 means now
 }
 
-TEST_CASE("journal: history merges stages, actions and events newest first, with a limit", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: history merges stages, actions and events newest first, with a limit", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     const int64_t t0 = now_ms();
 
@@ -444,9 +459,9 @@ TEST_CASE("journal: history merges stages, actions and events newest first, with
     REQUIRE(n2->size() == 2);
 }
 
-TEST_CASE("journal: history ties on one millisecond are deterministic", "[journal]") {
-    Scratch dir;
-    auto store = open_rw(dir.file("j.db"));
+TEMPLATE_TEST_CASE("journal: history ties on one millisecond are deterministic", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     const int64_t t = 1'700'000'000'000;
     require_ok(store->record_event({run, t, "n1", "os", "first", ""}));
@@ -473,12 +488,12 @@ TEST_CASE("journal: open creates the parent folders, WAL mode and schema version
                             "'") == 1);
 }
 
-TEST_CASE("journal: reopening keeps every committed row and is idempotent", "[journal]") {
-    Scratch dir;
-    const std::string path = dir.file("j.db");
+TEMPLATE_TEST_CASE("journal: reopening keeps every committed row and is idempotent", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    const std::string path = jb.where();
     int64_t run = 0, action = 0;
     {
-        auto store = open_rw(path);
+        auto store = open_rw(jb);
         run = new_run(*store);
         require_ok(store->record_stage(stage_record(run, "n1", "firmware", "h1", "verified")));
         auto a = store->begin_action(run, "n1", "firmware", "flash", "flash it");
@@ -488,7 +503,7 @@ TEST_CASE("journal: reopening keeps every committed row and is idempotent", "[jo
         require_ok(store->set_node_state({"n1", "ready", "verified", "firmware", "", 9, run}));
     }
     for (int i = 0; i < 2; ++i) {
-        auto store = open_rw(path);
+        auto store = open_rw(jb);
         REQUIRE(store->last_verified_hash("n1", "firmware")->value() == "h1");
         auto runs = store->runs(0);
         REQUIRE(runs.ok());
@@ -527,12 +542,12 @@ TEST_CASE("journal: read-only open of a missing file creates nothing", "[journal
     REQUIRE(fs::is_empty(dir.path()));  // no db, -wal or -shm
 }
 
-TEST_CASE("journal: read-only store reads everything and refuses every write", "[journal]") {
-    Scratch dir;
-    const std::string path = dir.file("j.db");
+TEMPLATE_TEST_CASE("journal: read-only store reads everything and refuses every write", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    const std::string path = jb.where();
     int64_t run = 0, action = 0;
     {
-        auto store = open_rw(path);
+        auto store = open_rw(jb);
         run = new_run(*store);
         require_ok(store->record_stage(stage_record(run, "n1", "firmware", "h1", "verified")));
         auto a = store->begin_action(run, "n1", "firmware", "flash", "flash it");
@@ -540,7 +555,7 @@ TEST_CASE("journal: read-only store reads everything and refuses every write", "
         action = *a;
         require_ok(store->set_node_state({"n1", "running", "", "firmware", "", 9, run}));
     }
-    auto store = open_ro(path);
+    auto store = open_ro(jb);
     REQUIRE(store->last_verified_hash("n1", "firmware")->value() == "h1");
     REQUIRE(store->runs(0)->size() == 1);
     REQUIRE(store->node_states()->size() == 1);
@@ -583,12 +598,12 @@ TEST_CASE("journal: read-only store reads everything and refuses every write", "
     REQUIRE(store->history("n1", 0)->size() == 2);
 }
 
-TEST_CASE("journal: a read-only store sees what a live writer commits", "[journal]") {
-    Scratch dir;
-    const std::string path = dir.file("j.db");
-    auto writer = open_rw(path);
+TEMPLATE_TEST_CASE("journal: a read-only store sees what a live writer commits", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    const std::string path = jb.where();
+    auto writer = open_rw(jb);
     const int64_t run = new_run(*writer);
-    auto reader = open_ro(path);
+    auto reader = open_ro(jb);
     REQUIRE(reader->node_states()->empty());
     require_ok(writer->set_node_state({"n1", "running", "", "os", "", 1, run}));
     auto states = reader->node_states();
@@ -639,10 +654,10 @@ TEST_CASE("journal: a file that is not a database is an error, not a crash", "[j
     }
 }
 
-TEST_CASE("journal: 8 concurrent writers all land", "[journal]") {
-    Scratch dir;
-    const std::string path = dir.file("j.db");
-    auto store = open_rw(path);
+TEMPLATE_TEST_CASE("journal: 8 concurrent writers all land", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    const std::string path = jb.where();
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     constexpr int kThreads = 8, kEach = 500, kNodesPerThread = 10;
     std::atomic<int> failures{0};
@@ -674,20 +689,19 @@ TEST_CASE("journal: 8 concurrent writers all land", "[journal]") {
     REQUIRE(hist->size() == kEach / kNodesPerThread);
 
     store.reset();
-    RawDb raw(path);
-    REQUIRE(raw.integer("SELECT count(*) FROM events") == int64_t{kThreads} * kEach);
-    REQUIRE(raw.text("PRAGMA integrity_check") == "ok");
+    REQUIRE(jb.integer("SELECT count(*) FROM events") == int64_t{kThreads} * kEach);
+    REQUIRE(jb.integrity() == "ok");
 }
 
-TEST_CASE("journal: every committed row survives SIGKILL", "[journal][crash]") {
-    Scratch dir;
-    const std::string path = dir.file("j.db");
+TEMPLATE_TEST_CASE("journal: every committed row survives SIGKILL", "[journal][crash]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    const std::string path = jb.where();
     constexpr int kRecords = 300;
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         // Child: no Catch2 here; any failure shows as a normal exit.
-        auto r = open_sqlite_store(path, {});
+        auto r = jb.open(false);
         if (!r) ::_exit(2);
         auto& s = **r;
         auto run = s.begin_run({"apply", "", "", ""});
@@ -707,14 +721,13 @@ TEST_CASE("journal: every committed row survives SIGKILL", "[journal][crash]") {
     REQUIRE(WTERMSIG(status) == SIGKILL);
 
     {
-        RawDb raw(path);
-        REQUIRE(raw.text("PRAGMA integrity_check") == "ok");
-        REQUIRE(raw.integer("SELECT count(*) FROM stage_results") == kRecords);
-        REQUIRE(raw.integer("SELECT count(*) FROM verified") == kRecords);
-        REQUIRE(raw.integer("SELECT count(*) FROM events") == kRecords);
-        REQUIRE(raw.integer("SELECT count(*) FROM node_state") == kRecords);
+        REQUIRE(jb.integrity() == "ok");
+        REQUIRE(jb.integer("SELECT count(*) FROM stage_results") == kRecords);
+        REQUIRE(jb.integer("SELECT count(*) FROM verified") == kRecords);
+        REQUIRE(jb.integer("SELECT count(*) FROM events") == kRecords);
+        REQUIRE(jb.integer("SELECT count(*) FROM node_state") == kRecords);
     }
-    auto store = open_rw(path);
+    auto store = open_rw(jb);
     for (int i = 0; i < kRecords; i += 37)
         REQUIRE(store->last_verified_hash("n" + std::to_string(i), "os")->value() == "h" + std::to_string(i));
     REQUIRE(store->runs(0)->front().status == "running");  // never ended: the child died
@@ -788,10 +801,10 @@ TEST_CASE("journal: SIGKILL in the middle of concurrent writes leaves a consiste
             raw.integer("SELECT count(DISTINCT node) FROM stage_results"));
 }
 
-TEST_CASE("journal: a failing write among concurrent ones undoes only itself", "[journal]") {
-    Scratch dir;
-    const std::string path = dir.file("j.db");
-    auto store = open_rw(path);
+TEMPLATE_TEST_CASE("journal: a failing write among concurrent ones undoes only itself", "[journal]", JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    const std::string path = jb.where();
+    auto store = open_rw(jb);
     const int64_t run = new_run(*store);
     constexpr int kThreads = 8, kEach = 300;
     std::atomic<int> good_failed{0}, bad_succeeded{0}, wrong_code{0};
@@ -822,12 +835,11 @@ TEST_CASE("journal: a failing write among concurrent ones undoes only itself", "
     REQUIRE(wrong_code == 0);
 
     store.reset();
-    RawDb raw(path);
-    REQUIRE(raw.integer("SELECT count(*) FROM stage_results") == int64_t{6} * kEach);
-    REQUIRE(raw.integer("SELECT count(*) FROM verified") == int64_t{6} * kEach);
-    REQUIRE(raw.integer("SELECT count(*) FROM actions") == int64_t{6} * kEach);
-    REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE run_id <> " + std::to_string(run)) == 0);
-    REQUIRE(raw.text("PRAGMA integrity_check") == "ok");
+    REQUIRE(jb.integer("SELECT count(*) FROM stage_results") == int64_t{6} * kEach);
+    REQUIRE(jb.integer("SELECT count(*) FROM verified") == int64_t{6} * kEach);
+    REQUIRE(jb.integer("SELECT count(*) FROM actions") == int64_t{6} * kEach);
+    REQUIRE(jb.integer("SELECT count(*) FROM stage_results WHERE run_id <> " + std::to_string(run)) == 0);
+    REQUIRE(jb.integrity() == "ok");
 }
 
 TEST_CASE("journal: the WAL is checkpointed and reused while the store is open", "[journal]") {

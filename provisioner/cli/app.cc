@@ -25,8 +25,7 @@
 #include "provisioner/cli/status_printer.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
-#include "provisioner/journal/run_lock.h"
-#include "provisioner/journal/sqlite_store.h"
+#include "provisioner/journal/open_store.h"
 
 namespace kiln::cli {
 
@@ -37,6 +36,8 @@ using nlohmann::json;
 
 struct Globals {
     std::string journal;
+    std::string store;           // postgresql://... (replaces the fleet's [store])
+    std::string store_password;  // env:NAME or file:PATH
     std::string log_format = "text";
     std::string pipelines;
 };
@@ -47,6 +48,38 @@ std::string journal_path(const Globals& g, const config::Fleet& fleet) {
 }
 
 void print_error(const Error& e) { std::fprintf(stderr, "kiln: %s\n", e.str().c_str()); }
+
+// The journal this command uses: --store, else the fleet's [store], else
+// the SQLite file (--journal or beside the fleet).
+Result<journal::StoreSpec> store_spec(const Globals& g, const config::Fleet& fleet) {
+    journal::StoreSpec spec;
+    if (!g.store.empty()) {
+        if (!g.journal.empty())
+            return make_error("cli", "store.conflict", "give --store or --journal, not both");
+        if (auto s = journal::check_store_url(g.store); !s) return s.error();
+        spec.url = g.store;
+    } else if (fleet.store && g.journal.empty()) {
+        spec.url = fleet.store->url;
+        spec.password = fleet.store->password;
+    } else {
+        spec.sqlite_path = journal_path(g, fleet);
+    }
+    if (!g.store_password.empty()) {
+        if (!spec.postgres())
+            return make_error("cli", "store.password", "--store-password needs a PostgreSQL store (--store or [store])");
+        auto p = Secret::parse(g.store_password, fs::current_path().string());
+        if (!p) return make_error("cli", "store.password", "--store-password: " + p.error().message);
+        spec.password = *p;
+    }
+    return spec;
+}
+
+// Opens the journal to read; null when none exists yet.
+Result<std::unique_ptr<journal::Store>> open_reader(const Globals& g, const config::Fleet& fleet) {
+    auto spec = store_spec(g, fleet);
+    if (!spec) return spec.error();
+    return journal::open_store_reader(*spec);
+}
 
 // Loads the fleet or prints every diagnostic and returns nullopt.
 std::optional<config::Fleet> load(const std::string& path, const Globals& g, const engine::StageRegistry& registry,
@@ -68,13 +101,6 @@ std::optional<config::Fleet> load(const std::string& path, const Globals& g, con
     std::fprintf(stderr, "kiln: %s: %zu error%s; nothing was changed\n", path.c_str(), r.errors.size(),
                  r.errors.size() == 1 ? "" : "s");
     return std::nullopt;
-}
-
-// Read-only journal for commands that change nothing; null when none exists yet.
-Result<std::unique_ptr<journal::Store>> open_reader(const std::string& path) {
-    auto r = journal::open_sqlite_store(path, {.read_only = true});
-    if (!r && r.error().code == "journal.missing") return std::unique_ptr<journal::Store>();
-    return r;
 }
 
 // SIGINT/SIGTERM: the first asks for a soft stop, the second a hard one.
@@ -148,7 +174,7 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
              const Globals& g, const engine::StageRegistry& reg) {
     auto fleet = load(fleet_path, g, reg);
     if (!fleet) return 1;
-    auto store = open_reader(journal_path(g, *fleet));
+    auto store = open_reader(g, *fleet);
     if (!store) {
         print_error(store.error());
         return 1;
@@ -261,13 +287,17 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
             return 1;
         }
     }
-    const auto jpath = journal_path(g, *fleet);
-    auto lock = journal::RunLock::acquire(jpath);
+    auto spec = store_spec(g, *fleet);
+    if (!spec) {
+        print_error(spec.error());
+        return 1;
+    }
+    auto lock = journal::RunGuard::acquire(*spec);
     if (!lock) {
         print_error(lock.error());
         return 1;
     }
-    auto store = journal::open_sqlite_store(jpath, {});
+    auto store = journal::open_store(*spec);
     if (!store) {
         print_error(store.error());
         return 1;
@@ -306,8 +336,12 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
 int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, const engine::StageRegistry& reg) {
     auto fleet = load(fleet_path, g, reg);
     if (!fleet) return 1;
-    const auto jpath = journal_path(g, *fleet);
-    auto store = open_reader(jpath);
+    auto spec = store_spec(g, *fleet);
+    if (!spec) {
+        print_error(spec.error());
+        return 1;
+    }
+    auto store = journal::open_store_reader(*spec);
     if (!store) {
         print_error(store.error());
         return 1;
@@ -321,7 +355,7 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
         }
         for (auto& s : *rows) states[s.node] = s;
     }
-    const bool live_run = journal::RunLock::held(jpath);
+    const bool live_run = journal::RunGuard::held(*spec);
     json nodes = json::array();
     std::vector<journal::NodeState> shown;
     for (const auto& n : fleet->nodes) {
@@ -369,7 +403,7 @@ int cmd_history(const std::string& fleet_path, const std::string& node, int limi
         print_error(make_error("history", "node.unknown", "no node '" + node + "' in " + fleet_path));
         return 1;
     }
-    auto store = open_reader(journal_path(g, *fleet));
+    auto store = open_reader(g, *fleet);
     if (!store) {
         print_error(store.error());
         return 1;
@@ -445,6 +479,10 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     app.fallthrough();
     Globals g;
     app.add_option("--journal", g.journal, "journal file (default: .kiln/journal.db beside the fleet file)");
+    app.add_option("--store", g.store,
+                   "journal in PostgreSQL, postgresql://[user@]host[:port]/db (no password in it; default: the "
+                   "fleet's [store], else the journal file)");
+    app.add_option("--store-password", g.store_password, "the store's password as env:NAME or file:PATH");
     app.add_option("--log-format", g.log_format, "log lines as text or json")->check(CLI::IsMember({"text", "json"}));
     app.add_option("--pipelines", g.pipelines, "folder of pipeline files (default: the fleet's, else the shipped ones)");
     app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
@@ -532,7 +570,9 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
         vm_xml_args.pipelines = g.pipelines;
         return cmd_vm_xml(vm_xml_args);
     }
-    if (*report_cmd) return cmd_report(report_args, g.journal, g.pipelines, registry);
+    if (*report_cmd)
+        return cmd_report(report_args, [&](const config::Fleet& f) { return open_reader(g, f); }, g.pipelines,
+                          registry);
     if (firmware_args.chosen())
         return cmd_firmware(firmware_args, [&](const std::string& p) { return load(p, g, registry); });
     if (image_args.chosen()) return cmd_image(image_args);

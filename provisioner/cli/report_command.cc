@@ -5,7 +5,6 @@
 #include <fstream>
 
 #include "provisioner/config/fleet_loader.h"
-#include "provisioner/journal/sqlite_store.h"
 #include "provisioner/report/html_report.h"
 #include "provisioner/report/report_data.h"
 
@@ -21,7 +20,7 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
     return report;
 }
 
-int cmd_report(const ReportArgs& args, const std::string& journal, const std::string& pipelines,
+int cmd_report(const ReportArgs& args, const JournalReader& open_journal, const std::string& pipelines,
                const engine::StageRegistry& registry) {
     config::LoadOptions opts;
     opts.known_stages = registry.known_names();
@@ -33,15 +32,12 @@ int cmd_report(const ReportArgs& args, const std::string& journal, const std::st
         return 1;
     }
     const auto& fleet = *loaded.fleet;
-    const std::string jpath = journal.empty() ? (fs::path(fleet.dir) / ".kiln" / "journal.db").string() : journal;
-    std::unique_ptr<journal::Store> store;
-    auto opened = journal::open_sqlite_store(jpath, {.read_only = true});
-    if (opened) {
-        store = std::move(*opened);
-    } else if (opened.error().code != "journal.missing") {
+    auto opened = open_journal(fleet);
+    if (!opened) {
         std::fprintf(stderr, "kiln: %s\n", opened.error().str().c_str());
         return 1;
     }
+    std::unique_ptr<journal::Store> store = std::move(*opened);
     auto data = report::collect_report(fleet, store.get(), args.runs);
     if (!data) {
         std::fprintf(stderr, "kiln: %s\n", data.error().str().c_str());

@@ -3,11 +3,15 @@
 // thresholds, failures). Reads only; changes nothing.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "provisioner/config/fleet_config.h"
 #include "provisioner/engine/stage_registry.h"
+#include "provisioner/journal/store.h"
 
 namespace kiln::cli {
 
@@ -18,8 +22,11 @@ struct ReportArgs {
 };
 
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
-// `journal` and `pipelines`: the global --journal and --pipelines ("" = default).
-int cmd_report(const ReportArgs& args, const std::string& journal, const std::string& pipelines,
+// Opens the fleet's journal to read (the global --journal/--store); null when
+// there is none yet.
+using JournalReader = std::function<Result<std::unique_ptr<journal::Store>>(const config::Fleet&)>;
+// `pipelines`: the global --pipelines ("" = default).
+int cmd_report(const ReportArgs& args, const JournalReader& open_journal, const std::string& pipelines,
                const engine::StageRegistry& registry);
 
 }  // namespace kiln::cli

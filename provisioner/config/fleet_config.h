@@ -161,6 +161,15 @@ struct ArtifactServerConfig {
     SourcePos pos;                       // line 0: the table is absent
 };
 
+// [store]: the journal in a PostgreSQL database that several kiln processes
+// share, instead of the SQLite file beside the fleet. The URL carries no
+// password; `password` is a secret reference read when connecting.
+struct StoreConfig {
+    std::string url;                 // postgresql://[user@]host[:port]/database[?...]
+    std::optional<Secret> password;
+    SourcePos pos;
+};
+
 struct Limits {
     int parallel = 32;          // node-stages executing at once, fleet-wide
     int per_rack = 0;           // nodes of one rack executing at once; 0 = no limit
@@ -339,6 +348,7 @@ struct Fleet {
     std::map<std::string, SmokeProfile> smoke;
     std::optional<HandoverHook> handover;
     ArtifactServerConfig artifact_server;
+    std::optional<StoreConfig> store;  // absent: the SQLite journal
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
 
     const Node* find_node(const std::string& name) const;

@@ -17,6 +17,7 @@
 #include "provisioner/config/toml_reader.h"
 #include "provisioner/config/toml_text_check.h"
 #include "provisioner/core/sha256.h"
+#include "provisioner/journal/store_url.h"
 
 namespace kiln::config {
 
@@ -964,6 +965,23 @@ struct Loader {
     }
 
     // [artifact_server] { listen, advertise }: the firmware stage's image server.
+    void store(TableReader& root) {
+        const toml::table* t = root.table("store");
+        if (!t) return;
+        TableReader r(ctx, *t, "store");
+        StoreConfig st;
+        st.pos = r.pos();
+        if (auto v = r.str("url", true)) {
+            // The message shows the URL with any password masked.
+            if (auto ok = journal::check_store_url(*v); !ok)
+                ctx.error(t->get("url")->source(), "store.url", ok.error().message);
+            st.url = *v;
+        }
+        st.password = secret(r, "password");
+        r.finish();
+        fleet.store = std::move(st);
+    }
+
     void artifact_server(TableReader& root) {
         const toml::table* t = root.table("artifact_server");
         if (!t) return;
@@ -1303,6 +1321,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.profiles(root);
     L.handover(root);
     L.artifact_server(root);
+    L.store(root);
     L.pipelines(pipelines_dir, pipelines_node);
     L.read_defaults(root);
     L.nodes(root);
