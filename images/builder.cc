@@ -624,8 +624,20 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
         auto staging = cache_.stage(pl.key);
         if (!staging) return staging.error();
         if (options.progress) options.progress(pl.name, "building " + pl.key.substr(0, 12));
-        auto meta = pl.index < 0 ? build_base(recipe, plan, *staging, options)
-                                 : build_layer(recipe, plan, static_cast<size_t>(pl.index), *staging, options);
+        auto build_here = [&] {
+            return pl.index < 0 ? build_base(recipe, plan, *staging, options)
+                                : build_layer(recipe, plan, static_cast<size_t>(pl.index), *staging, options);
+        };
+        auto meta = build_here();
+        // An appliance that hung was killed by its watchdog: the layer is
+        // built once more from a fresh staging area, and a second hang fails.
+        if (!meta && meta.error().code == "appliance-hung") {
+            if (options.progress) options.progress(pl.name, meta.error().message + "; building the layer once more");
+            cache_.discard(*staging);
+            staging = cache_.stage(pl.key);
+            if (!staging) return staging.error();
+            meta = build_here();
+        }
         if (!meta) {
             cache_.discard(*staging);
             (void)log.append({build_id, recipe.name, pl.name, pl.key, "failed", secs()});

@@ -1,10 +1,14 @@
 #include "images/guest_disk.h"
 
+#include "images/appliance_watchdog.h"
+
 #include <guestfs.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -43,14 +47,22 @@ private:
 
 class GuestfsDisk : public GuestDisk {
 public:
-    explicit GuestfsDisk(GuestfsHandle h) : h_(std::move(h)) {}
+    GuestfsDisk(GuestfsHandle h, ApplianceDeadlines deadlines) : h_(std::move(h)), deadlines_(deadlines) {}
 
     Status add_drive(const std::string& path, const std::string& format) override {
+        // The watchdog finds this appliance's qemu by the (absolute) drive.
+        std::error_code ec;
+        if (drive_.empty()) drive_ = std::filesystem::absolute(path, ec).string();
         return check(guestfs_add_drive_opts(g(), path.c_str(), GUESTFS_ADD_DRIVE_OPTS_FORMAT, format.c_str(), -1),
                      "add_drive " + path);
     }
     Status set_network(bool on) override { return check(guestfs_set_network(g(), on ? 1 : 0), "set_network"); }
-    Status launch() override { return check(guestfs_launch(g()), "launch the libguestfs appliance"); }
+    Status launch() override {
+        ApplianceWatchdog dog(drive_, deadlines_.launch);
+        const int rc = guestfs_launch(g());
+        if (auto pid = dog.killed()) return hung("launching the appliance", deadlines_.launch, *pid);
+        return check(rc, "launch the libguestfs appliance");
+    }
 
     Status part_disk_mbr(const std::string& device) override {
         return check(guestfs_part_disk(g(), device.c_str(), "mbr"), "part_disk " + device);
@@ -127,7 +139,18 @@ public:
         const std::string wrapper = fmt::format(
             "{{ timeout -k 10 {} /bin/sh -e {}/script 2>&1 </dev/null; echo \"KILN-RC=$?\"; }} | tail -c 262144",
             timeout.count(), dir);
-        char* out = guestfs_sh(g(), wrapper.c_str());
+        const auto deadline = std::chrono::duration_cast<std::chrono::milliseconds>(timeout) + deadlines_.command_grace;
+        char* out = nullptr;
+        std::optional<pid_t> killed;
+        {
+            ApplianceWatchdog dog(drive_, deadline);
+            out = guestfs_sh(g(), wrapper.c_str());
+            killed = dog.killed();
+        }
+        if (killed) {
+            std::free(out);
+            return hung("running a command inside the image", deadline, *killed);
+        }
         if (!out) return error("run a command inside the image");
         std::string text(out);
         std::free(out);
@@ -158,8 +181,17 @@ private:
         if (rc == -1) return error(what);
         return ok_status();
     }
+    static Error hung(const std::string& what, std::chrono::milliseconds deadline, pid_t pid) {
+        return make_error("image", "appliance-hung",
+                          fmt::format("the libguestfs appliance hung {}: no answer in {}s, so its qemu (pid {}) "
+                                      "was killed; a hang under TCG is usually transient",
+                                      what, std::chrono::duration_cast<std::chrono::seconds>(deadline).count(), pid),
+                          true);
+    }
 
     GuestfsHandle h_;
+    ApplianceDeadlines deadlines_;
+    std::string drive_;
 };
 
 }  // namespace
@@ -175,7 +207,7 @@ Result<std::unique_ptr<GuestDisk>> GuestfsDiskFactory::open() {
     const unsigned cpus = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
     guestfs_set_smp(g, static_cast<int>(cpus));
     guestfs_set_memsize(g, static_cast<int>(1536 + 512 * (cpus - 1)));
-    return std::unique_ptr<GuestDisk>(new GuestfsDisk(std::move(h)));
+    return std::unique_ptr<GuestDisk>(new GuestfsDisk(std::move(h), deadlines_));
 }
 
 }  // namespace kiln::images

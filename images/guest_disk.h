@@ -48,11 +48,26 @@ public:
     virtual Result<std::unique_ptr<GuestDisk>> open() = 0;
 };
 
+// How long a libguestfs call may block before its appliance is declared
+// hung and killed (appliance_watchdog.h): the call then fails with code
+// "appliance-hung" (transient), which the builder retries once. A launch
+// takes about 30 s under TCG; a command gets its own timeout (enforced
+// inside the appliance) plus the grace.
+struct ApplianceDeadlines {
+    std::chrono::milliseconds launch = std::chrono::minutes(5);
+    std::chrono::milliseconds command_grace = std::chrono::minutes(2);
+};
+
 // The real one: LIBGUESTFS_BACKEND / LIBGUESTFS_BACKEND_SETTINGS from the
 // environment (direct + force_tcg where KVM hangs).
 class GuestfsDiskFactory : public GuestDiskFactory {
 public:
+    GuestfsDiskFactory() = default;
+    explicit GuestfsDiskFactory(ApplianceDeadlines deadlines) : deadlines_(deadlines) {}
     Result<std::unique_ptr<GuestDisk>> open() override;
+
+private:
+    ApplianceDeadlines deadlines_;
 };
 
 }  // namespace kiln::images

@@ -219,6 +219,43 @@ TEST_CASE("builder: a failing command shows its output and leaves the cache unto
     CHECK(rig.last_log().back() == "bad:failed");
 }
 
+TEST_CASE("builder: an appliance that hung is killed and its layer built once more") {
+    const kiln::Error hung = kiln::make_error("image", "appliance-hung", "the appliance hung (test)", true);
+    Rig clean;
+    REQUIRE(clean.builder.build(clean.recipe(), clean.opts).ok());
+    const int launches_clean = clean.world.launches;
+
+    Rig rig;
+    rig.world.launch_errors = {hung};
+    std::vector<std::string> said;
+    rig.opts.progress = [&](const std::string& layer, const std::string& msg) { said.push_back(layer + ": " + msg); };
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE(r.ok());
+    CHECK(rig.world.launches == launches_clean + 1);
+    CHECK(rig.statuses(*r) == std::vector<std::string>{"base:built", "rdma:built", "smoke:built"});
+    bool retried = false;
+    for (const auto& s : said) retried = retried || (s.rfind("base: ", 0) == 0 && s.find("once more") != std::string::npos);
+    CHECK(retried);
+    for (const auto& e : fs::directory_iterator(rig.cache.dir() + "/layers"))
+        CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+}
+
+TEST_CASE("builder: an appliance that hangs twice fails the layer and caches nothing") {
+    const kiln::Error hung = kiln::make_error("image", "appliance-hung", "the appliance hung (test)", true);
+    Rig rig;
+    REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
+    const auto before = rig.cache.list();
+    rig.world.launch_errors = {hung, hung};
+    auto r = rig.builder.build(rig.recipe("[[layers]]\nname = \"extra\"\ncommands = [\"true\"]\n"), rig.opts);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "appliance-hung");
+    CHECK(rig.world.launch_errors.empty());  // both launches were tried
+    CHECK(rig.cache.list().size() == before.size());
+    CHECK(rig.last_log().back() == "extra:failed");
+    for (const auto& e : fs::directory_iterator(rig.cache.dir() + "/layers"))
+        CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+}
+
 TEST_CASE("builder: a host layer that fails leaves no tree and no cache entry, and a killed build's tree goes") {
     Rig rig;
     REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());

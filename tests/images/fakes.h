@@ -25,6 +25,8 @@ struct FakeDiskWorld {
     // Decides a command's result; default: exit 0, dpkg-query lists two packages.
     std::function<kiln::images::GuestCommandResult(const std::string&)> on_run;
     int launches = 0;
+    // Errors the next launches return, first first (an appliance that hung).
+    std::vector<kiln::Error> launch_errors;
 };
 
 class FakeDisk : public kiln::images::GuestDisk {
@@ -42,6 +44,11 @@ public:
     Status launch() override {
         ++w_.launches;
         w_.calls.push_back("launch");
+        if (!w_.launch_errors.empty()) {
+            kiln::Error e = w_.launch_errors.front();
+            w_.launch_errors.erase(w_.launch_errors.begin());
+            return e;
+        }
         return ok_status();
     }
     Status part_disk_mbr(const std::string&) override { return note("part_disk"); }

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "images/appliance_watchdog.h"
 #include "images/boot_check.h"
 #include "images/build_log.h"
 #include "images/builder.h"
@@ -114,6 +115,30 @@ TEST_CASE("gpu-guest-lite: a one-file change rebuilds only the last layer, then 
     if (!again) FAIL(again.error().str());
     CHECK(last_build() == std::vector<std::string>{"base:cached", "guest:cached", "smoke:cached", "output:cached"});
     CHECK(again->manifest["image_sha256"] == r->manifest["image_sha256"]);
+}
+
+TEST_CASE("libguestfs: an appliance past its watchdog's deadline is killed, and the launch names the hang") {
+    Real real;
+    TempDir dir;
+    const std::string drive = dir.path() + "/disk.qcow2";
+    kiln::CommandSpec create;
+    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", drive, "64M"};
+    auto made = real.runner.run(create);
+    REQUIRE(made.ok());
+    REQUIRE(made->exit_code == 0);
+    // A zero deadline: the watchdog kills the appliance's qemu as soon as it
+    // appears, as it would one that hung.
+    GuestfsDiskFactory impatient(ApplianceDeadlines{std::chrono::milliseconds(0), std::chrono::minutes(2)});
+    auto disk = impatient.open();
+    REQUIRE(disk.ok());
+    REQUIRE((*disk)->add_drive(drive, "qcow2").ok());
+    auto st = (*disk)->launch();
+    REQUIRE_FALSE(st.ok());
+    INFO(st.error().message);
+    CHECK(st.error().code == "appliance-hung");
+    CHECK(st.error().transient);
+    CHECK(st.error().message.find("launching the appliance") != std::string::npos);
+    CHECK(appliance_processes(drive).empty());
 }
 
 TEST_CASE("gpu-guest-lite: a failing command shows its output and leaves the cache untouched") {
