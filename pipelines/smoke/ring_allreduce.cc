@@ -41,7 +41,7 @@ namespace {
 float known_value(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 97 + 1)); }
 }  // namespace
 
-std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline) {
+std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline, bool corrupt) {
     const int n = ring.size();
     Check correct{"allreduce_errors", 0, std::nullopt, "elements", "<="};
     Check busbw{"allreduce_busbw_gbps", 0, std::nullopt, "GB/s", ">="};
@@ -54,6 +54,8 @@ std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations,
     const size_t count = std::max<size_t>(bytes / sizeof(float), static_cast<size_t>(n));
     std::vector<float> v(count);
     for (size_t i = 0; i < count; ++i) v[i] = known_value(ring.rank(), i);
+    if (corrupt)
+        for (size_t i = 0; i < count; i += 64) v[i] += 1;
     std::string err;
     if (!ring_allreduce(ring, v, deadline, &err)) {
         correct.verdict = busbw.verdict = Verdict::Fail;

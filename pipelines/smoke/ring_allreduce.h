@@ -18,6 +18,8 @@ double allreduce_bus_factor(int ranks);
 // The all-reduce checks: "allreduce_errors" (a sum of known vectors,
 // compared element by element) and "allreduce_busbw_gbps" (GB/s = 1e9 B/s,
 // `bytes` per all-reduce, best of `iterations`).
-std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline);
+// `corrupt`: this rank adds wrong values to its contribution (a test hook).
+std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline,
+                                    bool corrupt = false);
 
 }  // namespace kiln::smoke

@@ -4,6 +4,7 @@
 // Every check runs under a watchdog: nothing here waits without a bound.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
     double check_timeout_s = 120, connect_timeout_s = 60;
     size_t allreduce_bytes = 4u << 20, mem_bytes = 64u << 20;
     int iterations = 5, steps = 300, gemm_n = 256, gemm_slowdown = 1;
+    bool ring_only = false, corrupt_allreduce = false;
     Repeat repeat;
     unsigned seed = 1234;
     app.add_option("--rank", rank, "this rank (0-based)");
@@ -122,6 +124,11 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 3600.0));
     // A test hook, not for users (hidden): a GEMM this many times slower.
     app.add_option("--test-gemm-slowdown", gemm_slowdown)->group("")->check(CLI::Range(1, 1000));
+    // A test hook, not for users (hidden): this rank adds wrong values to
+    // what it contributes, as a rank behind a link that flips bits would.
+    app.add_flag("--test-corrupt-allreduce", corrupt_allreduce)->group("");
+    app.add_flag("--ring-only", ring_only,
+                 "run only the all-reduce checks (kiln's fault localisation re-runs sub-rings with this)");
     app.add_option("--steps", steps, "training steps")->capture_default_str();
     app.add_option("--seed", seed, "training seed")->capture_default_str();
     app.add_option("--host", host, "name to report (default: the host name)");
@@ -211,8 +218,13 @@ int main(int argc, char** argv) {
             go.iterations = iterations;
             go.train_steps = steps;
             go.seed = seed;
-            for (auto& step : gpu_check_steps(go, ring.get(), Clock::now() + bound))
+            for (auto& step : gpu_check_steps(go, ring.get(), Clock::now() + bound)) {
+                const bool ring_step = std::any_of(step.names.begin(), step.names.end(), [](const std::string& n) {
+                    return n.find("allreduce") != std::string::npos;
+                });
+                if (ring_only && !ring_step) continue;
                 add(run_bounded(step.names, bound, step.run));
+            }
         }
 #endif
     } else {
@@ -226,9 +238,11 @@ int main(int argc, char** argv) {
 #endif
             add({gpu_count_check(0, expect_gpus, "", why)});
         }
-        add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes, repeat)}; }));
-        add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n, repeat, gemm_slowdown)}; }));
-        add(run_bounded({"loss_drop_fraction"}, bound, [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));
+        if (!ring_only) {
+            add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes, repeat)}; }));
+            add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n, repeat, gemm_slowdown)}; }));
+            add(run_bounded({"loss_drop_fraction"}, bound, [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));
+        }
         if (peers.size() > 1 && !ring) {
             for (const char* name : {"allreduce_errors", "allreduce_busbw_gbps"}) {
                 Check c{name, 0, std::nullopt, name == std::string("allreduce_errors") ? "elements" : "GB/s",
@@ -245,7 +259,7 @@ int main(int argc, char** argv) {
                     std::string e;
                     ring = TcpRing::connect(0, peers, listen_addr, listen_port, Clock::now(), &e);
                 }
-                return allreduce_checks(*ring, allreduce_bytes, iterations, Clock::now() + bound);
+                return allreduce_checks(*ring, allreduce_bytes, iterations, Clock::now() + bound, corrupt_allreduce);
             }));
         }
     }

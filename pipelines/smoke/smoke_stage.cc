@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "pipelines/smoke/check_json.h"
+#include "pipelines/smoke/fault_search.h"
 #include "pipelines/smoke/relative_verdict.h"
 #include "pipelines/smoke/smoke_result_store.h"
 #include "provisioner/journal/store.h"
@@ -123,6 +125,132 @@ void judge_relative(json& result, const RelativePolicy& policy, const json& ring
     result["warnings"] = warnings;
 }
 
+// One VM of a ring, in rank order, with its fleet-wide ordinal
+// (guest_contract.h): ordinals count every node's VMs, in the ring or not.
+struct RingVm {
+    std::string node, vm;
+    int ordinal;
+};
+
+// What every rank of a run gets besides its place in the ring.
+struct RankArgs {
+    double connect_s = 60;
+    double check_s = 20;
+    std::map<std::string, double> thresholds;
+    std::vector<std::string> extra;
+};
+
+std::string peers_of(SmokeTransport& transport, const std::vector<RingVm>& ring) {
+    std::string peers;
+    for (size_t r = 0; r < ring.size(); ++r) {
+        auto a = transport.address(ring[r].ordinal);
+        peers += (r ? "," : "") + a.dial_host + ":" + std::to_string(a.dial_port);
+    }
+    return peers;
+}
+
+// The kiln-smoke launches of `node`'s VMs in `ring` (rank = place in ring);
+// `rank_of[i]` is the rank of launch i.
+std::vector<RankLaunch> ranks_of(SmokeTransport& transport, const std::string& node, const std::vector<RingVm>& ring,
+                                 const RankArgs& args, std::vector<size_t>* rank_of) {
+    const std::string peers = peers_of(transport, ring);
+    std::vector<RankLaunch> ranks;
+    for (size_t g = 0; g < ring.size(); ++g) {
+        if (ring[g].node != node) continue;
+        auto a = transport.address(ring[g].ordinal);
+        const std::string& vm = ring[g].vm;
+        RankLaunch r{vm,
+                     {"--rank", std::to_string(g), "--peers", peers, "--listen-addr", a.listen_addr, "--listen-port",
+                      std::to_string(a.listen_port), "--host", vm, "--connect-timeout",
+                      std::to_string(std::max(1.0, args.connect_s)), "--check-timeout", std::to_string(args.check_s)}};
+        for (const auto& [name, value] : args.thresholds) {
+            r.args.push_back("--threshold");
+            r.args.push_back(name + "=" + json(value).dump());
+        }
+        for (const auto& e : args.extra) r.args.push_back(e);
+        ranks.push_back(std::move(r));
+        if (rank_of) rank_of->push_back(g);
+    }
+    return ranks;
+}
+
+// The checks a ring fails as a whole: one bad member fails them on every
+// rank (the sum is wrong everywhere, the slowest link sets everyone's speed).
+bool is_ring_check(const std::string& name) { return name.find("allreduce") != std::string::npos; }
+
+// Did any VM of the ring report a ring check failed?
+bool ring_failed(const json& ring) {
+    for (const auto& v : ring) {
+        if (!v.contains("report") || !v["report"].is_object()) continue;
+        for (const auto& c : v["report"].value("checks", json::array()))
+            if (is_ring_check(c.value("name", "")) && c.value("verdict", "") == "fail") return true;
+    }
+    return false;
+}
+
+// One sub-ring's outcome from its ranks' reports: pass when every rank ran
+// the ring checks and passed them all.
+RingOutcome outcome_of(const std::vector<RankOutput>& outputs) {
+    RingOutcome o;
+    o.pass = !outputs.empty();
+    double slowest = -1;
+    for (const auto& out : outputs) {
+        auto doc = out.timed_out ? std::nullopt : parse_report(out.out);
+        if (!doc) {
+            o.pass = false;
+            if (o.detail.empty()) o.detail = out.vm + ": no report (exit " + std::to_string(out.exit_code) + ")";
+            continue;
+        }
+        bool ran = false;
+        for (const auto& c : doc->value("checks", json::array())) {
+            const std::string name = c.value("name", "");
+            if (!is_ring_check(name)) continue;
+            ran = true;
+            if (name.find("busbw") != std::string::npos && c.contains("figure") && c["figure"].is_number())
+                slowest = slowest < 0 ? c["figure"].get<double>() : std::min(slowest, c["figure"].get<double>());
+            if (c.value("verdict", "") != "pass") {
+                o.pass = false;
+                if (o.detail.empty()) o.detail = out.vm + ": " + name + " " + c.value("detail", "failed");
+            }
+        }
+        if (!ran) {
+            o.pass = false;
+            if (o.detail.empty()) o.detail = out.vm + ": reported no all-reduce check";
+        }
+    }
+    o.figure = std::max(0.0, slowest);
+    return o;
+}
+
+json to_json(const SearchResult& r) {
+    json runs = json::array();
+    for (const auto& run : r.runs)
+        runs.push_back({{"members", run.members}, {"pass", run.outcome.pass}, {"busbw_gbps", run.outcome.figure},
+                        {"detail", run.outcome.detail}});
+    json why = json::object();
+    for (const auto& [m, w] : r.why) why[m] = w;
+    return {{"suspects", r.suspects}, {"cleared", r.cleared}, {"why", why}, {"runs", runs}, {"complete", r.complete}};
+}
+
+// A node the localisation cleared drops the ring's failures (they were a
+// peer's); a suspect keeps them and says what named it.
+void apply_localisation(json& result, const json& localisation) {
+    const std::string node = result.value("node", "");
+    result["localisation"] = localisation;
+    bool cleared = false;
+    for (const auto& m : localisation.value("cleared", json::array())) cleared = cleared || m == node;
+    json failed = json::array();
+    for (const auto& f : result["failed"])
+        if (!(cleared && is_ring_check(f.value("name", "")))) failed.push_back(f);
+    if (!cleared)
+        failed.push_back({{"vm", "*"},
+                          {"name", "fault_localisation"},
+                          {"detail", "a suspect of the failed ring: " +
+                                         localisation.value("why", json::object()).value(node, "not cleared")}});
+    result["failed"] = failed;
+    result["verdict"] = failed.empty() ? "pass" : "fail";
+}
+
 }  // namespace
 
 void judge_result(json& result, const std::map<std::string, double>& thresholds, const RelativePolicy& relative,
@@ -178,6 +306,64 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds,
     result["verdict"] = failed.empty() ? "pass" : "fail";
 }
 
+namespace {
+
+// After a shared ring failed: which members make it fail? (fault_search.h)
+Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, SmokeTransport& transport,
+                           const std::vector<std::string>& met, const std::vector<RingVm>& ring_vms,
+                           const RankArgs& rank_args, std::chrono::milliseconds timeout) {
+    // The first node of the ring searches; the others wait for its answer
+    // (their VMs take part in its sub-rings meanwhile).
+    const std::string& leader = met.front();
+    json mine = nullptr;
+    if (ctx.node().name == leader) {
+        RankArgs sub_args = rank_args;
+        sub_args.extra.push_back("--ring-only");
+        auto run_subring = [&](const std::vector<std::string>& members) {
+            std::vector<RingVm> sub;
+            for (const auto& v : ring_vms)
+                if (std::find(members.begin(), members.end(), v.node) != members.end()) sub.push_back(v);
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() -
+                                                                                   engine::StageContext::Clock::now());
+            const auto bound = std::max(std::chrono::milliseconds(1000), std::min(timeout, left));
+            std::vector<Result<std::vector<RankOutput>>> outs(members.size(), std::vector<RankOutput>{});
+            std::vector<std::thread> threads;
+            for (size_t i = 0; i < members.size(); ++i)
+                threads.emplace_back([&, i] {
+                    const config::Node* node = nullptr;
+                    for (const auto& n : ctx.fleet().nodes)
+                        if (n.name == members[i]) node = &n;
+                    if (!node) return;
+                    outs[i] = transport.run(*node, ranks_of(transport, members[i], sub, sub_args, nullptr), bound);
+                });
+            for (auto& t : threads) t.join();
+            std::vector<RankOutput> all;
+            for (size_t i = 0; i < outs.size(); ++i) {
+                if (!outs[i]) return RingOutcome{false, 0, members[i] + ": " + outs[i].error().message};
+                for (auto& o : *outs[i]) all.push_back(std::move(o));
+            }
+            return outcome_of(all);
+        };
+        SearchBudget budget;
+        int log2n = 0;
+        while ((size_t{1} << log2n) < met.size()) ++log2n;
+        budget.max_runs = 2 * log2n + 2;
+        budget.deadline = ctx.deadline() - timeout;
+        ctx.progress(fmt::format("the ring of {} failed: localising the fault (at most {} sub-ring runs)",
+                                 fmt::join(met, ", "), budget.max_runs));
+        mine = to_json(localise(met, run_subring, budget));
+    }
+    auto all = meeting.exchange(ctx, "localise", met, mine);
+    if (!all) return all.error();
+    auto it = all->find(leader);
+    // The leader's pipeline ended before it searched: every member keeps
+    // the ring's failure, as before localisation.
+    if (it == all->end()) return json(nullptr);
+    return it->second;
+}
+
+}  // namespace
+
 Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     auto& transport = *options_.transport;
     const auto& fleet = ctx.fleet();
@@ -202,12 +388,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
         return e;
     };
     // Every VM of the ring in rank order (node order in the fleet, then VM
-    // index) with its fleet-wide ordinal (guest_contract.h). Ordinals count
-    // every node's VMs, in the ring or not.
-    struct RingVm {
-        std::string node, vm;
-        int ordinal;
-    };
+    // index).
     std::vector<RingVm> ring_vms;
     int ordinal = 0;
     size_t members_left = met.size();
@@ -244,25 +425,13 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     const auto connect_s = std::min<long long>(options_.connect_timeout.count(), timeout.count() / 3) / 1000.0;
     const auto check_s = std::max<double>(1.0, timeout.count() / 1000.0 / 6);
 
-    std::vector<RankLaunch> ranks;
+    RankArgs rank_args;
+    rank_args.connect_s = static_cast<double>(connect_s);
+    rank_args.check_s = check_s;
+    rank_args.thresholds = thresholds;
+    rank_args.extra = options_.extra_args;
     std::vector<size_t> rank_of;  // ranks[i] is ring rank rank_of[i]
-    for (size_t g = 0; g < ring_vms.size(); ++g) {
-        if (ring_vms[g].node != ctx.node().name) continue;
-        auto a = transport.address(ring_vms[g].ordinal);
-        const std::string& vm = ring_vms[g].vm;
-        RankLaunch r{vm,
-                     {"--rank", std::to_string(g), "--peers", peers, "--listen-addr", a.listen_addr, "--listen-port",
-                      std::to_string(a.listen_port), "--host", vm, "--connect-timeout",
-                      std::to_string(std::max(1.0, static_cast<double>(connect_s))), "--check-timeout",
-                      std::to_string(check_s)}};
-        for (const auto& [name, value] : thresholds) {
-            r.args.push_back("--threshold");
-            r.args.push_back(name + "=" + json(value).dump());
-        }
-        for (const auto& e : options_.extra_args) r.args.push_back(e);
-        ranks.push_back(std::move(r));
-        rank_of.push_back(g);
-    }
+    auto ranks = ranks_of(transport, ctx.node().name, ring_vms, rank_args, &rank_of);
     ctx.progress(met.size() > 1 ? fmt::format("kiln-smoke on {} VM(s), ranks of a {}-VM ring over {}", ranks.size(),
                                               ring_vms.size(), fmt::join(met, ", "))
                                 : fmt::format("kiln-smoke on {} VM(s)", ranks.size()));
@@ -308,8 +477,16 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
                 for (const auto& e : entries) ring_vms_seen.push_back(e);
     }
     judge_result(result, thresholds, relative, ring_vms_seen);
+    // A shared ring that failed as a whole blames every member: find the
+    // member(s) that make it fail, so only they are quarantined.
+    if (met.size() > 1 && ring_failed(ring_vms_seen)) {
+        auto found = localise_ring(ctx, *meeting_, transport, met, ring_vms, rank_args, timeout);
+        if (!found) return found.error();
+        if (!found->is_null()) apply_localisation(result, *found);
+    }
     return result;
 }
+
 
 Status SmokeStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     if (action.id != "smoke:run") return make_error("smoke", "smoke.action", "unknown action " + action.id);

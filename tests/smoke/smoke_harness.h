@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,37 @@
 
 namespace kiln::test {
 
+// The local transport, with the ranks of chosen nodes corrupting their
+// all-reduce contribution (kiln-smoke's hidden test hook), as ranks behind
+// a bad link would.
+class FaultyRanksTransport : public kiln::smoke::SmokeTransport {
+public:
+    explicit FaultyRanksTransport(std::shared_ptr<kiln::smoke::SmokeTransport> inner) : inner_(std::move(inner)) {}
+    std::string name() const override { return inner_->name(); }
+    kiln::Result<std::vector<std::string>> list_vms(const kiln::config::Node& node) override {
+        return inner_->list_vms(node);
+    }
+    kiln::smoke::RankAddress address(int ordinal) const override { return inner_->address(ordinal); }
+    kiln::Result<std::vector<kiln::smoke::RankOutput>> run(const kiln::config::Node& node,
+                                                           const std::vector<kiln::smoke::RankLaunch>& ranks,
+                                                           std::chrono::milliseconds timeout) override {
+        auto launched = ranks;
+        if (corrupt.count(node.name))
+            for (auto& r : launched) r.args.push_back("--test-corrupt-allreduce");
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            runs_by_node[node.name]++;
+        }
+        return inner_->run(node, launched, timeout);
+    }
+    std::set<std::string> corrupt;  // set before the run
+    std::mutex mu;
+    std::map<std::string, int> runs_by_node;  // transport runs per node
+
+private:
+    std::shared_ptr<kiln::smoke::SmokeTransport> inner_;
+};
+
 struct SmokeHarness {
     TempDir dir;
     kiln::config::Fleet fleet;
@@ -29,6 +62,7 @@ struct SmokeHarness {
     kiln::engine::StageRegistry registry;
     kiln::engine::StopToken stop;
     std::string hook_file;
+    std::shared_ptr<FaultyRanksTransport> transport;
 
     explicit SmokeHarness(std::map<std::string, double> thresholds, int nodes = 1,
                           std::vector<std::string> stages = {"smoke", "handover"}) {
@@ -55,7 +89,8 @@ struct SmokeHarness {
         REQUIRE(lo.port_base > 0);
         auto handover = std::make_shared<kiln::handover::HandoverStage>();
         kiln::smoke::SmokeStageOptions so;
-        so.transport = std::make_shared<kiln::smoke::LocalProcessTransport>(lo);
+        transport = std::make_shared<FaultyRanksTransport>(std::make_shared<kiln::smoke::LocalProcessTransport>(lo));
+        so.transport = transport;
         so.extra_args = kiln::test::quick_args();
         so.connect_timeout = std::chrono::seconds(20);
         so.on_quarantine = [handover](kiln::engine::StageContext& ctx, const nlohmann::json& r) {

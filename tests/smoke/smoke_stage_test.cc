@@ -224,6 +224,70 @@ TEST_CASE("a shared smoke ring goes on without the nodes that cannot come") {
     }
 }
 
+TEST_CASE("a shared ring that fails is searched: only the node that corrupts the sum is quarantined") {
+    // Four nodes of two VMs, one ring of eight ranks; the VMs of one node
+    // add wrong values to the all-reduce, so every rank sees a wrong sum.
+    for (const std::string bad : {"n001", "n003"}) {
+        DYNAMIC_SECTION("the bad node is " << bad) {
+            SmokeHarness h({{"allreduce_errors", 0}}, 4);
+            share_ring(h, "fleet");
+            h.transport->corrupt = {bad};
+            auto report = h.run();
+            REQUIRE(report.nodes.size() == 4);
+            for (const auto& n : report.nodes) {
+                INFO(n.node << ": " << n.state << " " << n.error);
+                auto r = result_of(h, n.node);
+                INFO(r.dump());
+                REQUIRE(r.contains("localisation"));
+                CHECK(r["localisation"]["suspects"] == json::array({bad}));
+                CHECK(r["localisation"]["complete"] == true);
+                // log2(4) = 2: at most 2*2+2 sub-ring runs.
+                CHECK(r["localisation"]["runs"].size() <= 6);
+                if (n.node == bad) {
+                    CHECK(n.state == "quarantined");
+                    CHECK(r["verdict"] == "fail");
+                    CHECK(n.error.find("fault_localisation") != std::string::npos);
+                    CHECK(r["localisation"]["why"][bad].get<std::string>().find(bad) != std::string::npos);
+                } else {
+                    CHECK(n.state == "ready");
+                    CHECK(r["verdict"] == "pass");
+                    // Its own VMs' ring checks failed in the whole ring, and
+                    // a sub-ring with it passed.
+                    bool failed_whole = false;
+                    for (const auto& vm : r["vms"])
+                        for (const auto& c : vm["report"]["checks"])
+                            if (c["name"] == "allreduce_errors") failed_whole = failed_whole || c["verdict"] == "fail";
+                    CHECK(failed_whole);
+                    bool passed_sub = false;
+                    for (const auto& run : r["localisation"]["runs"])
+                        for (const auto& m : run["members"])
+                            passed_sub = passed_sub || (m == n.node && run["pass"] == true);
+                    CHECK(passed_sub);
+                }
+            }
+            // The handover hook heard of the quarantine of the bad node only.
+            int quarantined = 0;
+            for (const auto& d : h.hook_documents())
+                if (d.value("state", "") == "quarantined") {
+                    ++quarantined;
+                    CHECK(d.value("node", "") == bad);
+                }
+            CHECK(quarantined == 1);
+        }
+    }
+}
+
+TEST_CASE("a shared ring that passes is not searched") {
+    SmokeHarness h({{"allreduce_errors", 0}}, 3);
+    share_ring(h, "fleet");
+    auto report = h.run();
+    for (const auto& n : report.nodes) {
+        CHECK(n.state == "ready");
+        CHECK_FALSE(result_of(h, n.node).contains("localisation"));
+        CHECK(h.transport->runs_by_node[n.node] == 1);
+    }
+}
+
 TEST_CASE("a ring meeting that cannot close ends at the stage's deadline and names who is missing") {
     auto fleet = kiln::test::make_fleet(2, 1, {"smoke"});
     kiln::engine::StopToken stop;
