@@ -347,7 +347,9 @@ Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, Smok
         SearchBudget budget;
         int log2n = 0;
         while ((size_t{1} << log2n) < met.size()) ++log2n;
-        budget.max_runs = 2 * log2n + 2;
+        // One bad node costs about log2(n) runs, two about twice that; a
+        // sub-ring run is short beside the stage, so allow for two.
+        budget.max_runs = 4 * log2n + 4;
         budget.deadline = ctx.deadline() - timeout;
         ctx.progress(fmt::format("the ring of {} failed: localising the fault (at most {} sub-ring runs)",
                                  fmt::join(met, ", "), budget.max_runs));
