@@ -20,6 +20,7 @@
 #include "pipelines/smoke/gpu_health.h"
 #include "pipelines/smoke/nvml_loader.h"
 #include "pipelines/smoke/ring_allreduce.h"
+#include "pipelines/smoke/xid_log.h"
 
 namespace kiln::smoke {
 
@@ -450,7 +451,15 @@ GpuInventory gpu_inventory() {
 
 std::vector<GpuCheckStep> gpu_check_steps(const GpuOptions& o, TcpRing* ring, Deadline ring_deadline) {
     return {
-        {{"row_remaps_pending", "clock_slowdown_reasons"}, [] { return nvml_checks(); }},
+        {{"row_remaps_pending", "clock_slowdown_reasons", "retired_pages_pending", "retired_pages",
+          "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "xid_events"},
+         [] {
+             auto checks = nvml_checks();
+             std::string log, err;
+             const bool read = read_kernel_log(&log, &err);
+             checks.push_back(xid_check(read ? parse_xid_events(log) : std::vector<XidEvent>{}, read ? "" : err));
+             return checks;
+         }},
         {{"h2d_bandwidth_gbps", "d2h_bandwidth_gbps"}, [o] { return copy_checks(o); }},
         {{"hbm_bandwidth_gbps"}, [o] { return hbm_check(o); }},
         {{"bf16_gemm_tflops"}, [o] { return gemm_check(o); }},

@@ -22,6 +22,10 @@ struct GpuRead {
 // pending or failed remap / a fault clock reason, unreadable GPUs counted as
 // bad. `nvml_error` non-empty: NVML itself could not be used (both fail).
 // A check no GPU reports (row remapping before Ampere) is a skip.
+// Then the error counters: "retired_pages_pending" (GPUs), "retired_pages"
+// (pages, both causes), "ecc_uncorrected_volatile" (since the driver loaded)
+// and "ecc_uncorrected_aggregate" (over the GPUs' life), summed over GPUs; a
+// GPU that cannot be read fails all four, a counter no GPU reports skips.
 std::vector<Check> nvml_health_checks(const std::string& nvml_error, const std::vector<GpuRead>& reads);
 
 // "gpu_count": the GPUs CUDA can use, held against how many the VM was

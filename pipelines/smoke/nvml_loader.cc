@@ -14,6 +14,16 @@ using InitFn = nvmlReturn_t (*)();
 using ByPciFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
 using RemapFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*);
 using ReasonsFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+// nvmlDeviceGetTotalEccErrors(device, nvmlMemoryErrorType_t, nvmlEccCounterType_t, count)
+using EccFn = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
+// nvmlDeviceGetRetiredPages(device, nvmlPageRetirementCause_t, pageCount, addresses)
+using RetiredFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*, unsigned long long*);
+// nvmlDeviceGetRetiredPagesPendingStatus(device, nvmlEnableState_t*)
+using PendingFn = nvmlReturn_t (*)(nvmlDevice_t, int*);
+constexpr nvmlReturn_t kInsufficientSize = 7;   // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr int kUncorrected = 1;                 // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatile = 0, kAggregate = 1;    // NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
+constexpr int kCauseSbe = 0, kCauseDbe = 1;     // NVML_PAGE_RETIREMENT_CAUSE_*
 
 template <class F>
 F sym(void* lib, const char* name) {
@@ -58,6 +68,26 @@ NvmlGpuHealth Nvml::health(const std::string& pci_bus_id) {
     auto reasons = sym<ReasonsFn>(lib_, "nvmlDeviceGetCurrentClocksEventReasons");
     if (!reasons) reasons = sym<ReasonsFn>(lib_, "nvmlDeviceGetCurrentClocksThrottleReasons");
     if (reasons) h.reasons_supported = reasons(dev, &h.reasons) == kSuccess;
+    if (auto ecc = sym<EccFn>(lib_, "nvmlDeviceGetTotalEccErrors"))
+        h.ecc_supported = ecc(dev, kUncorrected, kVolatile, &h.ecc_uncorrected_volatile) == kSuccess &&
+                          ecc(dev, kUncorrected, kAggregate, &h.ecc_uncorrected_aggregate) == kSuccess;
+    auto retired = sym<RetiredFn>(lib_, "nvmlDeviceGetRetiredPages");
+    auto pending = sym<PendingFn>(lib_, "nvmlDeviceGetRetiredPagesPendingStatus");
+    if (retired && pending) {
+        // A count of 0 asks for the size: SUCCESS (none) or INSUFFICIENT_SIZE.
+        bool ok = true;
+        for (int cause : {kCauseSbe, kCauseDbe}) {
+            unsigned count = 0;
+            unsigned long long none[1] = {};  // NVML refuses a null buffer
+            const nvmlReturn_t rc = retired(dev, cause, &count, none);
+            ok = ok && (rc == kSuccess || rc == kInsufficientSize);
+            h.retired_pages += count;
+        }
+        int state = 0;
+        ok = ok && pending(dev, &state) == kSuccess;
+        h.retirement_supported = ok;
+        h.retirement_pending = ok && state != 0;
+    }
     return h;
 }
 

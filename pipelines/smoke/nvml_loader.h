@@ -14,6 +14,17 @@ struct NvmlGpuHealth {
     unsigned remap_failure = 0;        // a remap failed: the GPU needs service
     bool reasons_supported = false;
     unsigned long long reasons = 0;    // clocks event (throttle) reason bits
+    // ECC error counters (device memory, all locations), uncorrected only:
+    // since the driver loaded (volatile) and over the GPU's life (aggregate).
+    bool ecc_supported = false;
+    unsigned long long ecc_uncorrected_volatile = 0;
+    unsigned long long ecc_uncorrected_aggregate = 0;
+    // Dynamic page retirement (before Ampere; row remapping replaced it):
+    // pages retired for either cause, and whether a retirement waits for a
+    // driver reload.
+    bool retirement_supported = false;
+    unsigned retired_pages = 0;
+    bool retirement_pending = false;
 };
 
 // Reasons that mean the GPU is slowed by a fault, not by idling or the

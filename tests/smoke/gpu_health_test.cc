@@ -89,3 +89,58 @@ TEST_CASE("gpu_count: fewer usable GPUs than the VM was given fails, and none al
     unknown.judge();
     CHECK(unknown.verdict == Verdict::Pass);
 }
+
+TEST_CASE("NVML error counters: summed over GPUs, held against ceilings, unknown when a GPU is unreadable") {
+    GpuRead a = healthy("gpu0"), b = healthy("gpu1");
+    for (GpuRead* g : {&a, &b}) {
+        g->health.ecc_supported = true;
+        g->health.retirement_supported = true;
+    }
+    auto clean = nvml_health_checks("", {a, b});
+    for (const char* name : {"retired_pages_pending", "retired_pages", "ecc_uncorrected_volatile",
+                             "ecc_uncorrected_aggregate"}) {
+        INFO(name);
+        Check c = named(clean, name);
+        CHECK(c.verdict == Verdict::Pass);
+        CHECK(c.figure == 0);
+        c.threshold = 0;
+        c.judge();
+        CHECK(c.verdict == Verdict::Pass);
+    }
+
+    b.health.ecc_uncorrected_volatile = 2;
+    b.health.ecc_uncorrected_aggregate = 5;
+    a.health.ecc_uncorrected_aggregate = 1;
+    a.health.retired_pages = 3;
+    a.health.retirement_pending = true;
+    auto cs = nvml_health_checks("", {a, b});
+    CHECK(named(cs, "ecc_uncorrected_volatile").figure == 2);
+    CHECK(named(cs, "ecc_uncorrected_aggregate").figure == 6);
+    CHECK(named(cs, "retired_pages").figure == 3);
+    CHECK(named(cs, "retired_pages_pending").figure == 1);
+    CHECK(named(cs, "ecc_uncorrected_volatile").detail.find("gpu1: 2 since the driver loaded") != std::string::npos);
+    CHECK(named(cs, "retired_pages_pending").detail.find("gpu0") != std::string::npos);
+    Check vol = named(cs, "ecc_uncorrected_volatile");
+    vol.threshold = 0;  // the GPU profiles' ceiling
+    vol.judge();
+    CHECK(vol.verdict == Verdict::Fail);
+
+    // One GPU unreadable: its counters are unknown, so every counter fails
+    // even with a figure of 0 from the other.
+    GpuRead lost{"gpu1 0000:4f:00.0", {}};
+    lost.health.error = "GPU is lost";
+    for (const auto& c : nvml_health_checks("", {healthy("gpu0"), lost})) {
+        if (c.name == "row_remaps_pending" || c.name == "clock_slowdown_reasons") continue;
+        INFO(c.name);
+        CHECK(c.verdict == Verdict::Fail);
+        CHECK(c.detail.find("gpu1 0000:4f:00.0: unreadable") != std::string::npos);
+    }
+
+    // ECC off and page retirement replaced by row remapping: skips, which a
+    // fleet threshold turns into failures (smoke_stage's judge).
+    auto off = nvml_health_checks("", {healthy("gpu0")});
+    for (const char* name : {"retired_pages_pending", "retired_pages", "ecc_uncorrected_volatile",
+                             "ecc_uncorrected_aggregate"})
+        CHECK(named(off, name).verdict == Verdict::Skip);
+    CHECK(nvml_health_checks("NVML not found", {healthy("gpu0")}).size() == 6);
+}
