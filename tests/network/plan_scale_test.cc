@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 
 #include "network/stage/network_stage.h"
@@ -362,6 +364,89 @@ TEST_CASE("network plan with spines: each node configures its leaf's uplink and 
         "priority-flow-control priority 3 no-drop"));
     const json repaired = plan_of(fleet, registry);
     for (const auto& [node, actions] : repaired.items()) CHECK(actions.empty());
+}
+
+namespace {
+
+// The spine's driver, holding each apply open until a second one enters or
+// a bound passes: with kiln's per-switch apply lock the second waits outside
+// and never enters, without it both are inside at once.
+struct SpineGate {
+    std::mutex mu;
+    std::condition_variable cv;
+    int inside = 0;
+    int most_inside = 0;
+    int applies = 0;
+};
+
+class GatedDriver : public network::SwitchDriver {
+public:
+    GatedDriver(std::unique_ptr<network::SwitchDriver> real, SpineGate& gate) : real_(std::move(real)), gate_(gate) {}
+    std::string os() const override { return real_->os(); }
+    Result<json> render(const config::RoceProfile& profile, const std::vector<network::Port>& ports) const override {
+        return real_->render(profile, ports);
+    }
+    Result<json> read_state() override { return real_->read_state(); }
+    json project_running(const json& state, const std::vector<network::Port>& ports) const override {
+        return real_->project_running(state, ports);
+    }
+    std::vector<network::ConfigChange> diff(const json& desired, const json& running) const override {
+        return real_->diff(desired, running);
+    }
+    Status apply(const json& desired, const json& running) override {
+        {
+            std::unique_lock<std::mutex> lk(gate_.mu);
+            ++gate_.applies;
+            gate_.most_inside = std::max(gate_.most_inside, ++gate_.inside);
+            gate_.cv.notify_all();
+            // Not a timing assertion: the bound only ends the wait for an
+            // entry that the lock must prevent.
+            gate_.cv.wait_for(lk, std::chrono::seconds(2), [&] { return gate_.inside >= 2; });
+        }
+        auto st = real_->apply(desired, running);
+        std::lock_guard<std::mutex> lk(gate_.mu);
+        --gate_.inside;
+        gate_.cv.notify_all();
+        return st;
+    }
+
+private:
+    std::unique_ptr<network::SwitchDriver> real_;
+    SpineGate& gate_;
+};
+
+}  // namespace
+
+TEST_CASE("network apply with spines: nodes of different leaves change the shared spine one at a time") {
+    SpineLab lab;
+    const auto& fleet = lab.f();
+    SpineGate gate;
+    auto stage = std::make_shared<network::NetworkStage>(
+        [&gate](const config::Fleet& f, const config::Switch& sw) -> Result<std::unique_ptr<network::SwitchDriver>> {
+            network::SwitchDriverDeps deps;
+            auto real = network::make_switch_driver(f, sw, deps);
+            if (!real) return real.error();
+            if (sw.name != "spine-e") return std::move(*real);
+            return std::unique_ptr<network::SwitchDriver>(new GatedDriver(std::move(*real), gate));
+        });
+    engine::StageRegistry registry;
+    registry.add(stage);
+    // n1 (leaf-n) and n3 (leaf-e) run at once: the engine holds only their
+    // own leaves, and each has its uplink's spine port to change.
+    const json errors = run_apply(fleet, registry, lab.fleet->dir.file("journal.db"));
+    INFO(errors.dump());
+    CHECK(errors.empty());
+    {
+        std::lock_guard<std::mutex> lk(gate.mu);
+        CHECK(gate.applies >= 2);  // both leaves' nodes changed the spine
+        CHECK(gate.most_inside == 1);
+    }
+    // Neither change was lost to the other: nothing is left to do anywhere.
+    const json after = plan_of(fleet, registry);
+    for (const auto& [node, actions] : after.items()) {
+        INFO(node);
+        CHECK(actions.empty());
+    }
 }
 
 TEST_CASE("kiln-switch serves more switches than select() can watch (FD_SETSIZE)") {
