@@ -3,12 +3,15 @@
 fresh switch of that SKU starts from, as `sonic-cfggen -t` does on the switch.
 
 Usage:
-  render_sonic_templates.py TEMPLATES OUT PLATFORM/HWSKU=ASIC_TYPE...
+  render_sonic_templates.py TEMPLATES OUT PLATFORM/HWSKU=ASIC_TYPE[:dynamic]...
 
 TEMPLATES holds common/ (sonic-buildimage's files/build_templates) and one
 folder per PLATFORM/HWSKU (the SKU's device files); see its SOURCE.md. For
 each SKU, OUT/<HWSKU>.json gets DEVICE_METADATA, PORT (from the SKU's
 port_config.ini), and the tables buffers.json.j2 and qos.json.j2 render.
+With ":dynamic", the SKU in SONiC's dynamic buffer model: buffer_model
+"dynamic" and the SKU's buffers_dynamic.json.j2 (what sonic-cfggen renders
+for that model), into OUT/<HWSKU>-dynamic.json.
 
 Only what these templates use is provided: the `sort_by_port_index` filter
 and the `template_exists` global (both as sonic-cfggen defines them), the
@@ -61,7 +64,7 @@ def port_index(name):
     return int(m.group(2)) + (1024 if m.group(1) else 0)
 
 
-def render_sku(jinja2, templates, platform, hwsku, asic_type):
+def render_sku(jinja2, templates, platform, hwsku, asic_type, buffer_model="traditional"):
     sku_dir = os.path.join(templates, platform, hwsku)
     loader = jinja2.FileSystemLoader([sku_dir, os.path.join(templates, "common")])
     env = jinja2.Environment(loader=loader, trim_blocks=True)
@@ -87,7 +90,7 @@ def render_sku(jinja2, templates, platform, hwsku, asic_type):
             "localhost": {
                 "hwsku": hwsku,
                 "platform": platform,
-                "buffer_model": "traditional",
+                "buffer_model": buffer_model,
                 "hostname": "sonic",
                 "mac": "00:11:22:33:44:55",
             }
@@ -100,7 +103,8 @@ def render_sku(jinja2, templates, platform, hwsku, asic_type):
         port.setdefault("admin_status", "up")
     context = dict(db)
     context["asic_type"] = asic_type
-    for name in ("buffers.json.j2", "qos.json.j2"):
+    buffers = "buffers_dynamic.json.j2" if buffer_model == "dynamic" else "buffers.json.j2"
+    for name in (buffers, "qos.json.j2"):
         text = env.get_template(name).render(context)
         try:
             tables = json.loads(text)
@@ -127,17 +131,18 @@ def main(argv):
         print("skipped: " + why)
         return SKIP
     for spec in argv[3:]:
-        sku, _, asic_type = spec.partition("=")
+        sku, _, asic_spec = spec.partition("=")
+        asic_type, _, model = asic_spec.partition(":")
         platform, _, hwsku = sku.partition("/")
-        if not (platform and hwsku and asic_type):
-            print(f"bad SKU '{spec}': want PLATFORM/HWSKU=ASIC_TYPE", file=sys.stderr)
+        if not (platform and hwsku and asic_type) or model not in ("", "dynamic"):
+            print(f"bad SKU '{spec}': want PLATFORM/HWSKU=ASIC_TYPE[:dynamic]", file=sys.stderr)
             return 1
         try:
-            db = render_sku(jinja2, templates, platform, hwsku, asic_type)
+            db = render_sku(jinja2, templates, platform, hwsku, asic_type, model or "traditional")
         except (OSError, ValueError, jinja2.TemplateError) as e:
             print(f"{sku}: {e}", file=sys.stderr)
             return 1
-        path = os.path.join(out, hwsku + ".json")
+        path = os.path.join(out, hwsku + ("-dynamic" if model else "") + ".json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(db, f, indent=2, sort_keys=True)
         print(f"{path}: " + ", ".join(f"{t} {len(v)}" for t, v in sorted(db.items())))

@@ -40,16 +40,18 @@ constexpr int kSkipped = 77;  // SKIP_RETURN_CODE of these tests
 
 struct Sku {
     std::string platform, hwsku;
+    bool dynamic = false;  // SONiC's dynamic buffer model (buffers_dynamic.json.j2)
     std::string dir() const { return platform + "/" + hwsku; }
 };
 
 const Sku kSn5600{"x86_64-nvidia_sn5600-r0", "Mellanox-SN5600-O128"};       // Spectrum-4
 const Sku kZ9332f{"x86_64-dellemc_z9332f_d1508-r0", "DellEMC-Z9332f-O32"};  // Tomahawk 3
+const Sku kSn5600Dynamic{"x86_64-nvidia_sn5600-r0", "Mellanox-SN5600-O128", true};
 
 // The stock CONFIG_DB the fixture rendered for `sku`.
 json stock_config(const Sku& sku) {
     const std::filesystem::path dir = KILN_SONIC_STOCK_DIR;
-    const auto path = dir / (sku.hwsku + ".json");
+    const auto path = dir / (sku.hwsku + (sku.dynamic ? "-dynamic" : "") + ".json");
     if (!std::filesystem::exists(path)) {
         if (std::filesystem::exists(dir / "SKIPPED")) {
             std::printf("SKIPPED: %s", tn::read_file((dir / "SKIPPED").string()).c_str());
@@ -130,11 +132,15 @@ std::string str_field(const json& db, const std::string& table, const std::strin
 //   neighbour (here: all) at 200 ms times the port count's multiple of 32,
 //   and PFC_WD|GLOBAL POLL_INTERVAL the same, capped at 1000 ms; `poll_ms`
 //   > 0 sets the poll instead (the cases the issue names).
+// In the dynamic model buffermgrd computes the headroom of "NULL" PGs
+// itself (from cable length, speed and MTU, with the vendor's plugin) and
+// writes it to APPL_DB, not CONFIG_DB: nothing of it is played here.
 void run_switch_daemons(json& db, const std::string& lookup_text, int poll_ms = 0) {
     const auto rows = vendor_rows(lookup_text);
     const std::string pool_mode = str_field(db, "BUFFER_POOL", "ingress_lossless_pool", "mode");
     const json& cables = db["CABLE_LENGTH"]["AZURE"];
-    for (auto p = db["PORT"].begin(); p != db["PORT"].end(); ++p) {
+    const bool traditional = str_field(db, "DEVICE_METADATA", "localhost", "buffer_model") != "dynamic";
+    for (auto p = db["PORT"].begin(); traditional && p != db["PORT"].end(); ++p) {
         const std::string pfc = str_field(db, "PORT_QOS_MAP", p.key(), "pfc_enable");
         if (pfc != "3,4" || !cables.contains(p.key())) continue;
         const std::string cable = cables[p.key()].get<std::string>();
@@ -240,11 +246,23 @@ void check_lossless(const Sku& sku, const json& stock, const json& merged, const
     for (const auto& port : ports) {
         const std::string& n = port.name;
         INFO(sku.hwsku << " " << n << " " << port.cable_length_m << " m");
-        // (b) the lossless PG's headroom is the row buffermgrd would pick.
         const auto pgs = covering(merged, "BUFFER_PG", n, 3);
         REQUIRE(pgs.size() == 1);  // no stock "3-4" left overlapping kiln's "3"
         CHECK(pgs[0] == n + "|3");
         const std::string profile = str_field(merged, "BUFFER_PG", pgs[0], "profile");
+        if (sku.dynamic) {
+            // (b) dynamic: the switch sizes the headroom; kiln gives it the
+            // true cable length and leaves the PG's profile "NULL".
+            CHECK(profile == "NULL");
+            CHECK(str_field(merged, "CABLE_LENGTH", "AZURE", n) == fmt::format("{}m", port.cable_length_m));
+        }
+    }
+    for (const auto& port : ports) {
+        if (sku.dynamic) break;
+        const std::string& n = port.name;
+        INFO(sku.hwsku << " " << n << " " << port.cable_length_m << " m");
+        // (b) the lossless PG's headroom is the row buffermgrd would pick.
+        const std::string profile = str_field(merged, "BUFFER_PG", n + "|3", "profile");
         const VendorRow* want = vendor_row(rows, port.speed_mbps, port.cable_length_m);
         REQUIRE(want != nullptr);
         const std::string cable = fmt::format("{}m", want->cable_m);
@@ -263,7 +281,10 @@ void check_lossless(const Sku& sku, const json& stock, const json& merged, const
                     want->fields.at("xoff").c_str(), str_field(merged, "BUFFER_PROFILE", profile, "xon").c_str(),
                     want->fields.at("xon").c_str(), str_field(merged, "BUFFER_PROFILE", profile, "size").c_str(),
                     want->fields.at("size").c_str());
-
+    }
+    for (const auto& port : ports) {
+        const std::string& n = port.name;
+        INFO(sku.hwsku << " " << n);
         // (c) lossless end to end: DSCP 26 -> TC 3 -> PG 3 (headroom above) and
         // queue 3; PFC on priority 3, mapped to PG 3 where the SKU maps them.
         const std::string pfc = str_field(merged, "PORT_QOS_MAP", n, "pfc_enable");
@@ -369,6 +390,15 @@ TEST_CASE("sonic template merge: Dell Z9332f (Tomahawk 3) stock config plus kiln
                          {"Ethernet24", 40},
                          {"Ethernet32", 300},
                          {"Ethernet40", 200}});
+}
+
+TEST_CASE("sonic template merge: Mellanox SN5600 in the dynamic buffer model keeps its headroom computed by the switch") {
+    // SONiC's dynamic model (buffers_dynamic.json.j2): lossless PGs "NULL",
+    // no fixed ingress pool sizes; kiln writes cable lengths as they are.
+    merge_case(kSn5600Dynamic, {{"Ethernet0", 5}, {"Ethernet4", 7}, {"Ethernet8", 40}, {"Ethernet12", 300}});
+    json stock = stock_config(kSn5600Dynamic);
+    CHECK(str_field(stock, "DEVICE_METADATA", "localhost", "buffer_model") == "dynamic");
+    CHECK(str_field(stock, "BUFFER_PG", "Ethernet0|3-4", "profile") == "NULL");
 }
 
 TEST_CASE("sonic template merge: kiln's poll interval lets a 200 ms detection onto a big switch") {
