@@ -8,7 +8,8 @@
 //      converged ones; baseline: reading each switch's running config once.
 //      Switch reads are counted by a driver wrapping the real one.
 //   3. Scale ("scale"): the same plan at 256, 1,024, 4,096 and 10,000 nodes
-//      (8 NICs each, 32 to 320 emulated switches of up to 256 ports), fresh
+//      (8 NICs each, 32 to 320 emulated leaves of up to 256 ports, and a
+//      spine per 16 leaves, 2 at least, cabled to every leaf), fresh
 //      and converged, each against reading every switch once in the same
 //      run: reads per plan (counted), plan time / read-once time, and time
 //      per node across sizes (flat = linear). A size whose predicted time
@@ -68,10 +69,14 @@ long peak_rss_kb() {
 // A rail-optimised fabric: `nodes` nodes of kRails NICs, `switches` leaves
 // (kRails rails of switches/kRails leaves) of `ports` ports each; NIC k of
 // node n on rail k, leaf k*(switches/kRails) + n/ports, port n%ports.
+// With `spines`, every leaf has one more port per spine, cabled to that
+// spine ([[uplinks]]): leaf s port ports+j -> spine j port s. Spines (EOS)
+// have no node: each node's plan reaches them through its leaves' uplinks.
 struct Shape {
     int switches = kSwitches;
     int ports = kPortsPerSwitch;
     int nodes = kNodes;
+    int spines = 0;
 };
 
 std::string port_name(const std::string& os, int p) {
@@ -92,11 +97,27 @@ std::string fleet_toml(OsFn os_of, AddrFn address_of, const Shape& shape = {}) {
             "[switches.leaf{:03}]\nos = \"{}\"\naddress = \"{}\"\nusername = \"admin\"\n"
             "password = \"env:KILN_BENCH_SWITCH_PASSWORD\"\nrail = {}\nports = [\n",
             s, os_of(s), address_of(s), s / per_rail);
-        for (int p = 0; p < shape.ports; ++p)
+        for (int p = 0; p < shape.ports + shape.spines; ++p)
             t << fmt::format("  {{ name = \"{}\", speed_mbps = 400000, lanes = \"{},{},{},{}\" }},\n",
                              port_name(os_of(s), p), p * 4, p * 4 + 1, p * 4 + 2, p * 4 + 3);
         t << "]\n";
     }
+    for (int j = 0; j < shape.spines; ++j) {
+        const int sw = shape.switches + j;
+        t << fmt::format(
+            "[switches.spine{:03}]\nos = \"{}\"\naddress = \"{}\"\nusername = \"admin\"\n"
+            "password = \"env:KILN_BENCH_SWITCH_PASSWORD\"\nports = [\n",
+            j, os_of(sw), address_of(sw));
+        for (int p = 0; p < shape.switches; ++p)
+            t << fmt::format("  {{ name = \"{}\", speed_mbps = 400000, lanes = \"{},{},{},{}\" }},\n",
+                             port_name(os_of(sw), p), p * 4, p * 4 + 1, p * 4 + 2, p * 4 + 3);
+        t << "]\n";
+    }
+    for (int s = 0; s < shape.switches; ++s)
+        for (int j = 0; j < shape.spines; ++j)
+            t << fmt::format("[[uplinks]]\nswitch = \"leaf{:03}\"\nport = \"{}\"\npeer_switch = \"spine{:03}\"\n"
+                             "peer_port = \"{}\"\n",
+                             s, port_name(os_of(s), shape.ports + j), j, port_name(os_of(shape.switches + j), s));
     // Racks of kRackNodes nodes, each listing the kRails leaves its nodes are cabled to.
     const int racks = (shape.nodes + kRackNodes - 1) / kRackNodes;
     for (int r = 0; r < racks; ++r) {
@@ -179,10 +200,12 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
     std::vector<std::unique_ptr<kiln::network::emulator::EmulatedSwitch>> emulated;
     std::vector<std::unique_ptr<kiln::network::emulator::SwitchServer>> servers;
     std::vector<std::string> urls;
-    for (int s = 0; s < shape.switches; ++s) {
+    // Leaves NVUE (even) and EOS (odd); spines (indices after the leaves) EOS.
+    auto os_of = [&shape](int s) { return std::string(s >= shape.switches || s % 2 ? "eos" : "nvue"); };
+    for (int s = 0; s < shape.switches + shape.spines; ++s) {
         kiln::network::emulator::SwitchSpec spec;
-        spec.name = fmt::format("leaf{:03}", s);
-        spec.os = s % 2 ? "eos" : "nvue";
+        spec.name = s < shape.switches ? fmt::format("leaf{:03}", s) : fmt::format("spine{:03}", s - shape.switches);
+        spec.os = os_of(s);
         spec.password = "bench-pass";
         auto sw = kiln::network::emulator::EmulatedSwitch::open(spec);
         if (!sw) return std::cerr << sw.error().str() << "\n", m;
@@ -193,8 +216,7 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
         servers.push_back(std::move(*server));
     }
     auto fleet = load(dir,
-                      fleet_toml([](int s) { return std::string(s % 2 ? "eos" : "nvue"); },
-                                 [&](int s) { return urls[static_cast<size_t>(s)]; }, shape),
+                      fleet_toml(os_of, [&](int s) { return urls[static_cast<size_t>(s)]; }, shape),
                       m.load_s);
     auto fabric = kiln::network::build_fabric(fleet);
     if (!fabric) return std::cerr << fabric.error().str() << "\n", m;
@@ -371,6 +393,8 @@ int main(int argc, char** argv) {
         shape.switches = std::max(32, (nodes * kRails + 255) / 256);
         shape.switches = (shape.switches + kRails - 1) / kRails * kRails;
         shape.ports = (nodes + shape.switches / kRails - 1) / (shape.switches / kRails);
+        // Spines above the leaves: one per 16 leaves, two at least.
+        shape.spines = std::max(2, shape.switches / 16);
         // Linear growth predicts the next size from the last one; a size that
         // would not fit the budget is left out and said so.
         const double predicted = last_nodes ? last_total_s * nodes / last_nodes : 0;
@@ -390,13 +414,18 @@ int main(int argc, char** argv) {
         if (!m.ok) return 1;
         last_total_s = since(t0);
         last_nodes = nodes;
-        if (m.fresh_actions != nodes * kRails || m.converged_actions != 0) {
+        // Each node configures its 8 leaves and the spine ports facing them.
+        if (m.fresh_actions != nodes * (kRails + shape.spines) || m.converged_actions != 0) {
             std::cerr << "unexpected plan at " << nodes << " nodes: " << m.fresh_actions << " then "
                       << m.converged_actions << " actions\n";
             return 1;
         }
+        const int all_switches = shape.switches + shape.spines;
         json row = {{"nodes", nodes},
-                    {"switches", shape.switches},
+                    {"switches", all_switches},
+                    {"leaves", shape.switches},
+                    {"spines", shape.spines},
+                    {"uplinks", shape.switches * shape.spines},
                     {"ports_per_switch", shape.ports},
                     {"cabled_ports", nodes * kRails},
                     {"config_load_s", m.load_s},
@@ -408,7 +437,7 @@ int main(int argc, char** argv) {
                     {"plan_fresh_actions", m.fresh_actions},
                     {"plan_converged_s", m.plan_converged_s},
                     {"plan_converged_reads", m.converged_reads},
-                    {"reads_equal_switches", m.fresh_reads == shape.switches && m.converged_reads == shape.switches},
+                    {"reads_equal_switches", m.fresh_reads == all_switches && m.converged_reads == all_switches},
                     {"plan_fresh_vs_read_once_ratio", m.plan_fresh_s / m.read_once_s},
                     {"plan_converged_vs_read_once_ratio", m.plan_converged_s / m.read_once_converged_s},
                     {"plan_fresh_us_per_node", 1e6 * m.plan_fresh_s / nodes},
