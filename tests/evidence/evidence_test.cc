@@ -19,6 +19,11 @@
 #include "provisioner/core/command.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/engine/cancel.h"
+#include "firmware/redfish/session_pool.h"
+#include "pipelines/smoke/smoke_stage.h"
+#include "provisioner/engine/stage_registry.h"
+#include "provisioner/evidence/bmc_evidence.h"
+#include "provisioner/evidence/evidence_bundle.h"
 #include "provisioner/evidence/quarantine_evidence.h"
 #include "provisioner/evidence/secret_scrub.h"
 #include "provisioner/journal/open_store.h"
@@ -296,6 +301,60 @@ TEST_CASE("at quarantine the bundle is written beside the fleet and journaled as
     CHECK(files.count(top + "bmc/log_services/Systems-437XR1138R2-Log1.json"));
     CHECK(files.count(top + "journal/history.json"));
     check_no_secret(files);
+}
+
+TEST_CASE("kiln's own smoke stage writes the bundle when it quarantines a node") {
+    test::TempDir dir;
+    const auto fleet_path = write_fleet(dir, "http://127.0.0.1:1");
+    write_quarantine_state(dir);
+    engine::StageRegistry registry;
+    engine::register_product_stages(registry);
+    auto* smoke_stage = dynamic_cast<smoke::SmokeStage*>(registry.find("smoke"));
+    REQUIRE(smoke_stage);
+    REQUIRE(smoke_stage->options().on_quarantine);
+    config::LoadOptions opts;
+    opts.known_stages = registry.known_names();
+    auto loaded = config::load_fleet(fleet_path, opts);
+    REQUIRE(loaded.fleet);
+    engine::StopToken stop;
+    std::vector<std::string> events;
+    engine::StageContext ctx(*loaded.fleet, *loaded.fleet->find_node(kNode), "smoke", stop,
+                             engine::StageContext::Clock::now() + std::chrono::minutes(2), nullptr,
+                             [&](const std::string& k, const std::string& m) { events.push_back(k + ": " + m); });
+    auto result = smoke::load_result(dir.path() + "/.kiln/smoke", kNode);
+    REQUIRE(result);
+    smoke_stage->options().on_quarantine(ctx, *result);
+    INFO(fmt::format("{}", fmt::join(events, "\n")));
+    const auto evidence_dir = fs::path(dir.path()) / ".kiln" / "evidence";
+    REQUIRE(fs::is_directory(evidence_dir));
+    std::vector<fs::path> archives;
+    for (const auto& e : fs::directory_iterator(evidence_dir)) archives.push_back(e.path());
+    REQUIRE(archives.size() == 1);  // no staging folder or temp file left beside it
+    CHECK(archives[0].filename().string().rfind(std::string(kNode) + "-", 0) == 0);
+    CHECK(archives[0].extension() == ".gz");
+    CHECK(std::find(events.begin(), events.end(), "evidence: bundle written: " + archives[0].string()) != events.end());
+}
+
+TEST_CASE("the HPE DL325's IML, security and iLO event logs and its PCIe serials are read through kiln-bmc") {
+    bmc::test::BmcChild bmc;
+    REQUIRE(bmc.start({"--mockup", bmc::test::mockup_path("hpe-dl325"), "--port", "0"},
+                      {{"KILN_BMC_PASSWORD", kSecret}}));
+    net::CurlHttpClient http;
+    redfish::SessionPool pool(http, evidence::bundle_bmc_options());
+    redfish::Client client(pool.acquire({bmc.url(), "admin", kSecret, {}}));
+    auto ev = evidence::collect_bmc_evidence(client);
+    REQUIRE(ev);
+    std::map<std::string, size_t> entries;
+    for (const auto& l : ev->logs) entries[l.name] = l.doc["entries"].size();
+    CHECK(entries["Systems-1-IML"] > 100);
+    CHECK(entries["Systems-1-SL"] > 100);
+    CHECK(entries["Managers-1-IEL"] > 100);
+    bool serial = false;
+    for (const auto& d : ev->parts["pcie_devices"]) serial = serial || d.value("SerialNumber", "") == "REE1950F79864";
+    CHECK(serial);
+    CHECK_FALSE(ev->tasks.is_null());
+    for (const auto& [part, why] : ev->unavailable) UNSCOPED_INFO(part << ": " << why);
+    CHECK(ev->unavailable.empty());
 }
 
 TEST_CASE("the scrubber finds a secret in raw, JSON-escaped and Basic-header form") {
