@@ -579,9 +579,14 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     if (firmware_args.chosen())
         return cmd_firmware(firmware_args, [&](const std::string& p) { return load(p, g, registry); });
     if (image_args.chosen()) return cmd_image(image_args);
-    if (evidence_args.chosen())
+    if (evidence_args.chosen()) {
+        std::vector<std::string> extra_secrets;
+        if (!g.store_password.empty())
+            if (auto s = Secret::parse(g.store_password, fs::current_path().string()))
+                if (auto v = s->resolve()) extra_secrets.push_back(*v);
         return cmd_evidence(evidence_args, [&](const std::string& p) { return load(p, g, registry); },
-                            [&](const config::Fleet& f) { return open_reader(g, f); });
+                            [&](const config::Fleet& f) { return open_reader(g, f); }, std::move(extra_secrets));
+    }
     if (network_args.chosen())
         return cmd_network(network_args, [&](const std::string& p) { return load(p, g, registry); });
     return 1;

@@ -27,7 +27,8 @@ void add_evidence_command(CLI::App& app, EvidenceArgs& args) {
     args.command = ev;
 }
 
-int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, const EvidenceJournalReader& open_journal) {
+int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, const EvidenceJournalReader& open_journal,
+                 std::vector<std::string> extra_secrets) {
     auto fleet = load(args.fleet);
     if (!fleet) return 1;
     const config::Node* node = fleet->find_node(args.node);
@@ -40,6 +41,7 @@ int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, cons
     rq.fleet = &*fleet;
     rq.node = node;
     rq.out = args.out;
+    rq.extra_secrets = std::move(extra_secrets);
     std::unique_ptr<journal::Store> store;
     if (auto opened = open_journal(*fleet); !opened) {
         rq.store_unavailable = opened.error().message;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +33,9 @@ void add_evidence_command(CLI::App& app, EvidenceArgs& args);
 
 using EvidenceFleetLoader = std::function<std::optional<config::Fleet>(const std::string& path)>;
 using EvidenceJournalReader = std::function<Result<std::unique_ptr<journal::Store>>(const config::Fleet&)>;
-int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, const EvidenceJournalReader& open_journal);
+// `extra_secrets`: resolved secrets given outside the fleet (--store-password),
+// kept out of the bundle like the fleet's own.
+int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, const EvidenceJournalReader& open_journal,
+                 std::vector<std::string> extra_secrets = {});
 
 }  // namespace kiln::cli

@@ -289,6 +289,7 @@ Result<BundleReport> write_bundle(const BundleRequest& rq) {
     if (ec) return bundle_error("evidence.out", fmt::format("{}: cannot create {}: {}", node, parent.string(), ec.message()));
 
     SecretScrubber scrub = SecretScrubber::from_fleet(*rq.fleet);
+    for (const auto& v : rq.extra_secrets) scrub.add(v);
     Contents c;
     std::string state;
     gather_smoke(rq, c);

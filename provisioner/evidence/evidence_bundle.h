@@ -50,6 +50,8 @@ struct BundleRequest {
     redfish::Waiter wait;                      // default: sleeping
     redfish::SessionOptions bmc;               // default: bundle_bmc_options()
     bool bmc_options_given = false;
+    // Secret values from outside the fleet file (--store-password): scrubbed too.
+    std::vector<std::string> extra_secrets;
 };
 
 struct BundleFile {
