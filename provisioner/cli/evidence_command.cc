@@ -22,8 +22,11 @@ void add_evidence_command(CLI::App& app, EvidenceArgs& args) {
         "(under .kiln/evidence beside the fleet).");
     ev->add_option("FLEET", args.fleet, "fleet config (TOML)")->required();
     ev->add_option("NODE", args.node, "the node (usually a quarantined one)")->required();
-    ev->add_option("--out", args.out, "the archive to write (default: .kiln/evidence/NODE-TIMESTAMP.tar.gz beside the fleet)");
-    ev->add_flag("--json", args.json, R"(as {"node", "archive", "files": [{"path", "sha256", "bytes", "source"}], "parts": [{"name", "status"}]})");
+    ev->add_option("--out", args.out,
+                   "the archive to write (default: .kiln/evidence/NODE-TIMESTAMP.tar.gz beside the fleet)");
+    ev->add_flag(
+        "--json", args.json,
+        R"(as {"node", "archive", "files": [{"path", "sha256", "bytes", "source"}], "parts": [{"name", "status"}]})");
     args.command = ev;
 }
 

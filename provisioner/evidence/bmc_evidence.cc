@@ -44,7 +44,9 @@ std::string dump_name(const std::string& owner_uri, const std::string& service_u
 
 // A member written inline ({"@odata.id", "Id", "Message", ...}) or as a bare
 // link that must be read.
-bool bare_link(const json& m) { return m.is_object() && m.size() == 1 && m.contains("@odata.id"); }
+bool bare_link(const json& m) {
+    return m.is_object() && m.size() == 1 && m.contains("@odata.id");
+}
 
 // Every entry of a LogService's Entries, page after page (Members@odata.nextLink,
 // or the @odata.nextLink the DMTF mockups use), up to the caps. A page link
@@ -85,8 +87,10 @@ json read_entries(redfish::Client& client, const std::string& entries_uri, const
                 continue;
             }
             auto e = client.get(id);
-            if (e) entries.push_back(e->body);
-            else problems.push_back(e.error().message);
+            if (e)
+                entries.push_back(e->body);
+            else
+                problems.push_back(e.error().message);
         }
         if (truncated) break;
         std::string next;
@@ -168,7 +172,8 @@ json read_parts(redfish::Client& client, const JsonView& root, const std::string
         chassis_out.push_back(std::move(item));
         JsonView cv = ch->view();
         auto pcie = linked_members(client, cv, "PCIeDevices");
-        if (!pcie) problems.push_back(pcie.error().message);
+        if (!pcie)
+            problems.push_back(pcie.error().message);
         else
             for (size_t i = 0; i < pcie->size() && i < o.max_devices; ++i) add_device((*pcie)[i]);
         auto asm_link = cv.opt_link("Assembly");
@@ -178,9 +183,9 @@ json read_parts(redfish::Client& client, const JsonView& root, const std::string
                 problems.push_back(a.error().message);
             } else if (a->body.contains("Assemblies") && a->body["Assemblies"].is_array()) {
                 for (const auto& part : a->body["Assemblies"]) {
-                    json p = pick(part, {"Name", "Description", "Model", "PartNumber", "SparePartNumber", "SKU",
-                                         "SerialNumber", "Producer", "ProductionDate", "Vendor", "Version",
-                                         "EngineeringChangeLevel", "Status"});
+                    json p = pick(
+                        part, {"Name", "Description", "Model", "PartNumber", "SparePartNumber", "SKU", "SerialNumber",
+                               "Producer", "ProductionDate", "Vendor", "Version", "EngineeringChangeLevel", "Status"});
                     p["chassis"] = c;
                     assemblies.push_back(std::move(p));
                 }
@@ -189,8 +194,8 @@ json read_parts(redfish::Client& client, const JsonView& root, const std::string
     }
     // Older services list the system's devices as an array of links.
     if (!system_uri.empty()) {
-        if (auto sys = client.get(system_uri); sys && sys->body.contains("PCIeDevices") &&
-                                               sys->body["PCIeDevices"].is_array()) {
+        if (auto sys = client.get(system_uri);
+            sys && sys->body.contains("PCIeDevices") && sys->body["PCIeDevices"].is_array()) {
             for (const auto& l : sys->body["PCIeDevices"]) {
                 if (devices.size() >= o.max_devices) break;
                 if (!l.is_object() || !l.contains("@odata.id") || !l["@odata.id"].is_string()) continue;
@@ -234,8 +239,10 @@ json read_tasks(redfish::Client& client, const JsonView& root, const BmcEvidence
     json problems = json::array();
     for (size_t i = first; i < members->size(); ++i) {
         auto t = client.get((*members)[i]);
-        if (t) tasks.push_back(t->body);
-        else problems.push_back(t.error().message);
+        if (t)
+            tasks.push_back(t->body);
+        else
+            problems.push_back(t.error().message);
     }
     return {{"tasks", tasks}, {"left_out", first}, {"problems", problems}};
 }
@@ -272,16 +279,21 @@ Result<BmcEvidence> collect_bmc_evidence(redfish::Client& client, const BmcEvide
         std::vector<std::string> why;
         if (system_uri.empty()) {
             auto systems = linked_members(client, root, "Systems");
-            if (!systems) why.push_back(systems.error().message);
-            else if (!systems->empty()) system_uri = systems->front();
+            if (!systems)
+                why.push_back(systems.error().message);
+            else if (!systems->empty())
+                system_uri = systems->front();
         }
         if (!system_uri.empty()) owners.push_back(system_uri);
         auto managers = linked_members(client, root, "Managers");
-        if (!managers) why.push_back(managers.error().message);
-        else owners.insert(owners.end(), managers->begin(), managers->end());
+        if (!managers)
+            why.push_back(managers.error().message);
+        else
+            owners.insert(owners.end(), managers->begin(), managers->end());
         for (const auto& owner : owners) read_log_services(client, owner, o, ev.logs, why);
         if (ev.logs.empty())
-            ev.unavailable.emplace_back("bmc.log_services", why.empty() ? "the BMC offers no log service" : joined(why));
+            ev.unavailable.emplace_back("bmc.log_services",
+                                        why.empty() ? "the BMC offers no log service" : joined(why));
     });
     guarded(ev, "bmc.tasks", [&] {
         std::string why;
@@ -296,9 +308,12 @@ Result<BmcEvidence> collect_bmc_evidence(redfish::Client& client, const BmcEvide
             ev.unavailable.emplace_back("bmc.parts", problems.empty() ? "the BMC lists no chassis" : joined(problems));
     });
     guarded(ev, "bmc.firmware", [&] {
-        auto inv = firmware::read_inventory(client, {.bios = false, .network_adapters = true, .system_uri = o.system_uri});
-        if (inv) ev.firmware = inv->to_json();
-        else ev.unavailable.emplace_back("bmc.firmware", inv.error().message);
+        auto inv =
+            firmware::read_inventory(client, {.bios = false, .network_adapters = true, .system_uri = o.system_uri});
+        if (inv)
+            ev.firmware = inv->to_json();
+        else
+            ev.unavailable.emplace_back("bmc.firmware", inv.error().message);
     });
     return ev;
 }

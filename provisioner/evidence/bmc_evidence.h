@@ -18,7 +18,7 @@
 namespace kiln::evidence {
 
 struct BmcEvidenceOptions {
-    std::string system_uri;   // the node's system on a shared BMC ("" = the first)
+    std::string system_uri;     // the node's system on a shared BMC ("" = the first)
     size_t max_entries = 2000;  // per log service; more are left out and flagged
     size_t max_pages = 50;      // nextLink pages followed per log service
     size_t max_tasks = 50;      // the newest tasks (the collection's last members)
@@ -26,8 +26,8 @@ struct BmcEvidenceOptions {
 };
 
 struct LogServiceDump {
-    std::string name;  // "Systems-437XR1138R2-Log1": the file's name in the bundle
-    std::string uri;   // the LogService
+    std::string name;    // "Systems-437XR1138R2-Log1": the file's name in the bundle
+    std::string uri;     // the LogService
     nlohmann::json doc;  // {"service", "entries": [...], "truncated", "problems": [...]}
 };
 

@@ -32,7 +32,9 @@ Error bundle_error(const std::string& code, const std::string& message) {
     return make_error("evidence", code, message);
 }
 
-std::string pretty(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
+std::string pretty(const json& j) {
+    return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
 
 std::optional<std::string> read_tail(const fs::path& p, size_t max_bytes, bool* cut) {
     std::ifstream in(p, std::ios::binary | std::ios::ate);
@@ -114,8 +116,8 @@ void gather_smoke(const BundleRequest& rq, Contents& c) {
         c.add("smoke/localisation.json", pretty((*result)["localisation"]), source + " (\"localisation\")");
         c.included("smoke.localisation");
     } else {
-        c.unavailable("smoke.localisation", "no fault localisation ran for " + node +
-                                                " (its ring is its own, or the shared ring passed)");
+        c.unavailable("smoke.localisation",
+                      "no fault localisation ran for " + node + " (its ring is its own, or the shared ring passed)");
     }
     json gpus = gpu_state(*result);
     if (gpus.empty()) {
@@ -151,8 +153,14 @@ void gather_history(const BundleRequest& rq, Contents& c) {
     }
     json arr = json::array();
     for (const auto& e : *h)
-        arr.push_back({{"ts_ms", e.ts_ms}, {"run_id", e.run_id}, {"kind", e.kind}, {"stage", e.stage},
-                       {"name", e.name}, {"text", e.text}, {"outcome", e.outcome}, {"error", e.error}});
+        arr.push_back({{"ts_ms", e.ts_ms},
+                       {"run_id", e.run_id},
+                       {"kind", e.kind},
+                       {"stage", e.stage},
+                       {"name", e.name},
+                       {"text", e.text},
+                       {"outcome", e.outcome},
+                       {"error", e.error}});
     c.add("journal/history.json", pretty({{"node", rq.node->name}, {"entries", arr}}), "journal (kiln history)");
     c.included("journal.history");
 }
@@ -161,8 +169,8 @@ void gather_serial(const BundleRequest& rq, Contents& c) {
     const auto& node = *rq.node;
     const std::string& uri = node.libvirt_uri;
     if (!uri.empty() && uri.find(":///") == std::string::npos) {
-        c.unavailable("vm.serial", "the VMs run on the remote hypervisor " + uri +
-                                       "; their serial logs are on that host");
+        c.unavailable("vm.serial",
+                      "the VMs run on the remote hypervisor " + uri + "; their serial logs are on that host");
         return;
     }
     const fs::path dir = vm::node_vm_dir(*rq.fleet, node);
@@ -182,8 +190,10 @@ void gather_serial(const BundleRequest& rq, Contents& c) {
         if (!text) continue;
         c.add("vm/" + p.filename().string(), std::move(*text), p.string() + (cut ? " (last 8 MiB)" : ""));
     }
-    if (logs.empty()) c.unavailable("vm.serial", "no serial console log in " + dir.string());
-    else c.included("vm.serial");
+    if (logs.empty())
+        c.unavailable("vm.serial", "no serial console log in " + dir.string());
+    else
+        c.included("vm.serial");
 }
 
 void gather_bmc(const BundleRequest& rq, Contents& c, SecretScrubber& scrub) {
@@ -282,11 +292,13 @@ Result<BundleReport> write_bundle(const BundleRequest& rq) {
     const fs::path out = rq.out.empty() ? fs::path(default_bundle_path(*rq.fleet, node, created)) : fs::path(rq.out);
     std::error_code ec;
     if (fs::is_directory(out, ec))
-        return bundle_error("evidence.out", fmt::format("{}: {} is a folder; give the archive's file name", node,
-                                                        out.string()));
+        return bundle_error("evidence.out",
+                            fmt::format("{}: {} is a folder; give the archive's file name", node, out.string()));
     const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
     fs::create_directories(parent, ec);
-    if (ec) return bundle_error("evidence.out", fmt::format("{}: cannot create {}: {}", node, parent.string(), ec.message()));
+    if (ec)
+        return bundle_error("evidence.out",
+                            fmt::format("{}: cannot create {}: {}", node, parent.string(), ec.message()));
 
     SecretScrubber scrub = SecretScrubber::from_fleet(*rq.fleet);
     for (const auto& v : rq.extra_secrets) scrub.add(v);
@@ -307,10 +319,13 @@ Result<BundleReport> write_bundle(const BundleRequest& rq) {
         f.redactions = scrub.scrub(f.text);
         redactions += f.redactions;
         if (scrub.leaks(f.text))
-            return bundle_error("evidence.secret", fmt::format("{}: a secret survived scrubbing in {}; nothing written",
-                                                               node, f.path));
+            return bundle_error("evidence.secret",
+                                fmt::format("{}: a secret survived scrubbing in {}; nothing written", node, f.path));
         BundleFile bf{f.path, sha256_hex(f.text), f.text.size(), f.source, f.redactions};
-        files.push_back({{"path", bf.path}, {"sha256", bf.sha256}, {"bytes", bf.bytes}, {"source", bf.source},
+        files.push_back({{"path", bf.path},
+                         {"sha256", bf.sha256},
+                         {"bytes", bf.bytes},
+                         {"source", bf.source},
                          {"redactions", bf.redactions}});
         report.files.push_back(std::move(bf));
     }
@@ -331,13 +346,15 @@ Result<BundleReport> write_bundle(const BundleRequest& rq) {
         manifest = json::parse(manifest_text, nullptr, false);
     }
     if (scrub.leaks(manifest_text))
-        return bundle_error("evidence.secret", node + ": a secret survived scrubbing in manifest.json; nothing written");
+        return bundle_error("evidence.secret",
+                            node + ": a secret survived scrubbing in manifest.json; nothing written");
 
     // Stage, archive, rename: the archive appears whole or not at all.
     const std::string top = node + "-evidence";
     std::string templ = (parent / ("." + out.filename().string() + ".staging-XXXXXX")).string();
     if (!mkdtemp(templ.data()))
-        return bundle_error("evidence.out", fmt::format("{}: cannot create a staging folder in {}", node, parent.string()));
+        return bundle_error("evidence.out",
+                            fmt::format("{}: cannot create a staging folder in {}", node, parent.string()));
     StagingDir staging{templ};
     for (const auto& f : c.files)
         if (auto s = write_text(staging.path / top / f.path, f.text); !s) return s.error();
@@ -345,19 +362,29 @@ Result<BundleReport> write_bundle(const BundleRequest& rq) {
 
     const fs::path tmp = staging.path / "bundle.tar.gz";
     CommandSpec spec;
-    spec.argv = {"tar",          "--sort=name", "--owner=0", "--group=0", "--numeric-owner",
-                 fmt::format("--mtime=@{}", created / 1000), "-czf", tmp.string(), "-C", staging.path.string(), top};
+    spec.argv = {"tar",
+                 "--sort=name",
+                 "--owner=0",
+                 "--group=0",
+                 "--numeric-owner",
+                 fmt::format("--mtime=@{}", created / 1000),
+                 "-czf",
+                 tmp.string(),
+                 "-C",
+                 staging.path.string(),
+                 top};
     spec.timeout = std::chrono::minutes(2);
     auto runner = rq.commands ? rq.commands : std::make_shared<ProcessRunner>();
     auto r = runner->run(spec);
     if (!r) return bundle_error("evidence.archive", fmt::format("{}: cannot run tar: {}", node, r.error().message));
     if (!r->success())
-        return bundle_error("evidence.archive",
-                            fmt::format("{}: {} failed ({}): {}", node, describe_argv(spec.argv),
-                                        r->timed_out ? "timed out" : "exit " + std::to_string(r->exit_code),
-                                        r->err.substr(0, 400)));
+        return bundle_error(
+            "evidence.archive",
+            fmt::format("{}: {} failed ({}): {}", node, describe_argv(spec.argv),
+                        r->timed_out ? "timed out" : "exit " + std::to_string(r->exit_code), r->err.substr(0, 400)));
     fs::rename(tmp, out, ec);
-    if (ec) return bundle_error("evidence.out", fmt::format("{}: cannot write {}: {}", node, out.string(), ec.message()));
+    if (ec)
+        return bundle_error("evidence.out", fmt::format("{}: cannot write {}: {}", node, out.string(), ec.message()));
     report.archive = out.string();
     report.manifest = std::move(manifest);
     return report;

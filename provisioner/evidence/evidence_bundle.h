@@ -39,23 +39,23 @@ namespace kiln::evidence {
 struct BundleRequest {
     const config::Fleet* fleet = nullptr;
     const config::Node* node = nullptr;
-    std::string out;                   // the archive; "" = default_bundle_path()
-    journal::Store* store = nullptr;   // the journal to read history from
-    std::string store_unavailable;     // why there is no store, when null
-    int history_limit = 0;             // 0 = the whole history
-    std::string smoke_state_dir;       // "" = the smoke stage's default
-    std::string handover_state_dir;    // "" = <fleet dir>/.kiln/handover
-    std::shared_ptr<net::HttpClient> http;     // default: curl
-    std::shared_ptr<CommandRunner> commands;   // default: ProcessRunner
-    redfish::Waiter wait;                      // default: sleeping
-    redfish::SessionOptions bmc;               // default: bundle_bmc_options()
+    std::string out;                          // the archive; "" = default_bundle_path()
+    journal::Store* store = nullptr;          // the journal to read history from
+    std::string store_unavailable;            // why there is no store, when null
+    int history_limit = 0;                    // 0 = the whole history
+    std::string smoke_state_dir;              // "" = the smoke stage's default
+    std::string handover_state_dir;           // "" = <fleet dir>/.kiln/handover
+    std::shared_ptr<net::HttpClient> http;    // default: curl
+    std::shared_ptr<CommandRunner> commands;  // default: ProcessRunner
+    redfish::Waiter wait;                     // default: sleeping
+    redfish::SessionOptions bmc;              // default: bundle_bmc_options()
     bool bmc_options_given = false;
     // Secret values from outside the fleet file (--store-password): scrubbed too.
     std::vector<std::string> extra_secrets;
 };
 
 struct BundleFile {
-    std::string path;    // inside the archive, under <node>-evidence/
+    std::string path;  // inside the archive, under <node>-evidence/
     std::string sha256;
     size_t bytes = 0;
     std::string source;  // where it came from ("redfish GET /redfish/v1/...", a file path, "journal")

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
+#include <nlohmann/json.hpp>
 
 namespace kiln::evidence {
 

@@ -14,13 +14,13 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "firmware/redfish/session_pool.h"
 #include "pipelines/smoke/smoke_result_store.h"
+#include "pipelines/smoke/smoke_stage.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/command.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/engine/cancel.h"
-#include "firmware/redfish/session_pool.h"
-#include "pipelines/smoke/smoke_stage.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/evidence/bmc_evidence.h"
 #include "provisioner/evidence/evidence_bundle.h"
@@ -61,33 +61,41 @@ std::string planted_mockup(const test::TempDir& dir) {
 std::string write_fleet(const test::TempDir& dir, const std::string& bmc_url) {
     setenv(kSecretEnv, kSecret.c_str(), 1);
     dir.write("pipelines/gpu.toml", "schema = 1\nname = \"gpu\"\nstages = [\"smoke\", \"handover\"]\n");
-    return dir.write("fleet.toml", "schema = 1\n[fleet]\nname = \"evtest\"\npipelines = \"pipelines\"\n"
-                                   "[[racks]]\nname = \"r1\"\n"
-                                   "[[nodes]]\nname = \"" + std::string(kNode) + "\"\nrack = \"r1\"\nrole = \"gpu\"\n"
-                                   "bmc = { url = \"" + bmc_url + "\", username = \"admin\", password = \"env:" +
-                                   kSecretEnv + "\" }\n");
+    return dir.write("fleet.toml",
+                     "schema = 1\n[fleet]\nname = \"evtest\"\npipelines = \"pipelines\"\n"
+                     "[[racks]]\nname = \"r1\"\n"
+                     "[[nodes]]\nname = \"" +
+                         std::string(kNode) +
+                         "\"\nrack = \"r1\"\nrole = \"gpu\"\n"
+                         "bmc = { url = \"" +
+                         bmc_url + "\", username = \"admin\", password = \"env:" + kSecretEnv + "\" }\n");
 }
 
 // What the smoke stage leaves for a node a shared ring's search named.
 void write_quarantine_state(const test::TempDir& dir) {
-    json failed = json::array({{{"vm", "lab-gpu-07-vm0"}, {"name", "allreduce_busbw_gbps"}, {"figure", 3.1},
-                                {"threshold", 8.0}, {"unit", "GB/s"}, {"compare", ">="}},
-                               {{"vm", "lab-gpu-07-vm0"}, {"name", "fault_localisation"},
+    json failed = json::array({{{"vm", "lab-gpu-07-vm0"},
+                                {"name", "allreduce_busbw_gbps"},
+                                {"figure", 3.1},
+                                {"threshold", 8.0},
+                                {"unit", "GB/s"},
+                                {"compare", ">="}},
+                               {{"vm", "lab-gpu-07-vm0"},
+                                {"name", "fault_localisation"},
                                 {"detail", "every ring without lab-gpu-07 passes"}}});
     json runs = json::array();
     for (const auto& members : {json::array({"lab-gpu-06", "lab-gpu-07"}), json::array({"lab-gpu-05", "lab-gpu-06"}),
                                 json::array({"lab-gpu-07"})})
         runs.push_back({{"members", members}, {"figure", members.size() == 1 ? 2.9 : 9.5}});
-    json result = {{"node", kNode},
-                   {"verdict", "fail"},
-                   {"failed", failed},
-                   {"localisation",
-                    {{"suspects", {kNode}}, {"cleared", {"lab-gpu-05", "lab-gpu-06"}}, {"runs", runs},
-                     {"complete", true}}},
-                   {"vms", json::array({{{"vm", "lab-gpu-07-vm0"},
-                                         {"rank", 0},
-                                         {"exit_code", 1},
-                                         {"report", {{"backend", "cpu"}, {"checks", json::array()}}}}})}};
+    json result = {
+        {"node", kNode},
+        {"verdict", "fail"},
+        {"failed", failed},
+        {"localisation",
+         {{"suspects", {kNode}}, {"cleared", {"lab-gpu-05", "lab-gpu-06"}}, {"runs", runs}, {"complete", true}}},
+        {"vms", json::array({{{"vm", "lab-gpu-07-vm0"},
+                              {"rank", 0},
+                              {"exit_code", 1},
+                              {"report", {{"backend", "cpu"}, {"checks", json::array()}}}}})}};
     REQUIRE(smoke::save_result(dir.path() + "/.kiln/smoke", kNode, result));
     dir.write(std::string(".kiln/vm/") + kNode + "/lab-gpu-07-vm0.serial.log",
               "[    0.000000] Linux version 6.1\nkiln-ready lab-gpu-07-vm0\nlogin: root password " + kSecret + "\n");
@@ -152,8 +160,9 @@ void check_no_secret(const std::map<std::string, std::string>& files) {
 
 }  // namespace
 
-TEST_CASE("a quarantined node's bundle holds the BMC's SEL, the checks, the localisation runs, the console and "
-          "the history, and no secret") {
+TEST_CASE(
+    "a quarantined node's bundle holds the BMC's SEL, the checks, the localisation runs, the console and "
+    "the history, and no secret") {
     test::TempDir dir;
     bmc::test::BmcChild bmc;
     REQUIRE(bmc.start({"--mockup", planted_mockup(dir), "--port", "0"}, {{"KILN_BMC_PASSWORD", kSecret}}));
@@ -238,7 +247,8 @@ TEST_CASE("an unreachable BMC gives a bundle with the BMC part marked unavailabl
     auto r = run({KILN_BINARY, "evidence", fleet, kNode, "--out", out});
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(r.out.find("! bmc.log_services: unavailable: cannot read the BMC at http://127.0.0.1:1") != std::string::npos);
+    CHECK(r.out.find("! bmc.log_services: unavailable: cannot read the BMC at http://127.0.0.1:1") !=
+          std::string::npos);
     auto files = unpack(out, dir);
     const std::string top = std::string(kNode) + "-evidence/";
     const json manifest = json::parse(files.at(top + "manifest.json"));
@@ -337,8 +347,8 @@ TEST_CASE("kiln's own smoke stage writes the bundle when it quarantines a node")
 
 TEST_CASE("the HPE DL325's IML, security and iLO event logs and its PCIe serials are read through kiln-bmc") {
     bmc::test::BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", bmc::test::mockup_path("hpe-dl325"), "--port", "0"},
-                      {{"KILN_BMC_PASSWORD", kSecret}}));
+    REQUIRE(
+        bmc.start({"--mockup", bmc::test::mockup_path("hpe-dl325"), "--port", "0"}, {{"KILN_BMC_PASSWORD", kSecret}}));
     net::CurlHttpClient http;
     redfish::SessionPool pool(http, evidence::bundle_bmc_options());
     redfish::Client client(pool.acquire({bmc.url(), "admin", kSecret, {}}));
