@@ -1,6 +1,7 @@
 #include "provisioner/evidence/bmc_evidence.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <fmt/format.h>

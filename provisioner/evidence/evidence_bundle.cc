@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -225,8 +226,12 @@ void gather_bmc(const BundleRequest& rq, Contents& c, SecretScrubber& scrub) {
         return;
     }
     const std::string from = "redfish " + session->origin();
-    for (const auto& log : ev->logs)
-        c.add("bmc/log_services/" + log.name + ".json", pretty(log.doc), from + " " + log.uri + "/Entries");
+    std::set<std::string> names;  // two services with one last path segment must not share a file
+    for (const auto& log : ev->logs) {
+        std::string name = log.name;
+        for (int i = 2; !names.insert(name).second; ++i) name = log.name + "-" + std::to_string(i);
+        c.add("bmc/log_services/" + name + ".json", pretty(log.doc), from + " " + log.uri + "/Entries");
+    }
     if (!ev->logs.empty()) c.included("bmc.log_services");
     if (!ev->tasks.is_null()) {
         c.add("bmc/tasks.json", pretty(ev->tasks), from + " TaskService/Tasks");
