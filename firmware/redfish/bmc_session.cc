@@ -89,6 +89,11 @@ BmcSession::BmcSession(net::HttpClient& http, Endpoint endpoint, SessionOptions 
 
 BmcSession::~BmcSession() { logout(); }
 
+std::string BmcSession::token_for_leak_check() const {
+    std::lock_guard<std::mutex> lock(auth_mu_);
+    return token_;
+}
+
 SessionStats BmcSession::stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     return stats_;

@@ -118,6 +118,9 @@ public:
     const SessionOptions& options() const { return options_; }
     std::string origin() const { return origin_; }
     SessionStats stats() const;
+    // The current session token ("" when none), only so that output kiln
+    // writes (an evidence bundle) can be checked for it. Never print it.
+    std::string token_for_leak_check() const;
 
     // The vendor profile, once detected, adds its quirks here.
     void add_busy_message_ids(const std::vector<std::string>& ids, bool retry_conflict);

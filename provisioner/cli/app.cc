@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "provisioner/cli/evidence_command.h"
 #include "provisioner/cli/firmware_command.h"
 #include "provisioner/cli/host_command.h"
 #include "provisioner/cli/vm_command.h"
@@ -536,6 +537,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     add_image_commands(app, image_args);
     ReportArgs report_args;
     auto* report_cmd = add_report_command(app, report_args);
+    EvidenceArgs evidence_args;
+    add_evidence_command(app, evidence_args);
 
     auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
@@ -576,6 +579,14 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     if (firmware_args.chosen())
         return cmd_firmware(firmware_args, [&](const std::string& p) { return load(p, g, registry); });
     if (image_args.chosen()) return cmd_image(image_args);
+    if (evidence_args.chosen()) {
+        std::vector<std::string> extra_secrets;
+        if (!g.store_password.empty())
+            if (auto s = Secret::parse(g.store_password, fs::current_path().string()))
+                if (auto v = s->resolve()) extra_secrets.push_back(*v);
+        return cmd_evidence(evidence_args, [&](const std::string& p) { return load(p, g, registry); },
+                            [&](const config::Fleet& f) { return open_reader(g, f); }, std::move(extra_secrets));
+    }
     if (network_args.chosen())
         return cmd_network(network_args, [&](const std::string& p) { return load(p, g, registry); });
     return 1;

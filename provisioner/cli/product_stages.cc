@@ -10,6 +10,7 @@
 #include "network/stage/network_stage.h"
 #include "pipelines/smoke/smoke_stage.h"
 #include "pipelines/smoke/transport_factory.h"
+#include "provisioner/evidence/quarantine_evidence.h"
 #include "provisioner/handover/handover_stage.h"
 #include "provisioner/vm/vm_stage.h"
 
@@ -20,12 +21,14 @@ void register_product_stages(StageRegistry& registry) {
     registry.add(std::make_shared<network::NetworkStage>());
     registry.add(std::make_shared<images::ImageStage>());
     registry.add(std::make_shared<vm::VmStage>(vm::default_vm_stage_deps()));
-    // handover runs its hook for nodes the smoke stage quarantines too.
+    // handover runs its hook for nodes the smoke stage quarantines too, and
+    // each gets its evidence bundle for the vendor.
     auto handover = std::make_shared<handover::HandoverStage>();
     smoke::SmokeStageOptions smoke_options;
     smoke_options.transport = smoke::default_transport();
     smoke_options.on_quarantine = [handover](StageContext& ctx, const nlohmann::json& result) {
         handover->notify_quarantined(ctx, result);
+        evidence::write_quarantine_evidence(ctx);
     };
     registry.add(std::make_shared<smoke::SmokeStage>(std::move(smoke_options)));
     registry.add(handover);
