@@ -437,6 +437,27 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
             a.claimed = true;
         }
+        // Fleet-wide limits, across workers: a slot of each for this stage,
+        // given back however the attempt ends.
+        struct SlotRelease {
+            journal::Leases* leases;
+            const std::string& node;
+            bool held = false;
+            ~SlotRelease() {
+                if (held) (void)leases->release_slots(node);
+            }
+        } slots{leases, node.name};
+        if (leases) {
+            const Job job{node.name, node.rack, stage->resources(fleet_, node)};
+            auto full = leases->take_slots(node.name, sched.limits_of(job), options.lease_ttl);
+            if (!full) return classify(full.error());
+            if (*full) {
+                a.kind = Attempt::Kind::Held;
+                a.error = "fleet-wide limit " + **full + " is full";
+                return a;
+            }
+            slots.held = true;
+        }
         auto last = store_->last_verified_hash(node.name, stage_name);
         if (!last) return classify(last.error());
         ctx.set_hashes(hash, *last);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -67,6 +68,16 @@ public:
     virtual Status release(const std::string& node) = 0;
     // Forgets a lease locally after it was lost (no write: it is not ours).
     virtual void forget(const std::string& node) = 0;
+
+    // Fleet-wide counting limits: takes one slot of each (key, capacity)
+    // for `node`, all or none, in one transaction (SKIP LOCKED: a slot
+    // another worker is taking is not waited on). Returns the key of a
+    // full limit, or nullopt when every slot was taken. Slots expire with
+    // the heartbeat, as leases do, so a dead worker's come back.
+    virtual Result<std::optional<std::string>> take_slots(const std::string& node,
+                                                          std::vector<std::pair<std::string, int>> limits,
+                                                          std::chrono::milliseconds ttl) = 0;
+    virtual Status release_slots(const std::string& node) = 0;
 
     virtual Result<std::vector<LeaseRow>> lease_rows() = 0;
 };

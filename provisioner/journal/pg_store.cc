@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
 #include <iterator>
 #include <map>
@@ -65,6 +66,10 @@ CREATE TABLE leases(
   node TEXT PRIMARY KEY, stage TEXT NOT NULL, worker TEXT NOT NULL, generation BIGINT NOT NULL,
   lease_until_ms BIGINT NOT NULL, claimed_ms BIGINT NOT NULL);
 CREATE INDEX leases_worker ON leases(worker);
+CREATE TABLE slots(
+  key TEXT NOT NULL, slot INTEGER NOT NULL, worker TEXT NOT NULL DEFAULT '', node TEXT NOT NULL DEFAULT '',
+  lease_until_ms BIGINT NOT NULL DEFAULT 0, PRIMARY KEY(key, slot));
+CREATE INDEX slots_worker ON slots(worker);
 )sql"},
 };
 
@@ -516,13 +521,13 @@ public:
                                      "ON CONFLICT(node) DO NOTHING RETURNING generation",
                                      Params().add(node).add(stage).add(worker_).add(ttl_ms));
                 if (!ins) return ins.error();
-                std::string previous;
+                std::string previous, previous_stage;
                 int64_t previous_generation = 0;
                 if (ins->count() == 0) {
                     // Row locked by another claimer right now: not waited on.
                     auto row = db_->exec(what,
                                          "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                         " FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                         ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
                                          Params().add(node));
                     if (!row) return row.error();
                     if (row->count() == 0) {
@@ -532,6 +537,7 @@ public:
                     previous = row->text(0, 0);
                     previous_generation = row->integer(0, 1);
                     const bool expired = row->text(0, 3) == "t";
+                    previous_stage = row->text(0, 4);
                     if (!previous.empty() && previous != worker_ && !expired) {
                         out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
                         return ok_status();
@@ -547,6 +553,9 @@ public:
                     out = Lease{node, stage, worker_, ins->integer(0, 0)};
                 }
                 const auto& lease = std::get<Lease>(out);
+                // Asking again for the stage it holds (waiting on a slot)
+                // is not news for the journal.
+                if (previous == worker_ && previous_stage == stage) return ok_status();
                 std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
                                       std::to_string(lease.generation) + ")";
                 if (!previous.empty() && previous != worker_) {
@@ -584,6 +593,10 @@ public:
         return write<R>("renew leases", [&]() -> Result<R> {
             R lost;
             if (held_.empty()) return lost;
+            auto slots = db_->exec("renew the slots of " + worker_,
+                                   "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1",
+                                   Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
+            if (!slots) return slots.error();
             auto r = db_->exec("renew the leases of " + worker_,
                                "UPDATE leases SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1 "
                                "RETURNING node, generation",
@@ -609,6 +622,58 @@ public:
                                "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
                                "AND generation=$3",
                                Params().add(node).add(worker_).add(generation));
+            if (!r) return r.error();
+            return ok_status();
+        });
+    }
+
+    Result<std::optional<std::string>> take_slots(const std::string& node,
+                                                  std::vector<std::pair<std::string, int>> limits,
+                                                  std::chrono::milliseconds ttl) override {
+        using R = std::optional<std::string>;
+        // One order for every worker: concurrent first inserts of the same
+        // keys cannot deadlock.
+        std::sort(limits.begin(), limits.end());
+        return write<R>("take slots", [&]() -> Result<R> {
+            const std::string what = "take fleet-wide slots for " + node;
+            R full;
+            auto s = db_->transaction(what, [&]() -> Status {
+                for (const auto& [key, capacity] : limits) {
+                    auto made = db_->exec(what,
+                                          "INSERT INTO slots(key, slot) SELECT $1, g FROM generate_series(0, $2::int - 1) g "
+                                          "ON CONFLICT DO NOTHING",
+                                          Params().add(key).add(capacity));
+                    if (!made) return made.error();
+                    auto free = db_->exec(what,
+                                          "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
+                                          "lease_until_ms < " KILN_PG_NOW " OR (worker=$3 AND node=$4)) "
+                                          "ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED",
+                                          Params().add(key).add(capacity).add(worker_).add(node));
+                    if (!free) return free.error();
+                    if (free->count() == 0) {
+                        full = key;
+                        // Undo the slots taken so far: all or none.
+                        return make_error("journal", "slots.full", key);
+                    }
+                    auto took = db_->exec(what,
+                                          "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
+                                          " + $5::bigint WHERE key=$1 AND slot=$2::int",
+                                          Params().add(key).add(free->integer(0, 0)).add(worker_).add(node)
+                                              .add(static_cast<int64_t>(ttl.count())));
+                    if (!took) return took.error();
+                }
+                return ok_status();
+            });
+            if (!s && !full) return s.error();
+            return full;
+        });
+    }
+
+    Status release_slots(const std::string& node) override {
+        return write<void>("release slots", [&]() -> Status {
+            auto r = db_->exec("release the slots of " + node,
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND node=$2",
+                               Params().add(worker_).add(node));
             if (!r) return r.error();
             return ok_status();
         });

@@ -70,8 +70,13 @@ RunningChild::RunningChild(const std::vector<std::string>& argv, const std::map<
     close(err);
 }
 
+bool RunningChild::ended() {
+    if (pid_ > 0 && !reaped_ && waitpid(pid_, &status_, WNOHANG) == pid_) reaped_ = true;
+    return reaped_;
+}
+
 RunningChild::~RunningChild() {
-    if (pid_ > 0) {
+    if (pid_ > 0 && !reaped_) {
         ::kill(pid_, SIGKILL);
         ::kill(pid_, SIGCONT);
         int status = 0;
@@ -79,15 +84,15 @@ RunningChild::~RunningChild() {
     }
 }
 
-bool RunningChild::signal(int sig) const { return pid_ > 0 && ::kill(pid_, sig) == 0; }
+bool RunningChild::signal(int sig) const { return pid_ > 0 && !reaped_ && ::kill(pid_, sig) == 0; }
 
 ChildResult RunningChild::wait(int seconds, bool* timed_out) {
     ChildResult r;
     if (timed_out) *timed_out = false;
     if (pid_ <= 0) return r;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    int status = 0;
-    for (;;) {
+    int status = status_;
+    for (; !reaped_;) {
         pid_t w = waitpid(pid_, &status, WNOHANG);
         if (w == pid_) break;
         if (std::chrono::steady_clock::now() >= deadline) {

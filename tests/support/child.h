@@ -35,9 +35,13 @@ public:
     // Waits until it ends or `seconds` pass; on the deadline it is killed
     // and `timed_out` set, so a hung child fails its test, never hangs it.
     ChildResult wait(int seconds, bool* timed_out = nullptr);
+    // True once it has ended (reaped here; wait() still reports it).
+    bool ended();
 
 private:
     int pid_ = -1;
+    bool reaped_ = false;
+    int status_ = 0;
     std::string out_path_, err_path_;
 };
 
