@@ -200,6 +200,10 @@ TEST_CASE("workers: a worker stalled past its lease is fenced and does nothing m
     REQUIRE(raw.integer("SELECT count(*) FROM held_before b JOIN leases l USING (node) "
                         "WHERE l.generation > b.generation") == held);
     const auto before = LedgerStage::read_ledger(ledger);
+    // Runs are numbered in start order: the stalled worker's came first.
+    const std::string stalled_run = "(SELECT min(id) FROM runs)";
+    const int64_t stalled_actions =
+        raw.integer("SELECT count(*) FROM actions WHERE run_id = " + stalled_run);
 
     REQUIRE(stalled.signal(SIGCONT));
     bool timed_out = false;
@@ -211,6 +215,12 @@ TEST_CASE("workers: a worker stalled past its lease is fenced and does nothing m
     REQUIRE((r.out + r.err).find("superseded") != std::string::npos);
     // Fenced: not one more side effect, and the journal is the taker's.
     REQUIRE(LedgerStage::read_ledger(ledger) == before);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = " + stalled_run) == stalled_actions);
+    REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE run_id = " + stalled_run +
+                        " AND outcome = 'verified' AND ended_ms > (SELECT min(claimed_ms) FROM leases)") == 0);
+    // It may claim a node the taker finished and released, but finds it
+    // converged; no node's state is set back by the fenced worker.
+    REQUIRE(raw.integer("SELECT count(*) FROM node_state WHERE state <> 'ready'") == 0);
     require_converged(url, fleet, ledger);
 }
 
