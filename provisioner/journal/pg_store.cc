@@ -423,30 +423,31 @@ public:
 
     Status record_event(const EventRecord& e) override {
         return write<void>("record an event", [&]() -> Status {
-          return fenced(e.node, "record event " + e.kind, [&]() -> Status {
-            auto r = db_->exec("record event " + e.kind,
-                               "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) VALUES($1,$2,$3,$4,$5,$6)",
-                               Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.node).add(e.stage)
-                                   .add(e.kind).add(e.message));
-            if (!r) return r.error();
-            return ok_status();
-          });
+            return fenced(e.node, "record event " + e.kind, [&]() -> Status {
+                auto r = db_->exec("record event " + e.kind,
+                                   "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                   "VALUES($1,$2,$3,$4,$5,$6)",
+                                   Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.node).add(e.stage)
+                                       .add(e.kind).add(e.message));
+                if (!r) return r.error();
+                return ok_status();
+            });
         });
     }
 
     Status set_node_state(const NodeState& s) override {
         return write<void>("set a node state", [&]() -> Status {
-          return fenced(s.node, "set the state of " + s.node, [&]() -> Status {
-            auto r = db_->exec("set the state of " + s.node,
-                               "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
-                               "VALUES($1,$2,$3,$4,$5,$6,$7) ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
-                               "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
-                               "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
-                               Params().add(s.node).add(s.state).add(s.detail).add(s.stage).add(s.error)
-                                   .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
-            if (!r) return r.error();
-            return ok_status();
-          });
+            return fenced(s.node, "set the state of " + s.node, [&]() -> Status {
+                auto r = db_->exec("set the state of " + s.node,
+                                   "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
+                                   "VALUES($1,$2,$3,$4,$5,$6,$7) ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
+                                   "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
+                                   "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
+                                   Params().add(s.node).add(s.state).add(s.detail).add(s.stage).add(s.error)
+                                       .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
+                if (!r) return r.error();
+                return ok_status();
+            });
         });
     }
 
@@ -640,8 +641,8 @@ public:
             auto s = db_->transaction(what, [&]() -> Status {
                 for (const auto& [key, capacity] : limits) {
                     auto made = db_->exec(what,
-                                          "INSERT INTO slots(key, slot) SELECT $1, g FROM generate_series(0, $2::int - 1) g "
-                                          "ON CONFLICT DO NOTHING",
+                                          "INSERT INTO slots(key, slot) SELECT $1, g "
+                                          "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
                                           Params().add(key).add(capacity));
                     if (!made) return made.error();
                     auto free = db_->exec(what,
@@ -710,9 +711,9 @@ private:
                            "SELECT worker, generation FROM leases WHERE node=$1 FOR SHARE", Params().add(node));
         if (!r) return r.error();
         if (r->count() == 1 && r->text(0, 0) == worker_ && r->integer(0, 1) == lease.generation) return ok_status();
-        const std::string by = r->count() == 1 && !r->text(0, 0).empty()
-                                   ? " by generation " + std::to_string(r->integer(0, 1)) + " of worker " + r->text(0, 0)
-                                   : "";
+        std::string by;
+        if (r->count() == 1 && !r->text(0, 0).empty())
+            by = " by generation " + std::to_string(r->integer(0, 1)) + " of worker " + r->text(0, 0);
         return make_error("journal", "lease.lost",
                           "lease lost on node " + node + " stage " + lease.stage + " (generation " +
                               std::to_string(lease.generation) + " superseded" + by + "); this worker stops there");
