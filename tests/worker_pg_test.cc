@@ -271,6 +271,8 @@ TEST_CASE("leases: claims, takeover after expiry, and fencing of the superseded 
     auto first = la->claim("n1", "alpha", ttl);
     REQUIRE(first.ok());
     REQUIRE(std::get<kiln::journal::Lease>(*first).generation == 1);
+    REQUIRE(la->check_fresh("n1").ok());
+    REQUIRE(lb->check_fresh("n1").error().code == "lease.stale");  // not B's
     auto refused = lb->claim("n1", "alpha", ttl);
     REQUIRE(refused.ok());
     REQUIRE(std::get<kiln::journal::LeaseHolder>(*refused).worker == "A");
@@ -311,6 +313,19 @@ TEST_CASE("leases: claims, takeover after expiry, and fencing of the superseded 
     REQUIRE(back.ok());
     REQUIRE(std::get<kiln::journal::Lease>(*back).generation == 3);
     REQUIRE((*a)->set_node_state({"n1", "running", "", "beta", "", 0, *run}).ok());
+
+    // Unconfirmed for half its ttl (no heartbeat here), a lease is not
+    // trusted for a side effect, even before anyone takes it over.
+    auto brief = la->claim("n2", "alpha", std::chrono::seconds(1));
+    REQUIRE(brief.ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // past ttl/2 by construction, not a race
+    auto stale = la->check_fresh("n2");
+    REQUIRE(stale.error().code == "lease.stale");
+    REQUIRE(stale.error().message.find("claiming it again") != std::string::npos);
+    auto renewed = la->renew(std::chrono::seconds(60));
+    REQUIRE(renewed.ok());
+    REQUIRE(renewed->empty());
+    REQUIRE(la->check_fresh("n2").ok());
 }
 
 TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows", "[worker][pg]") {

@@ -509,6 +509,17 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
             auto row = store_->begin_action(run_id, node.name, stage_name, action.id, action.description);
             if (!row) return fail(row.error());
+            if (leases) {
+                if (auto fresh = leases->check_fresh(node.name); !fresh) {
+                    // Not confirmed lately (this process stalled?): claim
+                    // again, then observe, rather than act on a lease that
+                    // may be someone else's by now.
+                    (void)store_->end_action(*row, "interrupted", fresh.error().message);
+                    a.kind = Attempt::Kind::Held;
+                    a.error = fresh.error().message;
+                    return a;
+                }
+            }
             emit({EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before, total});
             auto applied = stage->apply(ctx, action);
             (void)store_->end_action(*row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),

@@ -69,6 +69,13 @@ public:
     // Forgets a lease locally after it was lost (no write: it is not ours).
     virtual void forget(const std::string& node) = 0;
 
+    // Right before a side effect: fails with "lease.stale" unless the
+    // lease was confirmed by the server (claim or renewal) within half its
+    // ttl, by this process's monotonic clock. Fencing in the journal guards
+    // every write; this narrows the window between the fenced start of an
+    // action and its effect, which no journal write can close.
+    virtual Status check_fresh(const std::string& node) = 0;
+
     // Fleet-wide counting limits: takes one slot of each (key, capacity)
     // for `node`, all or none, in one transaction (SKIP LOCKED: a slot
     // another worker is taking is not waited on). Returns the key of a

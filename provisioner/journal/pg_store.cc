@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <iterator>
 #include <map>
@@ -514,6 +515,7 @@ public:
         return write<R>("claim a node", [&]() -> Result<R> {
             const std::string what = "claim " + node + "/" + stage;
             const int64_t ttl_ms = ttl.count();
+            const auto asked = std::chrono::steady_clock::now();
             R out = LeaseHolder{};
             auto s = db_->transaction(what, [&]() -> Status {
                 auto ins = db_->exec(what,
@@ -584,7 +586,10 @@ public:
                 return ok_status();
             });
             if (!s) return s.error();
-            if (auto* lease = std::get_if<Lease>(&out)) held_[node] = *lease;
+            if (auto* lease = std::get_if<Lease>(&out)) {
+                held_[node] = *lease;
+                fresh_[node] = {asked, ttl};
+            }
             return out;
         });
     }
@@ -594,6 +599,7 @@ public:
         return write<R>("renew leases", [&]() -> Result<R> {
             R lost;
             if (held_.empty()) return lost;
+            const auto asked = std::chrono::steady_clock::now();
             auto slots = db_->exec("renew the slots of " + worker_,
                                    "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1",
                                    Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
@@ -607,7 +613,10 @@ public:
             for (int i = 0; i < r->count(); ++i) kept[r->text(i, 0)] = r->integer(i, 1);
             for (const auto& [node, lease] : held_) {
                 auto k = kept.find(node);
-                if (k == kept.end() || k->second != lease.generation) lost.push_back(node);
+                if (k == kept.end() || k->second != lease.generation)
+                    lost.push_back(node);
+                else
+                    fresh_[node] = {asked, ttl};
             }
             return lost;
         });
@@ -619,6 +628,7 @@ public:
             if (it == held_.end()) return ok_status();
             const int64_t generation = it->second.generation;
             held_.erase(it);
+            fresh_.erase(node);
             auto r = db_->exec("release the lease of " + node,
                                "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
                                "AND generation=$3",
@@ -683,6 +693,21 @@ public:
     void forget(const std::string& node) override {
         std::lock_guard<std::mutex> lock(mu_);
         held_.erase(node);
+        fresh_.erase(node);
+    }
+
+    Status check_fresh(const std::string& node) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = fresh_.find(node);
+        if (it == fresh_.end() || !held_.count(node))
+            return make_error("journal", "lease.stale", "no lease held on node " + node);
+        const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                               it->second.first);
+        if (age < it->second.second / 2) return ok_status();
+        return make_error("journal", "lease.stale",
+                          "lease on node " + node + " last confirmed " + std::to_string(age.count()) +
+                              " ms ago (ttl " + std::to_string(it->second.second.count()) +
+                              " ms); claiming it again before any side effect");
     }
 
     Result<std::vector<LeaseRow>> lease_rows() override {
@@ -757,6 +782,9 @@ private:
     bool read_only_;
     std::string worker_;
     std::map<std::string, Lease> held_;  // node -> the lease this process holds (guarded by mu_)
+    // node -> when the server last confirmed it (sent time of the claim or
+    // renewal, monotonic) and its ttl
+    std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::chrono::milliseconds>> fresh_;
 };
 
 // The schema version the database holds: 0 when kiln never wrote it.
