@@ -35,7 +35,8 @@ std::string format_duration(std::chrono::milliseconds d) {
 
 // How one attempt at a node-stage ended.
 struct Attempt {
-    // Held: another worker holds the node's lease (try again later);
+    // Held: not this worker's turn (another holds the node's lease, a
+    // fleet-wide limit is full, or the lease went unconfirmed): try later.
     // LeaseLost: this worker's lease was taken over (fenced).
     enum class Kind { Verified, Skipped, Failed, Retry, Interrupted, TimedOut, Quarantined, Held, LeaseLost };
     Kind kind = Kind::Failed;
@@ -632,8 +633,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 actions_total += c.attempt.actions;
                 switch (c.attempt.kind) {
                     case Attempt::Kind::Held:
-                        // Another worker has it: ask again later (its lease
-                        // ends when it finishes the node or dies).
+                        // Another worker has the node (its lease ends when it
+                        // finishes the node or dies), a fleet-wide limit is
+                        // full, or our lease needs confirming: ask again later.
                         waiting.emplace(Clock::now() + options.lease_poll, c.index);
                         break;
                     case Attempt::Kind::LeaseLost:
