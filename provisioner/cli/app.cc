@@ -20,12 +20,14 @@
 #include "provisioner/cli/firmware_command.h"
 #include "provisioner/cli/host_command.h"
 #include "provisioner/cli/vm_command.h"
+#include "provisioner/cli/worker_command.h"
 #include "provisioner/cli/image_command.h"
 #include "provisioner/cli/network_command.h"
 #include "provisioner/cli/report_command.h"
 #include "provisioner/cli/status_printer.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
+#include "provisioner/journal/leases.h"
 #include "provisioner/journal/open_store.h"
 
 namespace kiln::cli {
@@ -272,10 +274,20 @@ void print_summary(const engine::RunReport& r, std::FILE* out) {
         std::fprintf(out, "nothing to do: every selected node-stage is converged\n");
 }
 
+// `worker` (non-null for `kiln worker`) adds its node selection and lease
+// timings to `opts` and needs a PostgreSQL store.
 int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_json, const Globals& g,
-              const engine::StageRegistry& reg) {
+              const engine::StageRegistry& reg, const WorkerArgs* worker = nullptr) {
     auto fleet = load(fleet_path, g, reg);
     if (!fleet) return 1;
+    if (worker) {
+        auto w = worker_run_options(*worker, *fleet);
+        if (!w) {
+            print_error(w.error());
+            return 1;
+        }
+        opts = std::move(*w);
+    }
     engine::StopToken stop;
     // Before any thread exists (the journal may start one): every thread
     // inherits the blocked mask, so only the watcher ever takes a signal.
@@ -293,15 +305,30 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
         print_error(spec.error());
         return 1;
     }
-    auto lock = journal::RunGuard::acquire(*spec);
-    if (!lock) {
-        print_error(lock.error());
+    if (worker && !spec->postgres()) {
+        print_error(make_error("cli", "worker.store",
+                               "kiln worker shares a fleet through a PostgreSQL store: give --store postgresql://... "
+                               "or a [store] table in the fleet (with the journal file, run `kiln apply`)"));
         return 1;
+    }
+    // The journal file allows one run at a time; a PostgreSQL store is
+    // shared by workers, each node claimed as a lease (journal/leases.h).
+    std::optional<journal::RunGuard> lock;
+    if (!spec->postgres()) {
+        auto l = journal::RunGuard::acquire(*spec);
+        if (!l) {
+            print_error(l.error());
+            return 1;
+        }
+        lock.emplace(std::move(*l));
     }
     auto store = journal::open_store(*spec);
     if (!store) {
         print_error(store.error());
         return 1;
+    }
+    if (worker && !worker->worker_id.empty()) {
+        if (auto* leases = (*store)->leases()) leases->set_worker_id(worker->worker_id);
     }
     StatusPrinter::Mode mode = as_json                    ? StatusPrinter::Mode::Json
                                : g.log_format == "json"   ? StatusPrinter::Mode::JsonLines
@@ -356,7 +383,10 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
         }
         for (auto& s : *rows) states[s.node] = s;
     }
-    const bool live_run = journal::RunGuard::held(*spec);
+    // Workers on a PostgreSQL store hold no run lock: a node's state there
+    // is whatever its lease holder last wrote, not second-guessed here.
+    const bool live_run = !spec->postgres() && journal::RunGuard::held(*spec);
+    const bool can_tell = !spec->postgres();
     json nodes = json::array();
     std::vector<journal::NodeState> shown;
     for (const auto& n : fleet->nodes) {
@@ -365,7 +395,7 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
         if (it != states.end()) s = it->second;
         s.node = n.name;
         if (s.state.empty()) s.state = "pending";
-        if (s.state == "running" && !live_run) {
+        if (s.state == "running" && can_tell && !live_run) {
             // The run that set it is gone (killed): say so, don't pretend.
             s.state = "pending";
             s.detail = "interrupted: the run stopped without finishing";
@@ -540,6 +570,9 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     EvidenceArgs evidence_args;
     add_evidence_command(app, evidence_args);
 
+    WorkerArgs worker_args;
+    auto* worker = add_worker_command(app, worker_args);
+
     auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
 
@@ -565,6 +598,7 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
         opts.reimage = true;
         return cmd_apply(fleet, opts, as_json, g, registry);
     }
+    if (*worker) return cmd_apply(worker_args.fleet, opts, worker_args.as_json, g, registry, &worker_args);
     if (*status) return cmd_status(fleet, as_json, g, registry);
     if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
     if (*stages_cmd) return cmd_stages(as_json, registry);

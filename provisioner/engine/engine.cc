@@ -6,8 +6,10 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -15,6 +17,7 @@
 #include "provisioner/engine/input_hash.h"
 #include "provisioner/engine/scheduler.h"
 #include "provisioner/engine/worker_pool.h"
+#include "provisioner/journal/leases.h"
 
 namespace kiln::engine {
 
@@ -32,10 +35,14 @@ std::string format_duration(std::chrono::milliseconds d) {
 
 // How one attempt at a node-stage ended.
 struct Attempt {
-    enum class Kind { Verified, Skipped, Failed, Retry, Interrupted, TimedOut, Quarantined };
+    // Held: not this worker's turn (another holds the node's lease, a
+    // fleet-wide limit is full, or the lease went unconfirmed): try later.
+    // LeaseLost: this worker's lease was taken over (fenced).
+    enum class Kind { Verified, Skipped, Failed, Retry, Interrupted, TimedOut, Quarantined, Held, LeaseLost };
     Kind kind = Kind::Failed;
     std::string error;
     int actions = 0;
+    bool claimed = false;  // this attempt took the node's lease
 };
 
 const char* outcome_name(Attempt::Kind k) {
@@ -47,6 +54,8 @@ const char* outcome_name(Attempt::Kind k) {
         case Attempt::Kind::Interrupted: return "interrupted";
         case Attempt::Kind::TimedOut: return "timed_out";
         case Attempt::Kind::Quarantined: return "quarantined";
+        case Attempt::Kind::Held: return "held";
+        case Attempt::Kind::LeaseLost: return "lease_lost";
     }
     return "failed";
 }
@@ -323,6 +332,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         bool done = false;
         bool all_skipped = true;
         bool handed_over = false;
+        bool leased = false;   // this worker holds the node's lease (shared stores)
         NodeOutcome outcome;
     };
     std::vector<NodeRun> runs(selection.size());
@@ -335,6 +345,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
 
     std::mt19937_64 rng(options.seed ? options.seed : std::random_device{}());
     Scheduler sched(fleet_.limits);
+    // Null for a store this process owns (SQLite, under its run lock).
+    journal::Leases* const leases = store_->leases();
     // Shared with the stop listener, which may fire from another thread
     // while this run is returning.
     struct Wake {
@@ -393,7 +405,10 @@ Result<RunReport> Engine::run(const RunOptions& options) {
 
         Attempt a;
         auto classify = [&](const Error& err) {
-            if (stop_.hard()) {
+            if (err.code == "lease.lost") {
+                a.kind = Attempt::Kind::LeaseLost;
+                a.error = err.message;
+            } else if (stop_.hard()) {
                 a.kind = Attempt::Kind::Interrupted;
                 a.error = "stopped during the stage: " + err.message;
             } else if (ctx.deadline_passed()) {
@@ -413,6 +428,37 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             return a;
         };
 
+        if (leases) {
+            auto claimed = leases->claim(node.name, stage_name, options.lease_ttl);
+            if (!claimed) return classify(claimed.error());
+            if (const auto* holder = std::get_if<journal::LeaseHolder>(&*claimed)) {
+                a.kind = Attempt::Kind::Held;
+                a.error = "held by worker " + holder->worker;
+                return a;
+            }
+            a.claimed = true;
+        }
+        // Fleet-wide limits, across workers: a slot of each for this stage,
+        // given back however the attempt ends.
+        struct SlotRelease {
+            journal::Leases* leases;
+            const std::string& node;
+            bool held = false;
+            ~SlotRelease() {
+                if (held) (void)leases->release_slots(node);
+            }
+        } slots{leases, node.name};
+        if (leases) {
+            const Job job{node.name, node.rack, stage->resources(fleet_, node)};
+            auto full = leases->take_slots(node.name, sched.limits_of(job), options.lease_ttl);
+            if (!full) return classify(full.error());
+            if (*full) {
+                a.kind = Attempt::Kind::Held;
+                a.error = "fleet-wide limit " + **full + " is full";
+                return a;
+            }
+            slots.held = true;
+        }
         auto last = store_->last_verified_hash(node.name, stage_name);
         if (!last) return classify(last.error());
         ctx.set_hashes(hash, *last);
@@ -425,12 +471,13 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         };
 
         auto finish = [&]() -> Attempt {
-            if (a.kind == Attempt::Kind::Retry) return a;
+            if (a.kind == Attempt::Kind::Retry || a.kind == Attempt::Kind::LeaseLost) return a;
             journal::StageRecord rec{run_id,       node.name, stage_name, hash, outcome_name(a.kind), a.error,
                                      r.attempt,    a.actions, started,    journal::now_ms()};
             if (auto s = store_->record_stage(rec); !s) {
-                a.kind = Attempt::Kind::Failed;
-                a.error = s.error().str();
+                const bool lost = s.error().code == "lease.lost";
+                a.kind = lost ? Attempt::Kind::LeaseLost : Attempt::Kind::Failed;
+                a.error = lost ? s.error().message : s.error().str();
             }
             return a;
         };
@@ -463,6 +510,17 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
             auto row = store_->begin_action(run_id, node.name, stage_name, action.id, action.description);
             if (!row) return fail(row.error());
+            if (leases) {
+                if (auto fresh = leases->check_fresh(node.name); !fresh) {
+                    // Not confirmed lately (this process stalled?): claim
+                    // again, then observe, rather than act on a lease that
+                    // may be someone else's by now.
+                    (void)store_->end_action(*row, "interrupted", fresh.error().message);
+                    a.kind = Attempt::Kind::Held;
+                    a.error = fresh.error().message;
+                    return a;
+                }
+            }
             emit({EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before, total});
             auto applied = stage->apply(ctx, action);
             (void)store_->end_action(*row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),
@@ -498,10 +556,20 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         r.outcome.stage = stage;
         r.outcome.error = error;
         r.outcome.actions = r.actions;
-        (void)store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id});
+        // Under leases, only the holder writes a node's state, then gives
+        // the node back; a node never claimed here is another worker's.
+        if (!leases || r.leased)
+            (void)store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id});
+        if (leases && r.leased) {
+            (void)leases->release(r.outcome.node);
+            r.leased = false;
+        }
         emit({EngineEvent::Kind::NodeEnd, r.outcome.node, stage, error, state, -1, done_count.load(), total});
     };
 
+    // Keeps this worker's leases alive while the pool works.
+    std::optional<journal::LeaseHeartbeat> heartbeat;
+    if (leases) heartbeat.emplace(*leases, options.lease_ttl);
     {
         WorkerPool pool(std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(runs.size()))));
         std::unique_lock<std::mutex> lock(mu);
@@ -554,6 +622,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 completions.pop_front();
                 --inflight;
                 NodeRun& r = runs[c.index];
+                if (c.attempt.claimed) r.leased = true;
                 Job job = job_for(c.index);
                 sched.finish(job);
                 unpark("rack:" + job.rack);
@@ -563,6 +632,22 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 r.actions += c.attempt.actions;
                 actions_total += c.attempt.actions;
                 switch (c.attempt.kind) {
+                    case Attempt::Kind::Held:
+                        // Another worker has the node (its lease ends when it
+                        // finishes the node or dies), a fleet-wide limit is
+                        // full, or our lease needs confirming: ask again later.
+                        waiting.emplace(Clock::now() + options.lease_poll, c.index);
+                        break;
+                    case Attempt::Kind::LeaseLost:
+                        // Fenced: the journal is the new holder's now.
+                        ++done_count;
+                        leases->forget(r.outcome.node);
+                        r.leased = false;
+                        emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, c.attempt.error, "lease_lost",
+                              -1, done_count.load(), total});
+                        end_node(r, "pending", "lease lost", stage_name, c.attempt.error);
+                        sched.release(r.outcome.node);
+                        break;
                     case Attempt::Kind::Retry: {
                         auto delay = backoff_delay(r.attempt, fleet_.limits.backoff_initial,
                                                    fleet_.limits.backoff_max, rng);
@@ -629,12 +714,21 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         // pool joins here: every task has completed (inflight == 0).
     }
     stop_.clear_listeners();
+    heartbeat.reset();
 
     // Nodes a retry was waiting on when a stop came: record where they are.
     for (auto& [when, i] : waiting) {
         auto& r = runs[i];
         end_node(r, "pending", "interrupted", r.sel->stages[r.next], "stopped while waiting to retry");
     }
+
+    // Nodes stopped between two stages: give their leases back now rather
+    // than let them expire.
+    for (auto& r : runs)
+        if (leases && r.leased && !r.done) {
+            (void)leases->release(r.outcome.node);
+            r.leased = false;
+        }
 
     RunReport report;
     report.run_id = run_id;

@@ -6,6 +6,11 @@
 // (journaled start and end), then verify. Transient errors retry the stage
 // with jittered backoff; other errors fail that node only. A soft stop lets
 // in-flight actions finish and records where each node stopped.
+//
+// With a store shared by several workers (PostgreSQL), each node-stage is
+// first claimed as a lease (journal/leases.h): a node another worker holds
+// waits, and a lease lost to a takeover ends the node here ("lease.lost")
+// before its next side effect.
 #pragma once
 
 #include <chrono>
@@ -30,6 +35,11 @@ struct RunOptions {
     std::string pipeline;                // "" = each node's role; "reimage" for kiln reimage
     bool reimage = false;                // forget verified hashes first; stages redo their work
     uint64_t seed = 0;                   // backoff jitter; 0 = random
+    // When the store is shared by workers (Store::leases()): a claim lasts
+    // lease_ttl past its last heartbeat; a node another worker holds is
+    // asked for again every lease_poll.
+    std::chrono::milliseconds lease_ttl{30000};
+    std::chrono::milliseconds lease_poll{1000};
 };
 
 // What the engine tells its printer (live status line, JSON stream, logs).

@@ -1,5 +1,7 @@
 #include "provisioner/engine/scheduler.h"
 
+#include <algorithm>
+
 namespace kiln::engine {
 
 Scheduler::Scheduler(const config::Limits& limits) : limits_(limits) {}
@@ -40,6 +42,13 @@ void Scheduler::finish(const Job& job) {
     for (const auto& r : job.resources) {
         if (--resource_running_[r] <= 0) resource_running_.erase(r);
     }
+}
+
+std::vector<std::pair<std::string, int>> Scheduler::limits_of(const Job& job) const {
+    std::vector<std::pair<std::string, int>> out = {{"parallel", std::max(limits_.parallel, 1)}};
+    if (limits_.per_rack > 0) out.emplace_back("rack:" + job.rack, limits_.per_rack);
+    for (const auto& r : job.resources) out.emplace_back(r, capacity_of(r));
+    return out;
 }
 
 void Scheduler::release(const std::string& node) { admitted_.erase(node); }

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "provisioner/config/fleet_config.h"
@@ -43,6 +44,11 @@ public:
     int running() const { return running_; }
     int unavailable() const { return static_cast<int>(admitted_.size()); }
     int capacity_of(const std::string& resource) const;
+    // The counting limits a job takes one unit of while it runs, with their
+    // capacities: "parallel", "rack:R" (when per_rack is set) and each
+    // resource. Stores shared by workers hold these fleet-wide (slots).
+    // Reads only the limits: safe from any thread.
+    std::vector<std::pair<std::string, int>> limits_of(const Job& job) const;
 
 private:
     config::Limits limits_;

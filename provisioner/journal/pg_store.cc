@@ -1,12 +1,19 @@
 #include "provisioner/journal/pg_store.h"
 
 #include <libpq-fe.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <iterator>
+#include <map>
 #include <mutex>
+#include <random>
 #include <utility>
 #include <vector>
+
+#include "provisioner/journal/leases.h"
 
 namespace kiln::journal {
 
@@ -53,7 +60,23 @@ CREATE TABLE node_state(
   node TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, stage TEXT NOT NULL, error TEXT NOT NULL,
   updated_ms BIGINT NOT NULL, run_id BIGINT NOT NULL);
 )sql"},
+    // Workers (leases.h): one row per node ever claimed. worker is '' once
+    // released; generation only grows, so a superseded holder is fenced.
+    {2, R"sql(
+CREATE TABLE leases(
+  node TEXT PRIMARY KEY, stage TEXT NOT NULL, worker TEXT NOT NULL, generation BIGINT NOT NULL,
+  lease_until_ms BIGINT NOT NULL, claimed_ms BIGINT NOT NULL);
+CREATE INDEX leases_worker ON leases(worker);
+CREATE TABLE slots(
+  key TEXT NOT NULL, slot INTEGER NOT NULL, worker TEXT NOT NULL DEFAULT '', node TEXT NOT NULL DEFAULT '',
+  lease_until_ms BIGINT NOT NULL DEFAULT 0, PRIMARY KEY(key, slot));
+CREATE INDEX slots_worker ON slots(worker);
+)sql"},
 };
+
+// The server's clock in milliseconds: leases never depend on workers'
+// clocks agreeing.
+#define KILN_PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 constexpr int kSchemaVersion = kMigrations[std::size(kMigrations) - 1].version;
 
 // Newest first; as the SQLite journal orders it (sqlite_store.cc kHistory).
@@ -177,8 +200,11 @@ public:
             return make_error("journal", "journal.unavailable", "cannot connect to " + url_ + ": " + why, true);
         }
         PQsetNoticeProcessor(conn_, quiet, nullptr);
+        // A process stalled inside a transaction (SIGSTOP) must not keep
+        // row locks that a worker taking over its leases waits behind.
         std::string setup = "SET statement_timeout = " + std::to_string(options_.statement_timeout_ms) +
-                            "; SET client_min_messages = warning";
+                            "; SET idle_in_transaction_session_timeout = " +
+                            std::to_string(options_.statement_timeout_ms) + "; SET client_min_messages = warning";
         if (options_.read_only) setup += "; SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY";
         Rows r(PQexec(conn_, setup.c_str()));
         if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
@@ -249,9 +275,21 @@ private:
     bool in_transaction_ = false;
 };
 
-class PgStore : public Store {
+std::string default_worker_id() {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    std::random_device rd;
+    char nonce[9];
+    std::snprintf(nonce, sizeof nonce, "%08x", rd());
+    return std::string(host[0] ? host : "host") + ":" + std::to_string(getpid()) + ":" + nonce;
+}
+
+class PgStore : public Store, public Leases {
 public:
-    PgStore(std::unique_ptr<Connection> conn, bool read_only) : db_(std::move(conn)), read_only_(read_only) {}
+    PgStore(std::unique_ptr<Connection> conn, bool read_only)
+        : db_(std::move(conn)), read_only_(read_only), worker_(default_worker_id()) {}
+
+    Leases* leases() override { return read_only_ ? nullptr : this; }
 
     Result<int64_t> begin_run(const RunInfo& info) override {
         return write<int64_t>("start a run", [&]() -> Result<int64_t> {
@@ -311,6 +349,7 @@ public:
         return write<void>("record a stage", [&]() -> Status {
             const std::string what = "record stage " + rec.node + "/" + rec.stage;
             return db_->transaction(what, [&]() -> Status {
+                if (auto f = fence(rec.node); !f) return f;
                 auto r = db_->exec(what,
                                    "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
                                    "attempts, actions, started_ms, ended_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
@@ -345,51 +384,71 @@ public:
 
     Result<int64_t> begin_action(int64_t run_id, const std::string& node, const std::string& stage,
                                  const std::string& action_id, const std::string& description) override {
+        // The gate before every side effect: under a lease, the row is
+        // written only while the lease's generation is still ours.
         return write<int64_t>("record an action", [&]() -> Result<int64_t> {
-            auto r = db_->exec("record action " + action_id + " of " + node,
-                               "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
-                               "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
-                               Params().add(run_id).add(node).add(stage).add(action_id).add(description).add(now_ms()));
-            if (!r) return r.error();
-            return r->integer(0, 0);
+            const std::string what = "record action " + action_id + " of " + node;
+            int64_t id = 0;
+            auto s = fenced(node, what, [&]() -> Status {
+                auto r = db_->exec(what,
+                                   "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
+                                   "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
+                                   Params().add(run_id).add(node).add(stage).add(action_id).add(description)
+                                       .add(now_ms()));
+                if (!r) return r.error();
+                id = r->integer(0, 0);
+                return ok_status();
+            });
+            if (!s) return s.error();
+            return id;
         });
     }
 
     Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
         return write<void>("end an action", [&]() -> Status {
             const std::string what = "end action row " + std::to_string(row);
-            auto r = db_->exec(what, "UPDATE actions SET ended_ms=$1, outcome=$2, error=$3 WHERE id=$4",
-                               Params().add(now_ms()).add(outcome).add(error).add(row));
-            if (!r) return r.error();
-            if (r->affected() == 0)
-                return make_error("journal", "journal.unknown_action",
-                                  "cannot " + what + " in " + db_->url() + ": no such row");
-            return ok_status();
+            auto end = [&]() -> Status {
+                auto r = db_->exec(what, "UPDATE actions SET ended_ms=$1, outcome=$2, error=$3 WHERE id=$4 "
+                                         "RETURNING node",
+                                   Params().add(now_ms()).add(outcome).add(error).add(row));
+                if (!r) return r.error();
+                if (r->count() == 0)
+                    return make_error("journal", "journal.unknown_action",
+                                      "cannot " + what + " in " + db_->url() + ": no such row");
+                return fence(r->text(0, 0));  // rolls the end back when the lease is gone
+            };
+            if (held_.empty()) return end();
+            return db_->transaction(what, end);
         });
     }
 
     Status record_event(const EventRecord& e) override {
         return write<void>("record an event", [&]() -> Status {
-            auto r = db_->exec("record event " + e.kind,
-                               "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) VALUES($1,$2,$3,$4,$5,$6)",
-                               Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.node).add(e.stage)
-                                   .add(e.kind).add(e.message));
-            if (!r) return r.error();
-            return ok_status();
+            return fenced(e.node, "record event " + e.kind, [&]() -> Status {
+                auto r = db_->exec("record event " + e.kind,
+                                   "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                   "VALUES($1,$2,$3,$4,$5,$6)",
+                                   Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.node).add(e.stage)
+                                       .add(e.kind).add(e.message));
+                if (!r) return r.error();
+                return ok_status();
+            });
         });
     }
 
     Status set_node_state(const NodeState& s) override {
         return write<void>("set a node state", [&]() -> Status {
-            auto r = db_->exec("set the state of " + s.node,
-                               "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
-                               "VALUES($1,$2,$3,$4,$5,$6,$7) ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
-                               "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
-                               "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
-                               Params().add(s.node).add(s.state).add(s.detail).add(s.stage).add(s.error)
-                                   .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
-            if (!r) return r.error();
-            return ok_status();
+            return fenced(s.node, "set the state of " + s.node, [&]() -> Status {
+                auto r = db_->exec("set the state of " + s.node,
+                                   "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
+                                   "VALUES($1,$2,$3,$4,$5,$6,$7) ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
+                                   "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
+                                   "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
+                                   Params().add(s.node).add(s.state).add(s.detail).add(s.stage).add(s.error)
+                                       .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
+                if (!r) return r.error();
+                return ok_status();
+            });
         });
     }
 
@@ -441,6 +500,262 @@ public:
         });
     }
 
+
+    // ---- Leases -----------------------------------------------------------
+
+    void set_worker_id(const std::string& worker) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_ = worker;
+    }
+    const std::string& worker_id() const override { return worker_; }
+
+    Result<std::variant<Lease, LeaseHolder>> claim(const std::string& node, const std::string& stage,
+                                                   std::chrono::milliseconds ttl) override {
+        using R = std::variant<Lease, LeaseHolder>;
+        return write<R>("claim a node", [&]() -> Result<R> {
+            const std::string what = "claim " + node + "/" + stage;
+            const int64_t ttl_ms = ttl.count();
+            const auto asked = std::chrono::steady_clock::now();
+            R out = LeaseHolder{};
+            auto s = db_->transaction(what, [&]() -> Status {
+                auto ins = db_->exec(what,
+                                     "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                                     "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW ") "
+                                     "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                                     Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                if (!ins) return ins.error();
+                std::string previous, previous_stage;
+                int64_t previous_generation = 0;
+                if (ins->count() == 0) {
+                    // Row locked by another claimer right now: not waited on.
+                    auto row = db_->exec(what,
+                                         "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
+                                         ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                         Params().add(node));
+                    if (!row) return row.error();
+                    if (row->count() == 0) {
+                        out = LeaseHolder{"(claiming)", 0, 0};
+                        return ok_status();
+                    }
+                    previous = row->text(0, 0);
+                    previous_generation = row->integer(0, 1);
+                    const bool expired = row->text(0, 3) == "t";
+                    previous_stage = row->text(0, 4);
+                    if (!previous.empty() && previous != worker_ && !expired) {
+                        out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                        return ok_status();
+                    }
+                    auto up = db_->exec(what,
+                                        "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
+                                        "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                                        " WHERE node=$1 RETURNING generation",
+                                        Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                    if (!up) return up.error();
+                    out = Lease{node, stage, worker_, up->integer(0, 0)};
+                } else {
+                    out = Lease{node, stage, worker_, ins->integer(0, 0)};
+                }
+                const auto& lease = std::get<Lease>(out);
+                // Asking again for the stage it holds (waiting on a slot)
+                // is not news for the journal.
+                if (previous == worker_ && previous_stage == stage) return ok_status();
+                std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
+                                      std::to_string(lease.generation) + ")";
+                if (!previous.empty() && previous != worker_) {
+                    // Its holder died or stalled: what it started and never
+                    // ended is closed here; the stage observes what really
+                    // happened before planning anything.
+                    auto orphans = db_->exec(what,
+                                             "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                                             "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                                             Params().add(node).add(now_ms())
+                                                 .add("worker " + previous + " lost its lease (generation " +
+                                                      std::to_string(previous_generation) +
+                                                      ") before ending this action; re-observed"));
+                    if (!orphans) return orphans.error();
+                    message += ", taking over from " + previous + " (generation " +
+                               std::to_string(previous_generation) + ", expired)";
+                    if (orphans->count() > 0)
+                        message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
+                }
+                auto ev = db_->exec(what,
+                                    "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                    "VALUES(0, $1, $2, $3, 'lease', $4)",
+                                    Params().add(now_ms()).add(node).add(stage).add(message));
+                if (!ev) return ev.error();
+                return ok_status();
+            });
+            if (!s) return s.error();
+            if (auto* lease = std::get_if<Lease>(&out)) {
+                held_[node] = *lease;
+                fresh_[node] = {asked, ttl};
+            }
+            return out;
+        });
+    }
+
+    Result<std::vector<std::string>> renew(std::chrono::milliseconds ttl) override {
+        using R = std::vector<std::string>;
+        return write<R>("renew leases", [&]() -> Result<R> {
+            R lost;
+            if (held_.empty()) return lost;
+            const auto asked = std::chrono::steady_clock::now();
+            auto slots = db_->exec("renew the slots of " + worker_,
+                                   "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1",
+                                   Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
+            if (!slots) return slots.error();
+            auto r = db_->exec("renew the leases of " + worker_,
+                               "UPDATE leases SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1 "
+                               "RETURNING node, generation",
+                               Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
+            if (!r) return r.error();
+            std::map<std::string, int64_t> kept;
+            for (int i = 0; i < r->count(); ++i) kept[r->text(i, 0)] = r->integer(i, 1);
+            for (const auto& [node, lease] : held_) {
+                auto k = kept.find(node);
+                if (k == kept.end() || k->second != lease.generation)
+                    lost.push_back(node);
+                else
+                    fresh_[node] = {asked, ttl};
+            }
+            return lost;
+        });
+    }
+
+    Status release(const std::string& node) override {
+        return write<void>("release a lease", [&]() -> Status {
+            auto it = held_.find(node);
+            if (it == held_.end()) return ok_status();
+            const int64_t generation = it->second.generation;
+            held_.erase(it);
+            fresh_.erase(node);
+            auto r = db_->exec("release the lease of " + node,
+                               "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
+                               "AND generation=$3",
+                               Params().add(node).add(worker_).add(generation));
+            if (!r) return r.error();
+            return ok_status();
+        });
+    }
+
+    Result<std::optional<std::string>> take_slots(const std::string& node,
+                                                  std::vector<std::pair<std::string, int>> limits,
+                                                  std::chrono::milliseconds ttl) override {
+        using R = std::optional<std::string>;
+        // One order for every worker: concurrent first inserts of the same
+        // keys cannot deadlock.
+        std::sort(limits.begin(), limits.end());
+        return write<R>("take slots", [&]() -> Result<R> {
+            const std::string what = "take fleet-wide slots for " + node;
+            R full;
+            auto s = db_->transaction(what, [&]() -> Status {
+                for (const auto& [key, capacity] : limits) {
+                    auto made = db_->exec(what,
+                                          "INSERT INTO slots(key, slot) SELECT $1, g "
+                                          "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
+                                          Params().add(key).add(capacity));
+                    if (!made) return made.error();
+                    auto free = db_->exec(what,
+                                          "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
+                                          "lease_until_ms < " KILN_PG_NOW " OR (worker=$3 AND node=$4)) "
+                                          "ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED",
+                                          Params().add(key).add(capacity).add(worker_).add(node));
+                    if (!free) return free.error();
+                    if (free->count() == 0) {
+                        full = key;
+                        // Undo the slots taken so far: all or none.
+                        return make_error("journal", "slots.full", key);
+                    }
+                    auto took = db_->exec(what,
+                                          "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
+                                          " + $5::bigint WHERE key=$1 AND slot=$2::int",
+                                          Params().add(key).add(free->integer(0, 0)).add(worker_).add(node)
+                                              .add(static_cast<int64_t>(ttl.count())));
+                    if (!took) return took.error();
+                }
+                return ok_status();
+            });
+            if (!s && !full) return s.error();
+            return full;
+        });
+    }
+
+    Status release_slots(const std::string& node) override {
+        return write<void>("release slots", [&]() -> Status {
+            auto r = db_->exec("release the slots of " + node,
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND node=$2",
+                               Params().add(worker_).add(node));
+            if (!r) return r.error();
+            return ok_status();
+        });
+    }
+
+    void forget(const std::string& node) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_.erase(node);
+        fresh_.erase(node);
+    }
+
+    Status check_fresh(const std::string& node) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = fresh_.find(node);
+        if (it == fresh_.end() || !held_.count(node))
+            return make_error("journal", "lease.stale", "no lease held on node " + node);
+        const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                               it->second.first);
+        if (age < it->second.second / 2) return ok_status();
+        return make_error("journal", "lease.stale",
+                          "lease on node " + node + " last confirmed " + std::to_string(age.count()) +
+                              " ms ago (ttl " + std::to_string(it->second.second.count()) +
+                              " ms); claiming it again before any side effect");
+    }
+
+    Result<std::vector<LeaseRow>> lease_rows() override {
+        using R = std::vector<LeaseRow>;
+        return read<R>([&]() -> Result<R> {
+            auto r = db_->exec("read the leases",
+                               "SELECT node, stage, worker, generation, lease_until_ms FROM leases "
+                               "ORDER BY node COLLATE \"C\"");
+            if (!r) return r.error();
+            R out;
+            for (int i = 0; i < r->count(); ++i)
+                out.push_back({r->text(i, 0), r->text(i, 1), r->text(i, 2), r->integer(i, 3), r->integer(i, 4)});
+            return out;
+        });
+    }
+
+private:
+    // Inside a transaction: fails with "lease.lost" unless the node's lease
+    // row still names this worker at the generation it claimed. FOR SHARE
+    // holds off a takeover until this transaction ends.
+    Status fence(const std::string& node) {
+        auto it = held_.find(node);
+        if (it == held_.end()) return ok_status();
+        const Lease& lease = it->second;
+        auto r = db_->exec("check the lease of " + node,
+                           "SELECT worker, generation FROM leases WHERE node=$1 FOR SHARE", Params().add(node));
+        if (!r) return r.error();
+        if (r->count() == 1 && r->text(0, 0) == worker_ && r->integer(0, 1) == lease.generation) return ok_status();
+        std::string by;
+        if (r->count() == 1 && !r->text(0, 0).empty())
+            by = " by generation " + std::to_string(r->integer(0, 1)) + " of worker " + r->text(0, 0);
+        return make_error("journal", "lease.lost",
+                          "lease lost on node " + node + " stage " + lease.stage + " (generation " +
+                              std::to_string(lease.generation) + " superseded" + by + "); this worker stops there");
+    }
+
+    // A write about `node`: fenced in one transaction while a lease on it
+    // is held, as it always was otherwise.
+    template <class F>
+    Status fenced(const std::string& node, const std::string& what, F&& body) {
+        if (node.empty() || !held_.count(node)) return body();
+        return db_->transaction(what, [&]() -> Status {
+            if (auto f = fence(node); !f) return f;
+            return body();
+        });
+    }
+
+public:
 private:
     // One connection, one statement at a time: the engine's threads queue
     // here, as they share the SQLite connection.
@@ -465,6 +780,11 @@ private:
     std::mutex mu_;
     std::unique_ptr<Connection> db_;
     bool read_only_;
+    std::string worker_;
+    std::map<std::string, Lease> held_;  // node -> the lease this process holds (guarded by mu_)
+    // node -> when the server last confirmed it (sent time of the claim or
+    // renewal, monotonic) and its ttl
+    std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::chrono::milliseconds>> fresh_;
 };
 
 // The schema version the database holds: 0 when kiln never wrote it.

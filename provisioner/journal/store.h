@@ -15,6 +15,8 @@
 
 namespace kiln::journal {
 
+class Leases;  // leases.h: node leases for stores several workers share
+
 // Milliseconds since the Unix epoch (wall clock).
 int64_t now_ms();
 
@@ -115,6 +117,10 @@ public:
     virtual Result<std::vector<StageRecord>> stage_records(const std::string& node) {
         return Error{"journal", "journal.unsupported", "this journal cannot list stage results of " + node};
     }
+
+    // Node leases, when several workers share this store (PostgreSQL);
+    // null for a store one process owns under its run lock (SQLite).
+    virtual Leases* leases() { return nullptr; }
 };
 
 }  // namespace kiln::journal

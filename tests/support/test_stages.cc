@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace kiln::test {
 
@@ -20,7 +23,51 @@ std::string resource_for(const std::string& kind, const config::Node& node) {
     return kind + ":" + node.rack;
 }
 
+// The probe file: one line "key current peak" per key, rewritten under an
+// exclusive flock, so processes count together.
+std::map<std::string, std::pair<int, int>> parse_probe(const std::string& text) {
+    std::map<std::string, std::pair<int, int>> out;
+    std::istringstream in(text);
+    std::string key;
+    int cur = 0, peak = 0;
+    while (in >> key >> cur >> peak) out[key] = {cur, peak};
+    return out;
+}
+
+void probe_step(const std::string& path, const std::vector<std::string>& keys, int delta) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    ::flock(fd, LOCK_EX);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0;)
+        text.append(buf, static_cast<size_t>(n));
+    auto counts = parse_probe(text);
+    for (const auto& k : keys) {
+        auto& [cur, peak] = counts[k];
+        cur += delta;
+        peak = std::max(peak, cur);
+    }
+    std::string out;
+    for (const auto& [k, v] : counts) out += k + " " + std::to_string(v.first) + " " + std::to_string(v.second) + "\n";
+    if (::ftruncate(fd, 0) == 0) {
+        ssize_t written = ::pwrite(fd, out.data(), out.size(), 0);
+        (void)written;  // a short probe file fails the test that reads it
+    }
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
+}
+
 }  // namespace
+
+std::map<std::string, int> LedgerStage::read_probe_peaks(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::map<std::string, int> out;
+    for (const auto& [k, v] : parse_probe(ss.str())) out[k] = v.second;
+    return out;
+}
 
 // ---- LedgerStage -----------------------------------------------------------
 
@@ -61,6 +108,15 @@ Result<std::vector<engine::Action>> LedgerStage::plan(engine::StageContext& ctx,
 }
 
 Status LedgerStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    const std::vector<std::string> probe_keys = {"total", "rack:" + ctx.node().rack};
+    if (!o_.probe.empty()) probe_step(o_.probe, probe_keys, +1);
+    struct Leave {
+        const std::string& probe;
+        const std::vector<std::string>& keys;
+        ~Leave() {
+            if (!probe.empty()) probe_step(probe, keys, -1);
+        }
+    } leave{o_.probe, probe_keys};
     const int n = ++g_process_applies;
     if (o_.kill_at == n && !o_.kill_after_write) ::kill(::getpid(), SIGKILL);
     const std::string line = ctx.node().name + " " + o_.name + " " + action.id + "\n";
@@ -212,6 +268,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
     const bool after = env("KILN_TEST_KILL_PHASE", "before") == "after";
     const int interrupt_at = std::atoi(env("KILN_TEST_INTERRUPT_AT", "0").c_str());
     const int sleep_ms = std::atoi(env("KILN_TEST_SLEEP_MS", "0").c_str());
+    const std::string probe = env("KILN_TEST_PROBE", "");
     for (const char* name : {"alpha", "beta", "gamma", "t-handover"}) {
         LedgerStage::Options o;
         o.name = name;
@@ -222,6 +279,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
         o.kill_after_write = after;
         o.interrupt_at = interrupt_at;
         o.sleep_ms = sleep_ms;
+        o.probe = probe;
         o.resource_kind = std::string(name) == "alpha" ? "bmc" : "";
         registry.add(std::make_shared<LedgerStage>(o));
     }

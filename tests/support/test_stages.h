@@ -31,6 +31,7 @@ public:
         int interrupt_at = 0;          // raise SIGINT after the N-th apply's write
         int sleep_ms = 0;              // pretend each apply takes this long
         std::string resource_kind;     // "" = none; "bmc" uses the node's BMC URL
+        std::string probe;             // "" = none; else counts applies at once across processes
     };
     explicit LedgerStage(Options o) : o_(std::move(o)) {}
 
@@ -44,6 +45,9 @@ public:
 
     // Lines "node stage action" in the ledger, with their counts.
     static std::map<std::string, int> read_ledger(const std::string& path);
+    // The probe file's peaks: "total" and "rack:R" -> most applies at once,
+    // across every process that shared the file.
+    static std::map<std::string, int> read_probe_peaks(const std::string& path);
 
 private:
     Options o_;
@@ -113,7 +117,7 @@ private:
 // The driver's registry: ledger stages alpha, beta, gamma and t-handover,
 // configured from KILN_TEST_LEDGER, KILN_TEST_ACTIONS, KILN_TEST_KILL_AT,
 // KILN_TEST_KILL_PHASE (before|after), KILN_TEST_INTERRUPT_AT,
-// KILN_TEST_SLEEP_MS.
+// KILN_TEST_SLEEP_MS, KILN_TEST_PROBE (a file counting concurrent applies).
 void register_driver_stages(engine::StageRegistry& registry);
 
 }  // namespace kiln::test

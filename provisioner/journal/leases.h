@@ -1,0 +1,111 @@
+// Node leases: how several kiln workers share one fleet in one store. A
+// worker claims a node's next stage; the lease lasts until `lease_until`
+// (the server's clock) and a heartbeat renews it. Every claim bumps the
+// node's generation, and every journal write the holder makes about that
+// node checks the generation in the same transaction (fencing): a worker
+// whose lease was taken over gets "lease.lost" before its next side effect.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "provisioner/core/result.h"
+
+namespace kiln::journal {
+
+struct Lease {
+    std::string node;
+    std::string stage;
+    std::string worker;
+    int64_t generation = 0;
+};
+
+// Who holds a node when a claim is refused.
+struct LeaseHolder {
+    std::string worker;
+    int64_t generation = 0;
+    int64_t lease_until_ms = 0;  // server clock
+};
+
+// The rows `kiln workers`-style views and tests read.
+struct LeaseRow {
+    std::string node;
+    std::string stage;
+    std::string worker;          // "" when released
+    int64_t generation = 0;
+    int64_t lease_until_ms = 0;
+};
+
+class Leases {
+public:
+    virtual ~Leases() = default;
+
+    // This process's worker id ("host:pid:nonce" unless given); set before
+    // the first claim.
+    virtual void set_worker_id(const std::string& worker) = 0;
+    virtual const std::string& worker_id() const = 0;
+
+    // Claims `node` for `stage` for `ttl`: free, released, expired or ours
+    // already. A node another live worker holds is not waited on (SKIP
+    // LOCKED): the holder comes back instead. Taking over from a dead
+    // worker ends the actions it left unfinished as "interrupted" (the
+    // stage re-observes them; nothing is re-run blindly).
+    virtual Result<std::variant<Lease, LeaseHolder>> claim(const std::string& node, const std::string& stage,
+                                                           std::chrono::milliseconds ttl) = 0;
+    // Extends every lease this worker holds; returns the nodes it no longer
+    // holds (taken over while this process was stalled).
+    virtual Result<std::vector<std::string>> renew(std::chrono::milliseconds ttl) = 0;
+    // Gives the node back (its generation stays: fencing is monotonic).
+    virtual Status release(const std::string& node) = 0;
+    // Forgets a lease locally after it was lost (no write: it is not ours).
+    virtual void forget(const std::string& node) = 0;
+
+    // Right before a side effect: fails with "lease.stale" unless the
+    // lease was confirmed by the server (claim or renewal) within half its
+    // ttl, by this process's monotonic clock. Fencing in the journal guards
+    // every write; this narrows the window between the fenced start of an
+    // action and its effect, which no journal write can close.
+    virtual Status check_fresh(const std::string& node) = 0;
+
+    // Fleet-wide counting limits: takes one slot of each (key, capacity)
+    // for `node`, all or none, in one transaction (SKIP LOCKED: a slot
+    // another worker is taking is not waited on). Returns the key of a
+    // full limit, or nullopt when every slot was taken. Slots expire with
+    // the heartbeat, as leases do, so a dead worker's come back.
+    virtual Result<std::optional<std::string>> take_slots(const std::string& node,
+                                                          std::vector<std::pair<std::string, int>> limits,
+                                                          std::chrono::milliseconds ttl) = 0;
+    virtual Status release_slots(const std::string& node) = 0;
+
+    virtual Result<std::vector<LeaseRow>> lease_rows() = 0;
+};
+
+// Renews a worker's leases every ttl/3 on its own thread until destroyed.
+// A stalled process (SIGSTOP, a long GC-like pause) stalls this thread too,
+// which is the point: its leases expire and fencing takes over.
+class LeaseHeartbeat {
+public:
+    LeaseHeartbeat(Leases& leases, std::chrono::milliseconds ttl);
+    ~LeaseHeartbeat();
+    LeaseHeartbeat(const LeaseHeartbeat&) = delete;
+    LeaseHeartbeat& operator=(const LeaseHeartbeat&) = delete;
+
+private:
+    Leases& leases_;
+    std::chrono::milliseconds ttl_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace kiln::journal

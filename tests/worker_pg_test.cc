@@ -1,0 +1,390 @@
+// Several `kiln worker` processes sharing one fleet through a PostgreSQL
+// store (journal/leases.h): each node-stage's side effects happen exactly
+// once whoever does them, labels choose who may, a worker killed with
+// SIGKILL is taken over, and one stalled past its lease is fenced.
+//
+// Every wait is on an observable condition (a file, a row, a process
+// ending) with a deadline; nothing asserts on elapsed time.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "provisioner/journal/leases.h"
+#include "provisioner/journal/pg_store.h"
+#include "tests/support/child.h"
+#include "tests/support/cli_fleet.h"
+#include "tests/support/pg_cluster.h"
+#include "tests/support/skip.h"
+#include "tests/support/test_stages.h"
+
+using kiln::test::LedgerStage;
+using kiln::test::PgCluster;
+using kiln::test::PgRaw;
+using kiln::test::run_child;
+using kiln::test::RunningChild;
+using kiln::test::TempDir;
+
+#define NEED_CLUSTER(c)                             \
+    std::string why_not_;                           \
+    PgCluster* c = PgCluster::shared(&why_not_);    \
+    if (!c) {                                       \
+        kiln::test::report_skipped(why_not_);       \
+        return;                                     \
+    }
+
+namespace {
+
+constexpr int kStages = 4;   // alpha, beta, gamma, t-handover (cli_fleet.h)
+constexpr int kActions = 2;  // per node-stage
+
+std::vector<std::string> worker_argv(const std::string& url, const std::string& fleet, const std::string& id,
+                                     const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", url, "worker", fleet, "--worker-id", id,
+                                     "--lease-ttl", "2s", "--poll", "50ms"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+}
+
+std::map<std::string, std::string> ledger_env(const std::string& ledger, int sleep_ms = 0) {
+    return {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_ACTIONS", std::to_string(kActions)},
+            {"KILN_TEST_SLEEP_MS", std::to_string(sleep_ms)}};
+}
+
+// Every side effect at most once; `complete`: every one of them present.
+void require_exactly_once(const std::string& ledger, int nodes) {
+    auto done = LedgerStage::read_ledger(ledger);
+    for (const auto& [line, count] : done) {
+        INFO(line);
+        REQUIRE(count == 1);
+    }
+    REQUIRE(done.size() == static_cast<size_t>(nodes * kStages * kActions));
+}
+
+void require_converged(const std::string& url, const std::string& fleet, const std::string& ledger) {
+    auto plan = run_child({KILN_TEST_DRIVER, "--store", url, "plan", fleet, "--detailed-exitcode"}, ledger_env(ledger));
+    INFO(plan.out << plan.err);
+    REQUIRE(plan.exit_code == 0);
+}
+
+// Nodes a worker claimed, from the journal's lease events.
+std::set<std::string> claimed_by(PgRaw& raw, const std::string& worker) {
+    auto list = raw.text("SELECT coalesce(string_agg(DISTINCT node, ','), '') FROM events WHERE kind = 'lease' AND "
+                         "message LIKE 'worker " + worker + " claimed %'");
+    std::set<std::string> out;
+    for (size_t i = 0; i < list.size();) {
+        auto j = list.find(',', i);
+        if (j == std::string::npos) j = list.size();
+        out.insert(list.substr(i, j - i));
+        i = j + 1;
+    }
+    return out;
+}
+
+// Polls `ready` until it holds or `seconds` pass.
+template <class F>
+bool wait_until(F&& ready, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!ready()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("workers: three share a fleet, each side effect once, labels respected", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    TempDir dir;
+    const int nodes = 6;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    // n1, n3, n5 are in rack r2; n2, n4, n6 in r1 (cli_fleet.h).
+    std::vector<std::unique_ptr<RunningChild>> workers;
+    workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, "wA", {"--label", "rack=r1"}),
+                                                     ledger_env(ledger, 20), dir.file("wA")));
+    workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, "wB", {"--label", "rack=r2"}),
+                                                     ledger_env(ledger, 20), dir.file("wB")));
+    workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, "wC"), ledger_env(ledger, 20),
+                                                     dir.file("wC")));
+    for (auto& w : workers) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    require_exactly_once(ledger, nodes);
+    PgRaw raw(url);
+    REQUIRE(claimed_by(raw, "wA") == std::set<std::string>{"n2", "n4", "n6"});
+    REQUIRE(claimed_by(raw, "wB") == std::set<std::string>{"n1", "n3", "n5"});
+    REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);  // all given back
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("workers: SIGKILL of one worker at several points, the others finish, each side effect once",
+          "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    const int nodes = 4;
+    const int rounds = 8;
+    for (int round = 0; round < rounds; ++round) {
+        TempDir dir;
+        const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+        const auto ledger = dir.file("ledger");
+        const auto url = cluster->create_database();
+        // The first or second apply of the doomed worker's process: with
+        // the head start below, it reaches that point whatever the others do.
+        const int kill_at = 1 + (round / 2) % 2;
+        const bool after = round % 2 == 1;  // after the side effect, before its journal row ends
+        INFO("round " << round << ": kill at apply " << kill_at << (after ? " after" : " before") << " the write");
+        auto env = ledger_env(ledger, 20);
+        auto killer_env = env;
+        killer_env["KILN_TEST_KILL_AT"] = std::to_string(kill_at);
+        killer_env["KILN_TEST_KILL_PHASE"] = after ? "after" : "before";
+        RunningChild doomed(worker_argv(url, fleet, "doomed"), killer_env, dir.file("doomed"));
+        // A head start: the others join once it is dead or has done a side
+        // effect (then it holds its stage's slots until its next apply).
+        REQUIRE(wait_until([&] { return doomed.ended() || !LedgerStage::read_ledger(ledger).empty(); }, 120));
+        RunningChild w1(worker_argv(url, fleet, "w1"), env, dir.file("w1"));
+        RunningChild w2(worker_argv(url, fleet, "w2"), env, dir.file("w2"));
+        bool timed_out = false;
+        auto d = doomed.wait(300, &timed_out);
+        REQUIRE_FALSE(timed_out);
+        INFO(d.out << d.err);
+        REQUIRE(d.signal == SIGKILL);
+        for (auto* w : {&w1, &w2}) {
+            auto r = w->wait(300, &timed_out);
+            INFO(r.out << r.err);
+            REQUIRE_FALSE(timed_out);
+            REQUIRE(r.exit_code == 0);
+        }
+        require_exactly_once(ledger, nodes);
+        PgRaw raw(url);
+        // What the dead worker started and never ended was closed by the
+        // worker that took the node over, not left dangling or redone.
+        REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
+        require_converged(url, fleet, ledger);
+    }
+}
+
+TEST_CASE("workers: a worker stalled past its lease is fenced and does nothing more", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    TempDir dir;
+    const int nodes = 2;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    // Slow applies: the stalled worker is caught in the middle of a stage.
+    RunningChild stalled(worker_argv(url, fleet, "stalled"), ledger_env(ledger, 400), dir.file("stalled"));
+    REQUIRE(wait_until([&] { return !LedgerStage::read_ledger(ledger).empty(); }, 120));
+    REQUIRE(stalled.signal(SIGSTOP));
+
+    PgRaw raw(url);
+    const int64_t held = raw.integer("SELECT count(*) FROM leases WHERE worker = 'stalled'");
+    REQUIRE(held >= 1);
+    raw.exec("CREATE TABLE held_before AS SELECT node, generation FROM leases WHERE worker = 'stalled'");
+
+    // Another worker waits out the stalled one's leases, takes the nodes
+    // over and finishes them.
+    auto taker = run_child(worker_argv(url, fleet, "taker"), ledger_env(ledger));
+    INFO(taker.out << taker.err);
+    REQUIRE(taker.exit_code == 0);
+    require_exactly_once(ledger, nodes);
+    REQUIRE(raw.integer("SELECT count(*) FROM held_before b JOIN leases l USING (node) "
+                        "WHERE l.generation > b.generation") == held);
+    const auto before = LedgerStage::read_ledger(ledger);
+    // Runs are numbered in start order: the stalled worker's came first.
+    const std::string stalled_run = "(SELECT min(id) FROM runs)";
+    const int64_t stalled_actions =
+        raw.integer("SELECT count(*) FROM actions WHERE run_id = " + stalled_run);
+
+    REQUIRE(stalled.signal(SIGCONT));
+    bool timed_out = false;
+    auto r = stalled.wait(120, &timed_out);
+    INFO(r.out << r.err);
+    REQUIRE_FALSE(timed_out);
+    REQUIRE(r.signal == 0);
+    REQUIRE((r.out + r.err).find("lease lost on node") != std::string::npos);
+    REQUIRE((r.out + r.err).find("superseded") != std::string::npos);
+    // Fenced: not one more side effect, and the journal is the taker's.
+    REQUIRE(LedgerStage::read_ledger(ledger) == before);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = " + stalled_run) == stalled_actions);
+    REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE run_id = " + stalled_run +
+                        " AND outcome = 'verified' AND ended_ms > (SELECT min(claimed_ms) FROM leases)") == 0);
+    // It may claim a node the taker finished and released, but finds it
+    // converged; no node's state is set back by the fenced worker.
+    REQUIRE(raw.integer("SELECT count(*) FROM node_state WHERE state <> 'ready'") == 0);
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("worker: bad flags and a journal file are refused before anything runs", "[worker]") {
+    TempDir dir;
+    const auto fleet = kiln::test::write_cli_fleet(dir, 2);
+    const auto ledger = dir.file("ledger");
+    auto no_store = run_child({KILN_TEST_DRIVER, "worker", fleet}, ledger_env(ledger));
+    REQUIRE(no_store.exit_code == 1);
+    REQUIRE(no_store.err.find("PostgreSQL store") != std::string::npos);
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--label", "rack"},
+                                               std::vector<std::string>{"--label", "rack=r1", "--label", "rack=r2"},
+                                               std::vector<std::string>{"--label", "rack=r9"},
+                                               std::vector<std::string>{"--lease-ttl", "10ms"},
+                                               std::vector<std::string>{"--poll", "soon"}}) {
+        std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", "postgresql:///nowhere?host=/nonexistent",
+                                         "worker", fleet};
+        argv.insert(argv.end(), bad.begin(), bad.end());
+        auto r = run_child(argv, ledger_env(ledger));
+        INFO(bad.front() << " " << bad.back() << ": " << r.err);
+        REQUIRE(r.exit_code == 1);
+        REQUIRE(r.err.find("--") != std::string::npos);  // names the flag
+    }
+    REQUIRE(LedgerStage::read_ledger(ledger).empty());
+    auto help = run_child({KILN_TEST_DRIVER, "worker", "--help"});
+    REQUIRE(help.exit_code == 0);
+    REQUIRE(help.out.find("lease") != std::string::npos);
+    REQUIRE(help.out.find("--label") != std::string::npos);
+}
+
+TEST_CASE("leases: claims, takeover after expiry, and fencing of the superseded holder", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    const auto url = cluster->create_database();
+    auto a = kiln::journal::open_pg_store(url, {});
+    auto b = kiln::journal::open_pg_store(url, {});
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    auto* la = (*a)->leases();
+    auto* lb = (*b)->leases();
+    REQUIRE(la);
+    REQUIRE(lb);
+    la->set_worker_id("A");
+    lb->set_worker_id("B");
+    const auto ttl = std::chrono::seconds(60);
+    auto run = (*a)->begin_run({"worker", "f", "h", "v"});
+    REQUIRE(run.ok());
+
+    auto first = la->claim("n1", "alpha", ttl);
+    REQUIRE(first.ok());
+    REQUIRE(std::get<kiln::journal::Lease>(*first).generation == 1);
+    REQUIRE(la->check_fresh("n1").ok());
+    REQUIRE(lb->check_fresh("n1").error().code == "lease.stale");  // not B's
+    auto refused = lb->claim("n1", "alpha", ttl);
+    REQUIRE(refused.ok());
+    REQUIRE(std::get<kiln::journal::LeaseHolder>(*refused).worker == "A");
+    // A starts an action and stalls before ending it.
+    auto started = (*a)->begin_action(*run, "n1", "alpha", "a0", "flash");
+    REQUIRE(started.ok());
+
+    PgRaw raw(url);
+    REQUIRE(raw.exec("UPDATE leases SET lease_until_ms = 0 WHERE node = 'n1'"));  // A's lease ran out
+    auto taken = lb->claim("n1", "alpha", ttl);
+    REQUIRE(taken.ok());
+    REQUIRE(std::get<kiln::journal::Lease>(*taken).generation == 2);
+    // A's unfinished action is closed for the stage to re-observe.
+    REQUIRE(raw.text("SELECT outcome FROM actions WHERE action_id = 'a0'") == "interrupted");
+
+    // Every write A makes about n1 is refused, naming the loss.
+    auto again = (*a)->begin_action(*run, "n1", "alpha", "a1", "flash again");
+    REQUIRE_FALSE(again.ok());
+    REQUIRE(again.error().code == "lease.lost");
+    REQUIRE(again.error().message.find("lease lost on node n1 stage alpha (generation 1 superseded") !=
+            std::string::npos);
+    REQUIRE((*a)->end_action(*started, "ok", "").error().code == "lease.lost");
+    REQUIRE((*a)->set_node_state({"n1", "ready", "", "alpha", "", 0, *run}).error().code == "lease.lost");
+    REQUIRE((*a)->record_stage({*run, "n1", "alpha", "h", "verified", "", 1, 1, 1, 2}).error().code == "lease.lost");
+    REQUIRE(raw.text("SELECT outcome FROM actions WHERE action_id = 'a0'") == "interrupted");
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE action_id = 'a1'") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM verified") == 0);
+    auto lost = la->renew(ttl);
+    REQUIRE(lost.ok());
+    REQUIRE(*lost == std::vector<std::string>{"n1"});
+
+    // The new holder writes; after it gives the node back, A may claim it
+    // again at a newer generation.
+    REQUIRE((*b)->begin_action(*run, "n1", "alpha", "a1", "flash").ok());
+    REQUIRE(lb->release("n1").ok());
+    la->forget("n1");
+    auto back = la->claim("n1", "beta", ttl);
+    REQUIRE(back.ok());
+    REQUIRE(std::get<kiln::journal::Lease>(*back).generation == 3);
+    REQUIRE((*a)->set_node_state({"n1", "running", "", "beta", "", 0, *run}).ok());
+
+    // Unconfirmed for half its ttl (no heartbeat here), a lease is not
+    // trusted for a side effect, even before anyone takes it over.
+    auto brief = la->claim("n2", "alpha", std::chrono::seconds(1));
+    REQUIRE(brief.ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // past ttl/2 by construction, not a race
+    auto stale = la->check_fresh("n2");
+    REQUIRE(stale.error().code == "lease.stale");
+    REQUIRE(stale.error().message.find("claiming it again") != std::string::npos);
+    auto renewed = la->renew(std::chrono::seconds(60));
+    REQUIRE(renewed.ok());
+    REQUIRE(renewed->empty());
+    REQUIRE(la->check_fresh("n2").ok());
+}
+
+TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    const auto url = cluster->create_database();
+    {
+        PgRaw raw(url);
+        REQUIRE(raw.exec("CREATE TABLE kiln_schema(version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)"));
+        REQUIRE(raw.exec("INSERT INTO kiln_schema VALUES(1, 0)"));
+        REQUIRE(raw.exec("CREATE TABLE node_state(node TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, "
+                         "stage TEXT NOT NULL, error TEXT NOT NULL, updated_ms BIGINT NOT NULL, run_id BIGINT NOT "
+                         "NULL)"));
+        REQUIRE(raw.exec("INSERT INTO node_state VALUES('n1', 'ready', '', 'alpha', '', 1, 1)"));
+    }
+    auto s = kiln::journal::open_pg_store(url, {});
+    INFO((s ? std::string() : s.error().str()));
+    REQUIRE(s.ok());
+    PgRaw raw(url);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 2);
+    REQUIRE(raw.text("SELECT to_regclass('leases') IS NOT NULL") == "t");
+    REQUIRE(raw.text("SELECT state FROM node_state WHERE node = 'n1'") == "ready");
+}
+
+TEST_CASE("workers: parallel and per_rack hold fleet-wide across three workers", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    struct Case {
+        std::string limits;
+        std::string key;  // the probe's peak that must stay within the limit
+        int limit;
+    };
+    // Each worker alone would run up to `parallel` at once: three would
+    // reach three times that without the database's slots.
+    for (const auto& c : {Case{"parallel = 2", "total", 2}, Case{"parallel = 4\nper_rack = 1", "rack:r1", 1}}) {
+        INFO(c.limits);
+        TempDir dir;
+        const int nodes = 6;
+        const auto fleet = kiln::test::write_cli_fleet(dir, nodes, c.limits);
+        const auto ledger = dir.file("ledger");
+        const auto probe = dir.file("probe");
+        const auto url = cluster->create_database();
+        auto env = ledger_env(ledger, 30);
+        env["KILN_TEST_PROBE"] = probe;
+        std::vector<std::unique_ptr<RunningChild>> workers;
+        for (const char* id : {"w1", "w2", "w3"})
+            workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), env, dir.file(id)));
+        for (auto& w : workers) {
+            bool timed_out = false;
+            auto r = w->wait(300, &timed_out);
+            INFO(r.out << r.err);
+            REQUIRE_FALSE(timed_out);
+            REQUIRE(r.exit_code == 0);
+        }
+        require_exactly_once(ledger, nodes);
+        auto peaks = LedgerStage::read_probe_peaks(probe);
+        INFO("peak total " << peaks["total"] << ", rack r1 " << peaks["rack:r1"] << ", rack r2 " << peaks["rack:r2"]);
+        REQUIRE(peaks["total"] >= 1);
+        REQUIRE(peaks[c.key] <= c.limit);
+        if (c.key != "total") REQUIRE(peaks["rack:r2"] <= c.limit);
+        PgRaw raw(url);
+        REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // all given back
+    }
+}
