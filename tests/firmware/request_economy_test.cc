@@ -14,6 +14,7 @@
 #include "provisioner/core/sha256.h"
 #include "provisioner/net/http_client.h"
 #include "tests/bmc/bmc_test_util.h"
+#include "tests/firmware/fake_bmc.h"
 #include "tests/firmware/firmware_fixture.h"
 
 using namespace kiln;
@@ -154,6 +155,33 @@ TEST_CASE("the inventory read expanded is the one read member by member, in fewe
     CHECK(expanded->components.size() >= 8);
     // Eight GPU members and more: one request for the collection instead of one each.
     CHECK(a.client.requests() + 8 <= b.client.requests());
+}
+
+TEST_CASE("a service that advertises $expand but refuses it is read member by member and not asked again") {
+    FakeBmc bmc;
+    bmc.minimal_tree("1.0", "2.0");
+    json root = json::parse(bmc.get_bodies().at("/redfish/v1/"));
+    root["ProtocolFeaturesSupported"] = {{"ExpandQuery", {{"NoLinks", true}, {"Levels", true}, {"MaxLevels", 1}}}};
+    bmc.on("GET", "/redfish/v1/", json_reply(root));
+    for (const auto& [path, body] : bmc.get_bodies()) {
+        (void)body;
+        bmc.on("GET", path + "?$expand=.($levels=1)",
+               json_reply({{"error", {{"code", "Base.1.8.QueryNotSupported"}}}}, 501));
+    }
+    redfish::SessionPool pool(bmc);
+    redfish::Client client(pool.acquire({"http://bmc.test:8000", "admin", "pw", {}}));
+    auto inv = read_inventory(client);
+    REQUIRE(inv);
+    CHECK(inv->warnings.empty());
+    CHECK(inv->bios_version == "1.0");
+    CHECK(inv->bmc_version == "2.0");
+    CHECK(find_component(*inv, "BIOS"));
+    int asked = 0;
+    for (const auto& r : bmc.requests()) asked += r.url.find("$expand") != std::string::npos;
+    CHECK(asked == 1);  // the first collection's refusal stops the asking
+    CHECK(client.expand().empty());
+    client.set_expand(".($levels=1)");  // a later inventory's root cannot switch it back on
+    CHECK(client.expand().empty());
 }
 
 TEST_CASE("a converged node's verify takes observe's read instead of reading the BMC again") {
