@@ -9,13 +9,22 @@
 #      kiln-bmc's MultipartHttpPushUri, kiln's HttpClient vs `curl -F`
 #      (multipart_bench.py, which also writes bench/results/redfish-multipart.json):
 #      ratio kiln/curl seconds.
+#  (r) requests per node of the firmware stage's flows (inventory; update +
+#      BIOS from observe to verify), counted by kiln-bmc, and the wall time
+#      of that apply at KILN_BENCH_LATENCY_MS (300) injected latency, on the
+#      DMTF and the HPE DL325 trees (request_economy.py). "before" is a kiln
+#      built at an earlier commit, given as KILN_BENCH_BASELINE_KILN (for
+#      issue 14's numbers: the merge base of issue-14c, e779330; name it in
+#      KILN_BENCH_BASELINE_LABEL); without
+#      it only "after" is measured. Ratios before/after, same run.
 #  plus bounded libFuzzer runs (scripts/fuzz.sh) of the BMC-JSON -> model
 #  and the fleet.toml -> fleet targets when clang with -fsanitize=fuzzer is
 #  there.
-# KILN_BENCH_REDFISH_PARTS (default "a b c fuzz") picks the parts to run.
+# KILN_BENCH_REDFISH_PARTS (default "a b c r fuzz") picks the parts to run.
 # Writes bench/results/redfish.json (keys "inventory_walk", "fleet_apply",
-# "multipart_push", "fuzz", "fuzz_fleet_config", each from the parts run; other keys already in
-# the file are kept).
+# "multipart_push", "request_economy", "request_economy_hpe", "fuzz",
+# "fuzz_fleet_config", each from the parts run; other keys already in the
+# file are kept).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -25,7 +34,9 @@ BMCS=${KILN_BENCH_BMCS:-500}
 WALKS=${KILN_BENCH_WALKS:-20}
 FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-180}
 MULTIPART_MIB=${KILN_BENCH_MULTIPART_MIB:-256}
-PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b c fuzz} "
+PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b c r fuzz} "
+BASELINE_KILN=${KILN_BENCH_BASELINE_KILN:-}
+LATENCY_MS=${KILN_BENCH_LATENCY_MS:-300}
 WORK=$(mktemp -d)
 export KILN_BMC_PASSWORD="bench-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 pids=()
@@ -139,6 +150,22 @@ c.pop("benchmark", None)
 print(json.dumps({"multipart_push": c}))
 PY
 echo "(c) kiln/curl: $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kiln_vs_curl_ratio"])' "$WORK/c.json")"
+fi
+
+# ---- (r) requests per node, before and after ------------------------------
+if part r; then
+base_args=()
+if [ -n "$BASELINE_KILN" ]; then
+  base_args=(--baseline-kiln "$BASELINE_KILN"
+             --baseline-label "${KILN_BENCH_BASELINE_LABEL:-$("$BASELINE_KILN" --version 2>/dev/null | head -1)}")
+fi
+/usr/bin/python3 bench/redfish/request_economy.py --build "$BUILD" "${base_args[@]}" --latency-ms "$LATENCY_MS" \
+  --mockup "$MOCKUPS/dmtf-public-rackmount1" > "$WORK/part-r.json"
+/usr/bin/python3 bench/redfish/request_economy.py --build "$BUILD" "${base_args[@]}" --latency-ms "$LATENCY_MS" \
+  --mockup "$MOCKUPS/hpe-dl325" --system /redfish/v1/Systems/1 --bios-version "A43 v2.60" \
+  --attribute Sriov=Disabled | sed 's/"request_economy"/"request_economy_hpe"/' > "$WORK/part-r-hpe.json"
+echo "(r) $(cat "$WORK/part-r.json")"
+echo "(r) $(cat "$WORK/part-r-hpe.json")"
 fi
 
 # ---- fuzz ------------------------------------------------------------------

@@ -92,6 +92,12 @@ MHD_Result collect_header(void* cls, MHD_ValueKind, const char* key, const char*
     return MHD_YES;
 }
 
+MHD_Result collect_query(void* cls, MHD_ValueKind, const char* key, const char* value) {
+    auto* query = static_cast<std::map<std::string, std::string>*>(cls);
+    if (key) (*query)[key] = value ? value : "";
+    return MHD_YES;
+}
+
 MHD_Result send(MHD_Connection* connection, const BmcResponse& r) {
     MHD_Response* response =
         MHD_create_response_from_buffer(r.body.size(), const_cast<char*>(r.body.data()), MHD_RESPMEM_MUST_COPY);
@@ -147,6 +153,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
     request.method = method;
     request.path = url;
     MHD_get_connection_values(connection, MHD_HEADER_KIND, &collect_header, &request.headers);
+    MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &collect_query, &request.query);
     if (upload->multipart) {
         if (upload->refusal) return send(connection, *upload->refusal);
         if (upload->failure) {

@@ -11,6 +11,7 @@
 
 #include "firmware/bmc/bios_settings.h"
 #include "firmware/bmc/computer_system_reset.h"
+#include "firmware/bmc/expand_query.h"
 #include "firmware/bmc/json_reader.h"
 #include "firmware/bmc/state_file.h"
 #include "firmware/bmc/virtual_media.h"
@@ -259,6 +260,7 @@ BmcResponse BmcState::handle(const BmcRequest& request) {
         }
     } spool{request.multipart ? request.multipart->file_path : std::string()};
 
+    ++redfish_requests_;
     // Faults first, as a misbehaving BMC would: before any lock or parsing.
     if (const unsigned ms = faults_.latency_ms()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     switch (faults_.admit()) {
@@ -318,7 +320,10 @@ BmcResponse BmcState::dispatch(const BmcRequest& request, const std::string& uri
     if (!is_public) {
         if (auto refusal = authenticate(request, uri)) return *refusal;
     }
-    if (read) return get(uri);
+    if (read) {
+        auto expand = request.query.find("$expand");
+        return expand == request.query.end() ? get(uri) : get_expanded(uri, expand->second);
+    }
     if (m == "PATCH") return patch(request, uri);
     if (m == "POST") return post(request, uri);
     if (m == "DELETE") return remove(uri);
@@ -413,6 +418,25 @@ BmcResponse BmcState::get(const std::string& uri) {
         return json_response(200, body, tag);
     }
     return json_response(200, store_.view(*canon), store_.etag(*canon));
+}
+
+BmcResponse BmcState::get_expanded(const std::string& uri, const std::string& expand_value) {
+    auto root = store_.resolve("/redfish/v1");
+    auto parsed = parse_expand(expand_value, root ? store_.view(*root) : json());
+    if (auto* refusal = std::get_if<ExpandRefusal>(&parsed)) return error_response(refusal->status, refusal->message);
+    BmcResponse plain = get(uri);
+    if (plain.status != 200 || plain.content_type.rfind("application/json", 0) != 0) return plain;
+    const json body = json::parse(plain.body);
+    const double t = now();
+    auto fetch = [&](const std::string& member) -> std::optional<json> {
+        // Not a poll: expanding a task list must not count as reading each task.
+        auto r = task_get(member, t, false);
+        BmcResponse got = r ? *r : get(member);
+        if (got.status != 200 || got.content_type.rfind("application/json", 0) != 0) return std::nullopt;
+        return json::parse(got.body);
+    };
+    json out = expand(body, std::get<ExpandRequest>(parsed), fetch);
+    return json_response(200, out, content_etag(out));
 }
 
 Result<json> BmcState::parse_body(const BmcRequest& request, BmcResponse* refusal) const {
@@ -685,6 +709,7 @@ BmcResponse BmcState::control(const BmcRequest& request, const std::string& uri)
         out.erase("next_task");
         out["faults"] = to_json(faults_.current());
         out["sessions"] = sessions_.list().size();
+        out["requests"] = redfish_requests_.load();
         return json_response(200, out);
     }
     return error_response(404, messages::resource_missing_at_uri(uri));

@@ -96,6 +96,9 @@ private:
     BmcResponse dispatch(const BmcRequest& request, const std::string& uri);
     std::optional<BmcResponse> authenticate(const BmcRequest& request, const std::string& uri);
     BmcResponse get(const std::string& uri);
+    // A GET with ?$expand=... (expand_query.h): refused as the service root's
+    // ProtocolFeaturesSupported says, else the body with references inline.
+    BmcResponse get_expanded(const std::string& uri, const std::string& expand_value);
     BmcResponse patch(const BmcRequest& request, const std::string& uri);
     BmcResponse post(const BmcRequest& request, const std::string& uri);
     BmcResponse remove(const std::string& uri);
@@ -165,6 +168,9 @@ private:
 
     std::mutex mu_;
     std::atomic<bool> stopping_{false};
+    // Redfish requests received (control endpoint excluded), for
+    // /kiln-bmc/state: what a client's economy is measured by.
+    std::atomic<unsigned long> redfish_requests_{0};
     std::vector<std::thread> workers_;  // SimpleUpdate downloads
 };
 

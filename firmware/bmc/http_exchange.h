@@ -43,6 +43,9 @@ struct MultipartBody {
 struct BmcRequest {
     std::string method;  // "GET", "PATCH", ...
     std::string path;    // URL path, query removed, already percent-decoded
+    // Query parameters, decoded ("$expand" -> ".($levels=1)"); only $expand
+    // is acted on (expand_query.h), the others are ignored as before.
+    std::map<std::string, std::string> query;
     HeaderMap headers;
     std::string body;
     std::optional<MultipartBody> multipart;

@@ -141,6 +141,27 @@ RedfishMessage action_parameter_value_not_in_list(const std::string& value, cons
         {value, parameter, action});
 }
 
+RedfishMessage query_not_supported() {
+    return base("QueryNotSupported", "Querying is not supported by the implementation.",
+                "Remove the query parameters and resubmit the request if the operation failed.");
+}
+
+RedfishMessage query_parameter_value_format_error(const std::string& value, const std::string& parameter) {
+    return base("QueryParameterValueFormatError",
+                "The value " + value + " for the parameter " + parameter +
+                    " is of a different format than the parameter can accept.",
+                "Correct the value for the query parameter in the request and resubmit the request if the operation "
+                "failed.",
+                {value, parameter});
+}
+
+RedfishMessage query_parameter_out_of_range(const std::string& value, const std::string& parameter,
+                                            const std::string& range) {
+    return base("QueryParameterOutOfRange",
+                "The value " + value + " for the query parameter " + parameter + " is out of range " + range + ".",
+                "Reduce the value for the query parameter to a value that is within range.", {value, parameter, range});
+}
+
 RedfishMessage internal_error(const std::string& detail) {
     return base("InternalError", "The request failed due to an internal service error: " + detail,
                 "Resubmit the request. If the problem persists, consider resetting the service.");

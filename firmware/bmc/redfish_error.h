@@ -51,6 +51,12 @@ RedfishMessage unsupported_media_type();
 RedfishMessage action_parameter_value_format_error(const std::string& value, const std::string& parameter,
                                                    const std::string& action);
 RedfishMessage action_parameter_not_supported(const std::string& parameter, const std::string& action);
+// Query parameters ($expand): not offered at all, offered but not in this
+// form, or a $levels beyond the service's MaxLevels.
+RedfishMessage query_not_supported();
+RedfishMessage query_parameter_value_format_error(const std::string& value, const std::string& parameter);
+RedfishMessage query_parameter_out_of_range(const std::string& value, const std::string& parameter,
+                                            const std::string& range);
 
 // DMTF's Update registry (Update.1.0), for Task.Messages.
 RedfishMessage update_successful(const std::string& image, const std::string& target);

@@ -198,6 +198,7 @@ Result<Response> BmcSession::exchange(const RequestSpec& spec, const std::string
             std::lock_guard<std::mutex> lock(stats_mu_);
             ++stats_.requests;
         }
+        if (spec.counter) ++*spec.counter;
 
         const Response* busy_reply = nullptr;
         Response resp;
@@ -248,9 +249,10 @@ Result<Response> BmcSession::exchange(const RequestSpec& spec, const std::string
     }
 }
 
-Status BmcSession::login(const Waiter& wait) {
+Status BmcSession::login(const Waiter& wait, std::atomic<long>* counter) {
     // Unauthenticated: the service root says where sessions live.
     RequestSpec root{.method = "GET", .uri = "/redfish/v1/"};
+    root.counter = counter;
     auto r = exchange(root, "", false, wait);
     if (!r) return r.error();
     std::string sessions_uri;
@@ -266,6 +268,7 @@ Status BmcSession::login(const Waiter& wait) {
         return ok_status();
     }
     RequestSpec post{.method = "POST", .uri = sessions_uri, .idempotent = false};
+    post.counter = counter;
     post.body = json{{"UserName", endpoint_.user}, {"Password", endpoint_.password}}.dump();
     auto l = exchange(post, "", false, wait);
     if (!l) return l.error();
@@ -303,7 +306,7 @@ Status BmcSession::login(const Waiter& wait) {
 // Logs in unless a usable token exists. `stale_token`: the token a request
 // just got 401 with; when it is still ours, it is dropped and we log in
 // again (another thread may already have done so).
-Status BmcSession::ensure_auth(const Waiter& wait, const std::string& stale_token) {
+Status BmcSession::ensure_auth(const Waiter& wait, const std::string& stale_token, std::atomic<long>* counter) {
     std::lock_guard<std::mutex> lock(auth_mu_);
     if (!stale_token.empty() && stale_token == token_) {
         token_.clear();
@@ -311,7 +314,7 @@ Status BmcSession::ensure_auth(const Waiter& wait, const std::string& stale_toke
         auth_ = Auth::Unknown;
     }
     if (auth_ == Auth::Basic || (auth_ == Auth::Session && !token_.empty())) return ok_status();
-    auto s = login(wait);
+    auto s = login(wait, counter);
     if (!s) auth_ = Auth::Unknown;
     std::lock_guard<std::mutex> st(stats_mu_);
     stats_.basic_auth = auth_ == Auth::Basic;
@@ -321,7 +324,7 @@ Status BmcSession::ensure_auth(const Waiter& wait, const std::string& stale_toke
 Result<Response> BmcSession::request(const RequestSpec& spec, const Waiter& wait) {
     std::string stale;
     for (int round = 0; round < 2; ++round) {
-        if (auto s = ensure_auth(wait, stale); !s) return s.error();
+        if (auto s = ensure_auth(wait, stale, spec.counter); !s) return s.error();
         std::string token;
         bool basic = false;
         {

@@ -89,6 +89,9 @@ struct RequestSpec {
     // (timeouts, dropped connections, 5xx). GET/PATCH-with-If-Match/DELETE
     // are; an action POST is not (it is resent only after http.connect or 503).
     bool idempotent = true;
+    // Counts every HTTP exchange this request causes (retries and a login
+    // included), for the caller's tally; null: none.
+    std::atomic<long>* counter = nullptr;
 };
 
 struct SessionStats {
@@ -130,8 +133,8 @@ private:
 
     Result<Response> exchange(const RequestSpec& spec, const std::string& token, bool use_basic, const Waiter& wait,
                               int max_attempts = 0);
-    Status ensure_auth(const Waiter& wait, const std::string& stale_token);
-    Status login(const Waiter& wait);
+    Status ensure_auth(const Waiter& wait, const std::string& stale_token, std::atomic<long>* counter);
+    Status login(const Waiter& wait, std::atomic<long>* counter);
     bool is_busy(const Response& r, const RequestSpec& spec) const;
     std::chrono::milliseconds retry_delay(const Response* r, int attempt);
     std::string absolute(const std::string& uri) const;

@@ -127,8 +127,9 @@ bool already_listed(const BmcInventory& inv, const FirmwareItem& item) {
     });
 }
 
-Status read_network_adapter(redfish::Client& client, const std::string& uri, BmcInventory& inv) {
-    KILN_TRY(adapter, client.get(uri));
+Status read_network_adapter(redfish::Client& client, const redfish::Client::Member& member, BmcInventory& inv) {
+    const std::string& uri = member.uri;
+    KILN_TRY(adapter, client.read(member));
     JsonView a = adapter.view();
     KILN_TRY(id, a.opt_str("Id"));
     KILN_TRY(name, a.opt_str("Name"));
@@ -151,9 +152,10 @@ Status read_network_adapter(redfish::Client& client, const std::string& uri, Bmc
 
 // Every chassis's NetworkAdapters; a chassis or adapter that cannot be read
 // is a warning, the others are still read.
-void read_network_adapters(redfish::Client& client, const std::vector<std::string>& chassis, BmcInventory& inv) {
+void read_network_adapters(redfish::Client& client, const std::vector<redfish::Client::Member>& chassis,
+                           BmcInventory& inv) {
     for (const auto& c : chassis) {
-        auto ch = client.get(c);
+        auto ch = client.read(c);
         if (!ch) {
             degrade(inv, "network_adapters", ch.error());
             continue;
@@ -164,8 +166,7 @@ void read_network_adapters(redfish::Client& client, const std::vector<std::strin
             continue;
         }
         if (na->empty()) continue;
-        auto coll = client.get(*na);
-        auto members = coll ? coll->view().members() : Result<std::vector<std::string>>(coll.error());
+        auto members = client.members(*na);
         if (!members) {
             degrade(inv, "network_adapters", members.error());
             continue;
@@ -179,14 +180,14 @@ void read_network_adapters(redfish::Client& client, const std::vector<std::strin
 // read on its own: one bad member is a warning, not a missing inventory.
 void read_inventory_collection(redfish::Client& client, const std::string& uri, const char* part,
                                const char* source, BmcInventory& inv) {
-    auto coll = client.get(uri);
-    auto members = coll ? coll->view().members() : Result<std::vector<std::string>>(coll.error());
+    auto members = client.members(uri);
     if (!members) {
         degrade(inv, part, members.error());
         return;
     }
-    for (const auto& m : *members) {
-        auto item = client.get(m);
+    for (const auto& member : *members) {
+        const std::string& m = member.uri;
+        auto item = client.read(member);
         if (!item) {
             degrade(inv, part, item.error());
             continue;
@@ -213,10 +214,10 @@ void read_inventory_collection(redfish::Client& client, const std::string& uri, 
 // The first CD/DVD member of a VirtualMedia collection, if any.
 Status read_virtual_media(redfish::Client& client, const std::string& collection, BmcInventory& inv) {
     inv.virtual_media_collections.push_back(collection);
-    KILN_TRY(coll, client.get(collection));
-    KILN_TRY(members, coll.view().members());
-    for (const auto& m : members) {
-        KILN_TRY(media, client.get(m));
+    KILN_TRY(members, client.members(collection));
+    for (const auto& member : members) {
+        const std::string& m = member.uri;
+        KILN_TRY(media, client.read(member));
         JsonView v = media.view();
         VirtualMediaSlot slot;
         slot.uri = m;
@@ -263,6 +264,9 @@ namespace {
 Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const InventoryOptions& options) {
     BmcInventory inv;
     KILN_TRY(root, client.service_root());
+    // Collections are read with their members inline where the service offers $expand.
+    client.set_expand(redfish::expand_query_for(root.body));
+    inv.expand_query = client.expand();
     JsonView r = root.view();
     KILN_TRY(systems_uri, r.link("Systems"));
     KILN_TRY(managers_uri, r.opt_link("Managers"));
@@ -277,11 +281,10 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
         // Optional: a BMC without a readable manager has no BMC version to
         // offer, but everything else is still there.
         auto read_manager = [&]() -> Status {
-            KILN_TRY(mc, client.get(managers_uri));
-            KILN_TRY(mm, mc.view().members());
+            KILN_TRY(mm, client.members(managers_uri));
             if (mm.empty()) return ok_status();
-            inv.manager_uri = mm.front();
-            KILN_TRY(mgr, client.get(inv.manager_uri));
+            inv.manager_uri = mm.front().uri;
+            KILN_TRY(mgr, client.read(mm.front()));
             KILN_TRY(fw, mgr.view().opt_str("FirmwareVersion"));
             inv.bmc_version = fw;
             manager_body = mgr.body;
@@ -292,8 +295,9 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
     const redfish::VendorProfile& profile = redfish::detect_vendor(root.body, manager_body);
     inv.vendor = profile.name;
 
-    KILN_TRY(sc, client.get(systems_uri));
-    KILN_TRY(sm, sc.view().members());
+    KILN_TRY(system_members, client.members(systems_uri));
+    std::vector<std::string> sm;
+    for (const auto& m : system_members) sm.push_back(m.uri);
     if (sm.empty())
         return make_error("redfish", "redfish.missing", fmt::format("GET {}: no ComputerSystem members", systems_uri));
     inv.system_uri = sm.front();
@@ -310,7 +314,9 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
                                           options.system_uri, fmt::join(sm, ", ")));
         inv.system_uri = *it;
     }
-    KILN_TRY(sys, client.get(inv.system_uri));
+    const auto chosen = std::find_if(system_members.begin(), system_members.end(),
+                                     [&](const redfish::Client::Member& m) { return m.uri == inv.system_uri; });
+    KILN_TRY(sys, client.read(*chosen));
     JsonView s = sys.view();
     KILN_TRY(bv, s.opt_str("BiosVersion"));
     inv.bios_version = bv;
@@ -371,8 +377,7 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
         }
     }
     if (options.network_adapters && !chassis_uri.empty()) {
-        auto cc = client.get(chassis_uri);
-        auto cm = cc ? cc->view().members() : Result<std::vector<std::string>>(cc.error());
+        auto cm = client.members(chassis_uri);
         if (cm) read_network_adapters(client, *cm, inv);
         else degrade(inv, "network_adapters", cm.error());
     }

@@ -95,6 +95,9 @@ struct BmcInventory {
     std::string tasks_uri;                        // TaskService Tasks collection
     std::string registries_uri;
     std::vector<InventoryWarning> warnings;  // optional parts not read
+    // The $expand value collections were read with ("" when the service
+    // offers none): later reads on this BMC (tasks) use it too.
+    std::string expand_query;
 
     // The warnings about `part`, joined ("" when none).
     std::string warnings_about(const std::string& part) const;

@@ -237,11 +237,40 @@ Result<ArtifactServer*> FirmwareStage::artifacts(const config::Fleet& fleet) {
     return artifacts_.get();
 }
 
-Result<redfish::Client> FirmwareStage::client(engine::StageContext& ctx) {
+namespace {
+std::string node_key(const engine::StageContext& ctx) { return ctx.fleet().path + "\n" + ctx.node().name; }
+}  // namespace
+
+Result<redfish::Client> FirmwareStage::client(engine::StageContext& ctx, const std::string& flow) {
     auto ep = bmc_endpoint(ctx.node());
     if (!ep) return ep.error();
     auto session = pool_->acquire(*ep);
-    return redfish::Client(session, [&ctx](milliseconds d) { return ctx.wait_for(d); });
+    return redfish::Client(session, [&ctx](milliseconds d) { return ctx.wait_for(d); },
+                           reads_.counter(node_key(ctx), flow));
+}
+
+InventoryOptions FirmwareStage::full_options(const engine::StageContext& ctx) const {
+    InventoryOptions opts;
+    opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
+    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;  // no BIOS read without a BIOS profile
+    opts.system_uri = ctx.node().bmc.system;
+    return opts;
+}
+
+Result<BmcInventory> FirmwareStage::inventory(engine::StageContext& ctx, redfish::Client& client,
+                                              const InventoryOptions& want) {
+    if (auto kept = reads_.take(node_key(ctx), want)) {
+        client.set_expand(kept->expand_query);  // the task reads that follow use it too
+        return std::move(*kept);
+    }
+    return read_inventory(client, want);
+}
+
+RegistryValues FirmwareStage::registry(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
+    if (auto kept = reads_.registry(node_key(ctx))) return *kept;
+    auto values = read_bios_registry(client, inv);
+    reads_.keep_registry(node_key(ctx), values);
+    return values;
 }
 
 Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
@@ -257,19 +286,26 @@ Status FirmwareStage::apply(engine::StageContext& ctx, const engine::Action& act
 }
 
 Status FirmwareStage::verify(engine::StageContext& ctx) {
-    return guarded(ctx, "verify", [&] { return verify_unguarded(ctx); });
+    auto st = guarded(ctx, "verify", [&] { return verify_unguarded(ctx); });
+    // What this node's flows cost its BMC, for people and bench/redfish.
+    long total = 0;
+    std::string parts;
+    for (const auto& [flow, n] : reads_.requests(node_key(ctx))) {
+        total += n;
+        parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", flow, n);
+    }
+    if (total > 0) ctx.event("note", fmt::format("BMC requests: {} ({} in all)", parts, total));
+    return st;
 }
 
 Result<engine::Observation> FirmwareStage::observe_unguarded(engine::StageContext& ctx) {
-    auto c = client(ctx);
+    auto c = client(ctx, "inventory");
     if (!c) return c.error();
     ctx.progress("reading the BMC inventory");
-    InventoryOptions opts;
-    opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
-    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;  // no BIOS read without a BIOS profile
-    opts.system_uri = ctx.node().bmc.system;
+    const InventoryOptions opts = full_options(ctx);
     auto inv = read_inventory(*c, opts);
     if (!inv) return inv.error();
+    reads_.keep(node_key(ctx), *inv, opts);  // for the first apply, or verify when converged
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
     c->session().add_busy_message_ids(prof.busy_message_ids, prof.retry_conflict);
     engine::Observation o;
@@ -277,7 +313,7 @@ Result<engine::Observation> FirmwareStage::observe_unguarded(engine::StageContex
     for (const auto& w : inv->warnings) o.notes.push_back("inventory part not read: " + w.str());
     json allowed = json::object();
     if (bios_profile(ctx.fleet(), ctx.node()))
-        for (const auto& [name, values] : read_bios_registry(*c, *inv)) allowed[name] = values;
+        for (const auto& [name, values] : registry(ctx, *c, *inv)) allowed[name] = values;
     o.state["registry_values"] = allowed;
     return o;
 }
@@ -359,34 +395,41 @@ Result<std::vector<engine::Action>> FirmwareStage::plan_unguarded(engine::StageC
 }
 
 Status FirmwareStage::apply_unguarded(engine::StageContext& ctx, const engine::Action& action) {
-    auto c = client(ctx);
+    const std::string flow = action.id.rfind("flash:", 0) == 0  ? "update"
+                             : action.id.rfind("bios:", 0) == 0 ? "bios"
+                                                                : "boot";
+    auto c = client(ctx, flow);
     if (!c) return c.error();
     if (action.id.rfind("flash:", 0) == 0) return flash(ctx, *c, action);
     if (action.id.rfind("bios:", 0) == 0) return apply_bios(ctx, *c, action);
+    // The host OS boot reads on its own, and changes what a kept read shows.
+    reads_.drop(node_key(ctx));
     if (action.id.rfind("boot:", 0) == 0) return boot_host_os(ctx, *c, action);
     return stage_error("firmware.action", "unknown action " + action.id);
 }
 
-Status FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
-    if (inv.tasks_uri.empty()) return ok_status();
-    auto coll = client.get(inv.tasks_uri);
-    if (!coll) return ok_status();  // no task list to read: nothing known to wait for
-    auto members = coll->view().members();
-    if (!members) return ok_status();
+Result<bool> FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfish::Client& client,
+                                               const BmcInventory& inv) {
+    bool waited = false;
+    if (inv.tasks_uri.empty()) return waited;
+    auto members = client.members(inv.tasks_uri);  // one request where the BMC expands it
+    if (!members) return waited;  // no task list to read: nothing known to wait for
     size_t n = std::min<size_t>(members->size(), 32);  // the newest are last on most BMCs
     for (size_t i = members->size() - n; i < members->size(); ++i) {
-        auto t = client.get((*members)[i]);
+        auto t = client.read((*members)[i]);
         if (!t || !t->body.is_object()) continue;
         auto read_state = t->view().opt_str("TaskState");  // a non-string state is not a running task
         std::string state = read_state ? *read_state : std::string();
         if (state.empty() || redfish::task_phase(state, "") != redfish::TaskPhase::Running) continue;
-        ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", (*members)[i], state));
+        const std::string& uri = (*members)[i].uri;
+        ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", uri, state));
         redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-        auto r = redfish::follow_task_uri(client, (*members)[i], opts);
+        auto r = redfish::follow_task_uri(client, uri, opts);
+        waited = true;
         if (!r && r.error().code == "redfish.stopped") return r.error();
         // A failed earlier task is the earlier run's business: we re-check versions.
     }
-    return ok_status();
+    return waited;
 }
 
 Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
@@ -488,13 +531,11 @@ Result<redfish::Response> FirmwareStage::start_update(engine::StageContext& ctx,
 bool FirmwareStage::update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,
                                   const std::string& marker) {
     if (inv.tasks_uri.empty()) return false;
-    auto coll = client.get(inv.tasks_uri);
-    if (!coll) return false;
-    auto members = coll->view().members();
+    auto members = client.members(inv.tasks_uri);
     if (!members) return false;
     size_t n = std::min<size_t>(members->size(), 32);
     for (size_t i = members->size() - n; i < members->size(); ++i) {
-        auto t = client.get((*members)[i]);
+        auto t = client.read((*members)[i]);
         if (!t || !t->body.is_object()) continue;
         auto state = t->view().opt_str("TaskState");
         if (!state || redfish::task_phase(*state, "") != redfish::TaskPhase::Succeeded) continue;  // any case
@@ -549,12 +590,17 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
 
     // Crash safety: what is on the BMC now decides, not what the plan saw.
     // An update still running from a killed run is waited for, never repeated.
+    // The read observe (or the previous action) handed on is that: nothing
+    // ran on this BMC in between but the plan.
     InventoryOptions light{.bios = false, .network_adapters = true, .system_uri = ctx.node().bmc.system};
-    auto inv = read_inventory(client, light);
+    auto inv = inventory(ctx, client, light);
     if (!inv) return inv.error();
-    if (auto st = wait_running_tasks(ctx, client, *inv); !st) return st;
-    inv = read_inventory(client, light);
-    if (!inv) return inv.error();
+    auto waited = wait_running_tasks(ctx, client, *inv);
+    if (!waited) return waited.error();
+    if (*waited) {
+        inv = read_inventory(client, light);
+        if (!inv) return inv.error();
+    }
     const ComponentSelector sel = selector_of(*comp);
     auto cs = component_state(*inv, sel, comp->version);
     if (cs.members.empty())
@@ -612,13 +658,19 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     bool reset_done = false;
     auto until = Clock::now() + options_.settle_timeout;
     std::string seen = cs.counts, last_error;
+    // Read with every part verify needs: the read that finds it done is
+    // handed on to the next action or verify.
+    const InventoryOptions full = full_options(ctx);
     for (;;) {
-        auto now = read_inventory(client, light);
+        auto now = read_inventory(client, full);
         if (now) {
             auto cur = component_state(*now, sel, comp->version);
             if (!cur.members.empty()) seen = cur.counts;
             // Done when every member is at the version, not just the first.
-            if (!cur.members.empty() && cur.off.empty()) return ok_status();
+            if (!cur.members.empty() && cur.off.empty()) {
+                reads_.keep(node_key(ctx), std::move(*now), full);
+                return ok_status();
+            }
             if (cur.members.empty()) {
                 // The part that lists it did not answer (a BMC restarting):
                 // not an old version, so no reset; read again.
@@ -658,12 +710,12 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
 Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* bp = bios_profile(ctx.fleet(), ctx.node());
     if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
-    auto inv = read_inventory(client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
+    auto inv = inventory(ctx, client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
     if (!inv->bios)
         return stage_error("firmware.bios", inv->system_uri + ": no readable Bios resource" + unread_parts(*inv),
                            transient_warnings(*inv));
-    auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(client, *inv));
+    auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, registry(ctx, client, *inv));
     if (!want) return want.error();
     json diff = diff_attributes(want->attributes, inv->bios->attributes);
     if (diff.empty()) {
@@ -699,14 +751,18 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     ctx.progress("waiting for POST to apply the BIOS settings");
     auto until = Clock::now() + options_.settle_timeout;
     std::string last;
+    const InventoryOptions full = full_options(ctx);  // bios included: a bios action means a bios profile
     for (;;) {
-        auto now = read_inventory(client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
+        auto now = read_inventory(client, full);
         if (now && now->bios) {
             json left = diff_attributes(diff, now->bios->attributes);
             bool pending = false;
             for (auto it = diff.begin(); it != diff.end(); ++it)
                 if (now->bios->pending.contains(it.key())) pending = true;
-            if (left.empty() && !pending) return ok_status();
+            if (left.empty() && !pending) {
+                reads_.keep(node_key(ctx), std::move(*now), full);  // for verify
+                return ok_status();
+            }
             last = fmt::format("{} attribute(s) not yet applied", left.size());
         } else if (now) {
             last = "Bios not readable" + unread_parts(*now);  // POST in progress on some BMCs
@@ -721,13 +777,10 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
 }
 
 Status FirmwareStage::verify_unguarded(engine::StageContext& ctx) {
-    auto c = client(ctx);
+    auto c = client(ctx, "inventory");
     if (!c) return c.error();
-    InventoryOptions opts;
-    opts.virtual_media = host_os_image(ctx.fleet(), ctx.node()) != nullptr;
-    opts.bios = bios_profile(ctx.fleet(), ctx.node()) != nullptr;
-    opts.system_uri = ctx.node().bmc.system;
-    auto inv = read_inventory(*c, opts);
+    // The last read of the last action (taken after its change), or a fresh one.
+    auto inv = inventory(ctx, *c, full_options(ctx));
     if (!inv) return inv.error();
     if (const auto* fw = firmware_profile(ctx.fleet(), ctx.node())) {
         for (const auto& comp : fw->components) {
@@ -747,7 +800,7 @@ Status FirmwareStage::verify_unguarded(engine::StageContext& ctx) {
     if (const auto* bp = bios_profile(ctx.fleet(), ctx.node())) {
         if (!inv->bios)
             return stage_error("firmware.verify", "the BMC has no readable Bios resource" + unread_parts(*inv));
-        auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, read_bios_registry(*c, *inv));
+        auto want = desired_bios(*bp, inv->vendor, inv->bios->attributes, registry(ctx, *c, *inv));
         if (!want) return want.error();
         json diff = diff_attributes(want->attributes, inv->bios->attributes);
         if (!diff.empty())

@@ -20,6 +20,11 @@
 //            pending. boot: host_os_boot.h.
 //   verify   versions and attributes read back equal the desired ones;
 //            the virtual CD holds the host OS image and its boot was used.
+// Requests (node_reads.h): each step hands its last inventory read to the
+// next one instead of reading the same resources again, the BIOS registry
+// is read once per run, collections come with their members inline where
+// the BMC offers $expand, and verify notes the requests each flow sent
+// ("BMC requests: inventory 14, update 9, bios 6").
 // Resources: "bmc:<host:port>", so the scheduler's per_bmc limit applies.
 // Threads: the engine's worker pool runs node-stages (`limits.parallel` at
 // most); every wait here goes through StageContext::wait_for, so a stop or
@@ -35,6 +40,7 @@
 #include "firmware/redfish/task_monitor.h"
 #include "firmware/stage/artifact_server.h"
 #include "firmware/stage/bmc_inventory.h"
+#include "firmware/stage/node_reads.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/net/http_client.h"
 
@@ -62,12 +68,19 @@ public:
 
     std::string name() const override { return "firmware"; }
     std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
+    void begin_run(const config::Fleet& fleet) override { reads_.clear(fleet.path + "\n"); }
+    void end_run(const config::Fleet& fleet) override { reads_.clear(fleet.path + "\n"); }
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;
     Status verify(engine::StageContext& ctx) override;
 
     redfish::SessionPool& sessions() { return *pool_; }
+    // The requests each flow sent to `node`'s BMC in this run so far
+    // (inventory, update, bios, boot).
+    std::map<std::string, long> requests(const config::Fleet& fleet, const std::string& node) const {
+        return reads_.requests(fleet.path + "\n" + node);
+    }
     // Null until the first SimpleUpdate publishes an artifact.
     ArtifactServer* artifact_server();
 
@@ -78,12 +91,20 @@ private:
     Result<std::vector<engine::Action>> plan_unguarded(engine::StageContext& ctx, const engine::Observation& observed);
     Status apply_unguarded(engine::StageContext& ctx, const engine::Action& action);
     Status verify_unguarded(engine::StageContext& ctx);
-    Result<redfish::Client> client(engine::StageContext& ctx);
+    // A client counting into `flow`'s tally for the node.
+    Result<redfish::Client> client(engine::StageContext& ctx, const std::string& flow);
+    // The parts observe and verify read for this node.
+    InventoryOptions full_options(const engine::StageContext& ctx) const;
+    // The inventory the previous step handed on when it has `want`'s parts,
+    // else a fresh read.
+    Result<BmcInventory> inventory(engine::StageContext& ctx, redfish::Client& client, const InventoryOptions& want);
+    RegistryValues registry(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
     Result<ArtifactServer*> artifacts(const config::Fleet& fleet);
     Status flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
     Status apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
     Status reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
-    Status wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
+    // True when it waited for a task (the inventory may have changed).
+    Result<bool> wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
                                            const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
                                            const config::FirmwareProfile& fw, const nlohmann::json& targets);
@@ -103,6 +124,7 @@ private:
     std::unique_ptr<redfish::SessionPool> pool_;
     std::mutex artifacts_mu_;
     std::unique_ptr<ArtifactServer> artifacts_;
+    NodeReads reads_;
 };
 
 // The BIOS attributes a node's profile asks for on this BMC (intents mapped

@@ -97,37 +97,6 @@ FirmwareStageOptions fast_options() {
 // NVIDIA HGX baseboards number theirs); `at_new` of them already at the new
 // version. No RelatedItem: kiln-bmc would take a link under Systems for a
 // BIOS. Inferred from those vendors' published trees, not captured.
-std::string gpu_tree(const kiln::test::TempDir& dir, int at_new) {
-    const std::string tree = dir.file("gpu-tree");
-    fs::copy(mockup_path("dmtf-public-rackmount1"), tree, fs::copy_options::recursive);
-    const std::string inv_dir = tree + "/UpdateService/FirmwareInventory";
-    json coll = json::parse(std::ifstream(inv_dir + "/index.json"));
-    for (int i = 1; i <= 8; ++i) {
-        const std::string id = "GPU_SXM_" + std::to_string(i);
-        const std::string uri = "/redfish/v1/UpdateService/FirmwareInventory/" + id;
-        json member = {{"@odata.type", "#SoftwareInventory.v1_9_0.SoftwareInventory"},
-                       {"@odata.id", uri},
-                       {"Id", id},
-                       {"Name", "GPU SXM Firmware"},
-                       {"Updateable", true},
-                       {"Version", i <= at_new ? "92.00.20.00.01" : "92.00.19.00.11"}};
-        fs::create_directories(inv_dir + "/" + id);
-        std::ofstream(inv_dir + "/" + id + "/index.json") << member.dump(2);
-        coll["Members"].push_back({{"@odata.id", uri}});
-    }
-    coll["Members@odata.count"] = coll["Members"].size();
-    std::ofstream(inv_dir + "/index.json") << coll.dump(2);
-    return tree;
-}
-
-std::string gpu_component(const kiln::test::TempDir& dir, const std::string& name, const std::string& match) {
-    std::string content = "KILN-FW GPU_SXM 92.00.20.00.01\n" + std::string(200000, 'g');
-    std::string path = dir.write("artifacts/gpu.bin", content);
-    std::string t = "[firmware.p]\n[[firmware.p.components]]\nname = \"" + name + "\"\nversion = \"92.00.20.00.01\"\n";
-    if (!match.empty()) t += "match = \"" + match + "\"\n";
-    return t + "artifact = \"" + path + "\"\nsha256 = \"" + sha256_hex(content) + "\"\n";
-}
-
 }  // namespace
 
 TEST_CASE("eight GPU members: plan counts them, apply flashes the five off exactly once, verify wants all eight") {

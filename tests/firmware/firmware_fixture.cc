@@ -1,11 +1,14 @@
 #include "tests/firmware/firmware_fixture.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
 #include "provisioner/config/fleet_loader.h"
+#include "provisioner/core/sha256.h"
 #include "provisioner/net/http_client.h"
 #include "tests/bmc/bmc_test_util.h"
 
@@ -91,5 +94,37 @@ nlohmann::json bmc_get(const std::string& url, const std::string& path) {
     REQUIRE(r->status == 200);
     return nlohmann::json::parse(r->body);
 }
+
+std::string gpu_tree(const kiln::test::TempDir& dir, int at_new) {
+    const std::string tree = dir.file("gpu-tree");
+    std::filesystem::copy(kiln::bmc::test::mockup_path("dmtf-public-rackmount1"), tree, std::filesystem::copy_options::recursive);
+    const std::string inv_dir = tree + "/UpdateService/FirmwareInventory";
+    nlohmann::json coll = nlohmann::json::parse(std::ifstream(inv_dir + "/index.json"));
+    for (int i = 1; i <= 8; ++i) {
+        const std::string id = "GPU_SXM_" + std::to_string(i);
+        const std::string uri = "/redfish/v1/UpdateService/FirmwareInventory/" + id;
+        nlohmann::json member = {{"@odata.type", "#SoftwareInventory.v1_9_0.SoftwareInventory"},
+                       {"@odata.id", uri},
+                       {"Id", id},
+                       {"Name", "GPU SXM Firmware"},
+                       {"Updateable", true},
+                       {"Version", i <= at_new ? "92.00.20.00.01" : "92.00.19.00.11"}};
+        std::filesystem::create_directories(inv_dir + "/" + id);
+        std::ofstream(inv_dir + "/" + id + "/index.json") << member.dump(2);
+        coll["Members"].push_back({{"@odata.id", uri}});
+    }
+    coll["Members@odata.count"] = coll["Members"].size();
+    std::ofstream(inv_dir + "/index.json") << coll.dump(2);
+    return tree;
+}
+
+std::string gpu_component(const kiln::test::TempDir& dir, const std::string& name, const std::string& match) {
+    std::string content = "KILN-FW GPU_SXM 92.00.20.00.01\n" + std::string(200000, 'g');
+    std::string path = dir.write("artifacts/gpu.bin", content);
+    std::string t = "[firmware.p]\n[[firmware.p.components]]\nname = \"" + name + "\"\nversion = \"92.00.20.00.01\"\n";
+    if (!match.empty()) t += "match = \"" + match + "\"\n";
+    return t + "artifact = \"" + path + "\"\nsha256 = \"" + sha256_hex(content) + "\"\n";
+}
+
 
 }  // namespace kiln::firmware::test

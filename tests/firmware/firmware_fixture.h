@@ -53,4 +53,12 @@ kiln::CommandResult run_kiln(std::vector<std::string> args);
 // and reads the same way.
 nlohmann::json bmc_get(const std::string& url, const std::string& path);
 
+// DMTF's rack-mount tree (copied under `dir`) with eight more
+// FirmwareInventory members, GPU_SXM_1..8, all named "GPU SXM Firmware";
+// the first `at_new` at 92.00.20.00.01, the rest at 92.00.19.00.11.
+std::string gpu_tree(const kiln::test::TempDir& dir, int at_new);
+// A [firmware.p] table whose one component (`name`, optional `match`
+// pattern) wants 92.00.20.00.01, with an image kiln-bmc takes for it.
+std::string gpu_component(const kiln::test::TempDir& dir, const std::string& name, const std::string& match);
+
 }  // namespace kiln::firmware::test
