@@ -22,7 +22,7 @@ const char* kLog =
     "NVRM: Xid (PCI:0000:1b:00): not-a-number, garbage\n";
 }  // namespace
 
-TEST_CASE("xid: lines are parsed with their GPU, code and message; other lines are ignored") {
+TEST_CASE("xid: lines are parsed with their GPU, code and message, and other lines are ignored") {
     auto events = parse_xid_events(kLog);
     REQUIRE(events.size() == 5);
     CHECK(events[0].pci == "0000:4f:00");
