@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
     CLI::App app{"kiln's Redfish inventory walk, timed"};
     std::string url, user = "admin", password_env = "KILN_BMC_PASSWORD";
     int iterations = 20;
+    kiln::firmware::InventoryOptions options;
     app.add_option("--url", url, "BMC base URL")->required();
+    app.add_option("--system", options.system_uri, "the node's system on a BMC with several (default: the first)");
     app.add_option("--user", user, "BMC user");
     app.add_option("--password-env", password_env, "environment variable with the password");
     app.add_option("--iterations", iterations, "walks to time");
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
     kiln::redfish::SessionPool pool(http);
     auto session = pool.acquire({url, user, pw, {}});
     kiln::redfish::Client client(session);
-    auto warm = kiln::firmware::read_inventory(client);  // login, connection
+    auto warm = kiln::firmware::read_inventory(client, options);  // login, connection
     if (!warm) {
         std::fprintf(stderr, "%s\n", warm.error().str().c_str());
         return 1;
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     size_t components = 0;
     for (int i = 0; i < iterations; ++i) {
-        auto inv = kiln::firmware::read_inventory(client);
+        auto inv = kiln::firmware::read_inventory(client, options);
         if (!inv) {
             std::fprintf(stderr, "%s\n", inv.error().str().c_str());
             return 1;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/redfish:
-#  (a) the firmware stage's full inventory walk of the HPE DL325 tree, kiln
-#      vs python3-sushy, same kiln-bmc, same run: ratio sushy/kiln seconds.
+#  (a) the firmware stage's full inventory walk, kiln vs python3-sushy, same
+#      kiln-bmc, same run: ratio sushy/kiln seconds and kiln's requests per
+#      walk, on the HPE DL325 tree, on a blade BMC with four systems (the
+#      third blade's walk) and on a tree with 8 GPU firmware members.
 #  (b) KILN_BENCH_BMCS (500) emulated BMCs, each with a firmware update and
 #      a BIOS change, by `kiln apply --stage firmware`, task durations scaled
 #      down (--task-seconds 1): wall time and peak RSS.
@@ -21,7 +23,8 @@
 #  and the fleet.toml -> fleet targets when clang with -fsanitize=fuzzer is
 #  there.
 # KILN_BENCH_REDFISH_PARTS (default "a b c r fuzz") picks the parts to run.
-# Writes bench/results/redfish.json (keys "inventory_walk", "fleet_apply",
+# Writes bench/results/redfish.json (keys "inventory_walk",
+# "inventory_walk_multi_system", "inventory_walk_gpus", "fleet_apply",
 # "multipart_push", "request_economy", "request_economy_hpe", "fuzz",
 # "fuzz_fleet_config", each from the parts run; other keys already in the
 # file are kept).
@@ -55,26 +58,43 @@ wait_lines() {  # FILE COUNT: until kiln-bmc printed COUNT "bmc i:" lines
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 
 # ---- (a) inventory walk ----------------------------------------------------
-if part a; then
-port=$(free_port)
-"$BUILD/kiln-bmc" --mockup "$MOCKUPS/hpe-dl325" --port "$port" > "$WORK/a.out" 2>&1 &
-pids+=($!)
-wait_lines "$WORK/a.out" 1
-url="http://127.0.0.1:$port"
-kiln_walk=$("$BUILD/bench/redfish/kiln-bench-redfish-walk" --url "$url" --iterations "$WALKS")
-sushy_walk=$(/usr/bin/python3 bench/redfish/sushy_walk.py "$url" admin "$WALKS")
-echo "(a) kiln: $kiln_walk"
-echo "(a) sushy: $(echo "$sushy_walk" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("last"); print(json.dumps(d))')"
-/usr/bin/python3 - "$kiln_walk" "$sushy_walk" "$WALKS" > "$WORK/part-a.json" <<'PY'
+# Three trees, kiln and sushy each on the same kiln-bmc in the same run: the
+# HPE DL325 (key inventory_walk), a blade BMC fronting four systems, walked
+# for its third blade (inventory_walk_multi_system), and the DMTF rack-mount
+# tree with 8 GPU firmware members of one name (inventory_walk_gpus).
+walk_tree() {  # KEY TREE_DIR SYSTEM_URI(or "")
+  local key=$1 tree=$2 system=$3 port url kiln_walk sushy_walk
+  port=$(free_port)
+  "$BUILD/kiln-bmc" --mockup "$tree" --port "$port" > "$WORK/a-$key.out" 2>&1 &
+  pids+=($!)
+  wait_lines "$WORK/a-$key.out" 1
+  url="http://127.0.0.1:$port"
+  local sys_args=() sushy_sys=()
+  if [ -n "$system" ]; then sys_args=(--system "$system"); sushy_sys=("$system"); fi
+  kiln_walk=$("$BUILD/bench/redfish/kiln-bench-redfish-walk" --url "$url" --iterations "$WALKS" "${sys_args[@]}")
+  sushy_walk=$(/usr/bin/python3 bench/redfish/sushy_walk.py "$url" admin "$WALKS" "${sushy_sys[@]}")
+  echo "(a) $key kiln: $kiln_walk"
+  echo "(a) $key sushy: $(echo "$sushy_walk" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("last"); print(json.dumps(d))')"
+  /usr/bin/python3 - "$key" "$(basename "$tree")" "$system" "$kiln_walk" "$sushy_walk" "$WALKS" > "$WORK/part-a-$key.json" <<'PY'
 import json, sys
-kiln, sushy, walks = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
-print(json.dumps({"inventory_walk": {
-    "tree": "hpe-dl325", "walks": walks,
-    "kiln_seconds": kiln["seconds"], "kiln_requests": kiln["requests"],
-    "sushy_seconds": sushy["seconds"],
-    "ratio_sushy_over_kiln": sushy["seconds"] / kiln["seconds"] if kiln["seconds"] else None,
-}}))
+key, tree, system = sys.argv[1], sys.argv[2], sys.argv[3]
+kiln, sushy, walks = json.loads(sys.argv[4]), json.loads(sys.argv[5]), int(sys.argv[6])
+row = {"tree": tree, "walks": walks,
+       "kiln_seconds": kiln["seconds"], "kiln_requests": kiln["requests"],
+       "kiln_requests_per_walk": kiln["requests"] / walks, "kiln_components": kiln["components"],
+       "sushy_seconds": sushy["seconds"],
+       "ratio_sushy_over_kiln": sushy["seconds"] / kiln["seconds"] if kiln["seconds"] else None}
+if system:
+    row["system"] = system
+print(json.dumps({key: row}))
 PY
+}
+if part a; then
+walk_tree inventory_walk "$MOCKUPS/hpe-dl325" ""
+walk_tree inventory_walk_multi_system "$ROOT/tests/fixtures/redfish/dmtf-public-bladed" \
+  /redfish/v1/Systems/529QB9452R6
+/usr/bin/python3 bench/redfish/gpu_tree.py "$MOCKUPS/dmtf-public-rackmount1" "$WORK/gpu-tree" 8
+walk_tree inventory_walk_gpus "$WORK/gpu-tree" ""
 fi
 
 # ---- (b) 500 BMCs, firmware update + BIOS change --------------------------
