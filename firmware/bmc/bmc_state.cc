@@ -468,12 +468,14 @@ BmcResponse BmcState::patch(const BmcRequest& request, const std::string& uri) {
     // A Bios resource with a settings object (linked, or Lenovo's
     // <Bios>/Pending) is read-only: its changes go there. One without (AMI)
     // takes the PATCH itself.
+    bool direct_bios = false;
     if (starts_with(current.value("@odata.type", ""), "#Bios.")) {
         std::string target = current.contains("@Redfish.Settings") ? "(none)" : "";
         for (const auto& [settings, owner] : settings_objects_)
             if (owner == *canon) target = settings;
         if (!target.empty())
             return method_not_allowed("PATCH", uri + " (PATCH its settings object " + target + ")", "GET, HEAD");
+        direct_bios = true;
     }
     const std::string if_match = request.header("If-Match");
     if (!if_match.empty() && !if_match_ok(if_match, store_.etag(*canon))) {
@@ -504,6 +506,16 @@ BmcResponse BmcState::patch(const BmcRequest& request, const std::string& uri) {
         for (const auto& [name, value] : rest["Attributes"].items()) updated["Attributes"][name] = value;
         rest.erase("Attributes");
     }
+    // AMI: checked now, applied at the next POST; until then the Bios reads
+    // as before, as the real firmware's does.
+    if (direct_bios && rest.contains("Attributes")) {
+        if (auto err = check_pending_attributes(current.value("Attributes", json::object()), rest["Attributes"]))
+            return error_response(400, *err);
+        json& waiting = direct_bios_pending_[*canon];
+        if (!waiting.is_object()) waiting = json::object();
+        for (const auto& [name, value] : rest["Attributes"].items()) waiting[name] = value;
+        rest.erase("Attributes");
+    }
     if (auto err = merge_into(updated, rest, "", false)) return error_response(400, *err);
 
     change(*canon, std::move(updated));
@@ -523,7 +535,7 @@ BmcResponse BmcState::post(const BmcRequest& request, const std::string& uri) {
         return error_response(501, messages::action_not_supported(name));
     }
     if (!push_uri_.empty() && lower_ascii(uri) == lower_ascii(push_uri_)) return push_update(request);
-    if (auto done = dell_job_action(uri)) return *done;
+    if (auto done = dell_job_action(request, uri)) return *done;
     if (store_.resolve(uri) || session_id_of(uri)) return method_not_allowed("POST", uri, "GET, HEAD, PATCH");
     return error_response(404, messages::resource_missing_at_uri(uri));
 }
@@ -621,6 +633,14 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
         if (auto bios = apply_pending_bios(store_, system_uri, now)) {
             change(bios->bios_uri, std::move(bios->bios));
             change(bios->settings_uri, std::move(bios->settings));
+        }
+        if (auto bios_uri = resolve_link(store_, system.value("Bios", json(nullptr)))) {
+            if (auto waiting = direct_bios_pending_.find(*bios_uri); waiting != direct_bios_pending_.end()) {
+                json bios = store_.body(*bios_uri);
+                for (const auto& [name, value] : waiting->second.items()) bios["Attributes"][name] = value;
+                change(*bios_uri, std::move(bios));
+                direct_bios_pending_.erase(waiting);
+            }
         }
     }
     change(system_uri, std::move(updated));

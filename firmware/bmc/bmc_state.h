@@ -122,7 +122,7 @@ private:
     std::optional<BmcResponse> task_get(const std::string& uri, double now, bool polled = true);
     // Dell: <manager>/Oem/Dell/Jobs[/JID_n] and DellJobService actions.
     std::optional<BmcResponse> dell_job_get(const std::string& uri, double now);
-    std::optional<BmcResponse> dell_job_action(const std::string& uri);
+    std::optional<BmcResponse> dell_job_action(const BmcRequest& request, const std::string& uri);
     nlohmann::json tasks_collection_view();
     UpdateTask* find_task(const std::string& id);
     BmcResponse media_action(const BmcRequest& request, const std::string& media_uri, bool insert);
@@ -163,6 +163,10 @@ private:
     unsigned long next_task_ = 1;
     std::vector<nlohmann::json> pending_updates_;  // staged OnReset: {task, component, version, sha256, targets}
     std::vector<nlohmann::json> applied_updates_;  // what was flashed, for /kiln-bmc/state
+    // A Bios without a settings object (AMI) takes the PATCH on itself, and,
+    // as on the real firmware, the attributes change at the next POST: Bios
+    // URI -> the attributes waiting for it.
+    std::map<std::string, nlohmann::json> direct_bios_pending_;
     nlohmann::json last_boot_ = nullptr;
     double unavailable_until_ = 0;  // an emulated BMC restart answers 503 until then
 

@@ -512,13 +512,45 @@ std::optional<BmcResponse> BmcState::dell_job_get(const std::string& uri, double
     return json_answer(200, dell_job_view(*task, t, dell_jobs_uri_ + "/" + task->id));
 }
 
-std::optional<BmcResponse> BmcState::dell_job_action(const std::string& uri) {
+std::optional<BmcResponse> BmcState::dell_job_action(const BmcRequest& request, const std::string& uri) {
     if (dell_jobs_uri_.empty()) return std::nullopt;
-    // <manager>/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue:
-    // accepted; the queue keeps its jobs (what kiln-bmc records is history).
+    // <manager>/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue
+    // {"JobID": "JID_CLEARALL"}: every job that is not running goes, and an
+    // update waiting Scheduled for a host reset is cancelled with it (as on
+    // iDRAC: clearing the queue while an update waits loses the update).
+    // {"JobID": "JID_..."} deletes that one job. Our model of iDRAC from its
+    // documentation, not captured traffic; the refusals use Base messages.
     const std::string manager = dell_jobs_uri_.substr(0, dell_jobs_uri_.size() - std::string("/Oem/Dell/Jobs").size());
-    if (lower_ascii(uri) != lower_ascii(manager + "/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue"))
-        return std::nullopt;
+    const std::string action = "DellJobService.DeleteJobQueue";
+    if (lower_ascii(uri) != lower_ascii(manager + "/Oem/Dell/DellJobService/Actions/" + action)) return std::nullopt;
+    BmcResponse refusal;
+    auto body = parse_body(request, &refusal);
+    if (!body) return refusal;
+    if (!body->contains("JobID")) return error_response(400, messages::action_parameter_missing(action, "JobID"));
+    if (!(*body)["JobID"].is_string())
+        return error_response(400, messages::action_parameter_value_not_in_list((*body)["JobID"].dump(), "JobID", action));
+    const std::string job = (*body)["JobID"].get<std::string>();
+    const bool all = job == "JID_CLEARALL" || job == "JID_CLEARALL_FORCE";
+    const double t = now();
+    bool found = false;
+    std::vector<std::string> deleted;
+    for (const auto& task : tasks_) {
+        if (!all && task.id != job) continue;
+        found = true;
+        const std::string state = progress_at(task, t).state;
+        // A running job stays unless forced.
+        if (!task.done && (state == "Running" || state == "New") && job != "JID_CLEARALL_FORCE") continue;
+        deleted.push_back(task.id);
+    }
+    if (!all && !found)
+        return error_response(400, messages::action_parameter_value_not_in_list(job, "JobID", action));
+    auto gone = [&](const std::string& id) { return std::find(deleted.begin(), deleted.end(), id) != deleted.end(); };
+    tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(), [&](const UpdateTask& task) { return gone(task.id); }),
+                 tasks_.end());
+    pending_updates_.erase(std::remove_if(pending_updates_.begin(), pending_updates_.end(),
+                                          [&](const json& p) { return gone(p.value("task", "")); }),
+                           pending_updates_.end());
+    if (auto failed = commit()) return *failed;
     return json_answer(200, {{"@Message.ExtendedInfo", json::array({message_json(messages::success())})}});
 }
 
@@ -529,6 +561,7 @@ json BmcState::emulator_state() const {
             {"next_task", next_task_},
             {"pending_updates", pending_updates_},
             {"updates", applied_updates_},
+            {"direct_bios_pending", direct_bios_pending_},
             {"last_boot", last_boot_},
             {"unavailable_until", unavailable_until_}};
 }
@@ -546,6 +579,9 @@ Status BmcState::load_emulator_state(const json& j) {
         applied_updates_ = j.at("updates").get<std::vector<json>>();
         last_boot_ = j.at("last_boot");
         unavailable_until_ = j.at("unavailable_until").get<double>();
+        // Absent from state files written before it existed.
+        if (j.contains("direct_bios_pending"))
+            direct_bios_pending_ = j.at("direct_bios_pending").get<std::map<std::string, json>>();
     } catch (const json::exception& e) {
         return make_error("bmc", "state_malformed", std::string("the emulator section is malformed: ") + e.what());
     }

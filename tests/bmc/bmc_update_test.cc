@@ -573,6 +573,44 @@ TEST_CASE("bmc vendor dell: a BIOS update waits Scheduled in the job queue until
     CHECK(bmc.call("GET", "/redfish/v1/Managers/BMC/Oem/Dell/Jobs/JID_999").status == 404);
 }
 
+TEST_CASE("bmc vendor dell: clearing the job queue cancels an update waiting for the host reset") {
+    Bmc bmc(kDmtf, "", {}, 10, VendorMode::Dell);
+    const std::string clear = "/redfish/v1/Managers/BMC/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue";
+    const std::string jobs = "/redfish/v1/Managers/BMC/Oem/Dell/Jobs";
+    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    REQUIRE(accepted.status == 202);
+    const std::string id = body_of(accepted)["Id"];
+    bmc.wall.t += 11;
+    REQUIRE(bmc.get(jobs + "/" + id)["JobState"] == "Scheduled");
+
+    CHECK(bmc.call("POST", clear, json::object()).status == 400);  // no JobID
+    CHECK(bmc.call("POST", clear, {{"JobID", "JID_424242"}}).status == 400);  // no such job
+    CHECK(bmc.get(jobs)["Members"].size() == 1);  // a refusal deletes nothing
+    REQUIRE(bmc.call("POST", clear, {{"JobID", "JID_CLEARALL"}}).status == 200);
+    CHECK(bmc.get(jobs)["Members"].empty());
+    CHECK(bmc.call("GET", jobs + "/" + id).status == 404);
+    // The reset that would have run it finds nothing to apply.
+    REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+    CHECK(bmc.get(kSystem)["BiosVersion"] == "P79 v1.45 (12/06/2017)");
+}
+
+TEST_CASE("bmc vendor dell: deleting one job by its id leaves the others") {
+    Bmc bmc(kDmtf, "", {}, 10, VendorMode::Dell);
+    const std::string clear = "/redfish/v1/Managers/BMC/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue";
+    const std::string jobs = "/redfish/v1/Managers/BMC/Oem/Dell/Jobs";
+    auto first = bmc.push("KILN-FW BIOS P79 v1.50\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    auto second = bmc.push("KILN-FW BIOS P79 v1.51\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    REQUIRE(first.status == 202);
+    REQUIRE(second.status == 202);
+    bmc.wall.t += 11;
+    REQUIRE(bmc.call("POST", clear, {{"JobID", body_of(first)["Id"]}}).status == 200);
+    const auto members = bmc.get(jobs)["Members"];
+    REQUIRE(members.size() == 1);
+    CHECK(members[0]["@odata.id"] == jobs + "/" + body_of(second)["Id"].get<std::string>());
+    REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+    CHECK(bmc.get(kSystem)["BiosVersion"] == "P79 v1.51");
+}
+
 TEST_CASE("bmc fault purge_tasks: the task answers once, then 404") {
     FaultSettings f;
     f.purge_tasks = 1;
@@ -606,11 +644,18 @@ TEST_CASE("bmc vendor lenovo and ami: where the BIOS settings go") {
         REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
     }
-    SECTION("ami: no settings object, the Bios takes the PATCH") {
+    SECTION("ami: no settings object, the Bios takes the PATCH and the next POST applies it") {
         Bmc bmc(kDmtf, "", {}, 10, VendorMode::Ami);
         CHECK_FALSE(bmc.get(bios).contains("@Redfish.Settings"));
         CHECK(bmc.call("PATCH", bios + "/Settings", change).status == 404);
         REQUIRE(bmc.call("PATCH", bios, change).status == 200);
+        CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Enabled");  // until the reset
+        // A misspelt attribute is refused there and then, as with a settings object.
+        CHECK(bmc.call("PATCH", bios, {{"Attributes", {{"ProcHyperthreadding", "Disabled"}}}}).status == 400);
+        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+        CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
+        // Applied once: a second reset changes nothing more.
+        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
     }
 }

@@ -12,7 +12,7 @@ client sees the vendor's behaviour:
   lenovo    Bios links no settings object; <Bios>/Pending takes the PATCH
             and the reset applies it
   ami       no settings object: PATCH to the DMTF settings URI is 404, the
-            Bios itself takes the PATCH
+            Bios itself takes the PATCH, and the next reset applies it
 Prints "kiln-test-skipped: ..." and exits 0 when sushy cannot be imported.
 """
 import http.server
@@ -157,7 +157,11 @@ def ami(root, image_uri, out):
         check(out, "ami has no settings object", 404, 404)
     root._conn.patch(SYSTEM + "/Bios", data={"Attributes": {"ProcHyperthreading": "Disabled"}})
     system.bios.refresh()
-    check(out, "ami Bios takes the PATCH", system.bios.attributes["ProcHyperthreading"], "Disabled")
+    check(out, "ami Bios takes the PATCH, unchanged until a reset",
+          system.bios.attributes["ProcHyperthreading"], "Enabled")
+    system.reset_system(sushy.ResetType.FORCE_RESTART)
+    system.bios.refresh()
+    check(out, "ami PATCH applied at the reset", system.bios.attributes["ProcHyperthreading"], "Disabled")
 
 
 def main():
