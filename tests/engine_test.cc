@@ -299,6 +299,27 @@ TEST_CASE("engine: a stage past its timeout fails with the limit named", "[engin
     REQUIRE(outcome(r, "n002").detail == "verified");
 }
 
+TEST_CASE("engine: a stage's timeout covers its retries, not each attempt", "[engine][timeout][retry]") {
+    Harness h;
+    auto s = std::make_shared<ScriptedStage>("work");
+    h.registry.add(s);
+    kiln::config::Limits l;
+    l.stage_timeouts["work"] = 1000ms;
+    l.retries = 10;
+    l.backoff_initial = 1ms;
+    l.backoff_max = 2ms;
+    auto fleet = kiln::test::make_fleet(1, 1, {"work"}, l);
+    // Each attempt works 300 ms and fails transiently: 11 attempts would take
+    // 3.3 s, which a deadline per attempt would allow.
+    s->script("n001", ScriptedStage::Mode::SlowTransient, 300);
+    auto r = h.run(fleet);
+    REQUIRE(outcome(r, "n001").state == "failed");
+    CHECK(outcome(r, "n001").detail == "timed_out");
+    CHECK_THAT(outcome(r, "n001").error, Catch::Contains("timed out after 1s"));
+    CHECK(s->attempts("n001") <= 4);  // 1000 ms / 300 ms, whatever the machine's speed
+    CHECK(s->attempts("n001") >= 1);
+}
+
 TEST_CASE("engine: a quarantining error quarantines the node", "[engine]") {
     Harness h;
     auto s = std::make_shared<ScriptedStage>("work");

@@ -328,6 +328,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         const Selection* sel = nullptr;
         size_t next = 0;       // index into sel->stages
         int attempt = 1;       // of the current stage
+        // The current stage's deadline, set when its first attempt starts and
+        // kept across its retries: `timeout` bounds the stage, retries included.
+        std::optional<Clock::time_point> deadline;
         int actions = 0;
         bool done = false;
         bool all_skipped = true;
@@ -388,7 +391,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         const int done_before = done_count.load();
 
         StageContext ctx(
-            fleet_, node, stage_name, stop_, Clock::now() + timeout,
+            fleet_, node, stage_name, stop_, r.deadline.value_or(Clock::now() + timeout),
             [&](const std::string& msg, int pct) {
                 emit({EngineEvent::Kind::Progress, node.name, stage_name, msg, "", pct, done_count.load(), total});
             },
@@ -417,6 +420,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             } else if (err.quarantine) {
                 a.kind = Attempt::Kind::Quarantined;
                 a.error = err.message;
+            } else if (err.transient && r.attempt <= fleet_.limits.retries &&
+                       Clock::now() + fleet_.limits.backoff_initial >= ctx.deadline()) {
+                // Retries share the stage's deadline: none fits before it.
+                a.kind = Attempt::Kind::TimedOut;
+                a.error = fmt::format("timed out after {} (attempt {}: {}; no time left for another)",
+                                      format_duration(timeout), r.attempt, err.message);
             } else if (err.transient && r.attempt <= fleet_.limits.retries) {
                 a.kind = Attempt::Kind::Retry;
                 a.error = err.message;
@@ -599,6 +608,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 }
                 sched.start(job);
                 ++inflight;
+                if (!runs[i].deadline)
+                    runs[i].deadline = Clock::now() + fleet_.limits.timeout_for(runs[i].sel->stages[runs[i].next]);
                 pool.submit([&, i] {
                     Attempt a = execute(i);
                     std::lock_guard<std::mutex> l(mu);
@@ -636,6 +647,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         // Another worker has the node (its lease ends when it
                         // finishes the node or dies), a fleet-wide limit is
                         // full, or our lease needs confirming: ask again later.
+                        // A first attempt that never ran has not started the
+                        // stage's clock.
+                        if (r.attempt == 1) r.deadline.reset();
                         waiting.emplace(Clock::now() + options.lease_poll, c.index);
                         break;
                     case Attempt::Kind::LeaseLost:
@@ -673,6 +687,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                               fmt::format("{} action{}", c.attempt.actions, c.attempt.actions == 1 ? "" : "s"),
                               outcome_name(c.attempt.kind), -1, d, total});
                         r.attempt = 1;
+                        r.deadline.reset();
                         if (++r.next < r.sel->stages.size()) {
                             ready.push_front(c.index);  // depth first: finish nodes, free their slots
                             break;

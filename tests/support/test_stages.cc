@@ -234,6 +234,10 @@ Status ScriptedStage::apply(engine::StageContext& ctx, const engine::Action&) {
             e.quarantine = true;
             return e;
         }
+        case Mode::SlowTransient:
+            if (!ctx.wait_for(std::chrono::milliseconds(s.failures)))
+                return make_error(name_, "cut", "work cut short by the deadline");
+            return make_error(name_, "busy", "BMC busy after a slow attempt", true);
         case Mode::Hang:
             if (!ctx.wait_for(std::chrono::seconds(60))) return make_error(name_, "cut", "wait cut short");
             return succeed();

@@ -89,7 +89,9 @@ private:
 // quarantine, or wait (cut short by the stage deadline). Counts attempts.
 class ScriptedStage : public engine::Stage {
 public:
-    enum class Mode { Ok, FlakyThenOk, AlwaysTransient, Permanent, Quarantine, Hang };
+    // SlowTransient: each attempt works `failures` ms (cut short by the
+    // deadline), then fails transiently.
+    enum class Mode { Ok, FlakyThenOk, AlwaysTransient, Permanent, Quarantine, Hang, SlowTransient };
     explicit ScriptedStage(std::string name) : name_(std::move(name)) {}
     void script(const std::string& node, Mode mode, int failures = 0) { scripts_[node] = {mode, failures}; }
 
