@@ -117,15 +117,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::
     int out_pipe[2], err_pipe[2];
     if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
 
-    std::map<std::string, std::string> merged;
-    for (char** e = environ; *e; ++e) {
-        std::string kv = *e;
-        auto eq = kv.find('=');
-        if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    for (const auto& [k, v] : env) merged[k] = v;
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : merged) env_strings.push_back(k + "=" + v);
+    std::vector<std::string> env_strings = merged_env(env);
     std::vector<char*> envp, args;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
