@@ -16,7 +16,9 @@ using kiln::test::TempDir;
 
 TEST_CASE("crash: SIGKILL at 20+ points, re-run finishes, every action exactly once", "[crash]") {
     TempDir dir;
-    const int nodes = 4, stages = 4, actions = 2;
+    // 48 actions: at most about two done per killed run, so 20+ kills come
+    // before the work runs out (with 32 a run could end at 19).
+    const int nodes = 4, stages = 4, actions = 3;
     auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
     const std::string ledger = dir.file("ledger");
     std::mt19937 rng(20261202);
