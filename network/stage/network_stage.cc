@@ -1,6 +1,7 @@
 #include "network/stage/network_stage.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -38,6 +39,21 @@ std::string summary(const std::vector<ConfigChange>& changes) {
     return out;
 }
 
+// Shared changes another node of the plan lists in full (NetworkStage::observe).
+struct ListedElsewhere {
+    size_t count = 0;
+    std::set<std::string> flaps;  // ports they take down and up
+};
+
+// The node's position in fleet.nodes (a context's node is one of them).
+size_t node_index(const config::Fleet& fleet, const config::Node& node) {
+    if (!fleet.nodes.empty() && &node >= fleet.nodes.data() && &node < fleet.nodes.data() + fleet.nodes.size())
+        return static_cast<size_t>(&node - fleet.nodes.data());
+    for (size_t k = 0; k < fleet.nodes.size(); ++k)
+        if (fleet.nodes[k].name == node.name) return k;
+    return fleet.nodes.size();
+}
+
 std::string first_lines(const std::vector<std::string>& lines, size_t max = 3) {
     std::string out;
     for (size_t i = 0; i < lines.size() && i < max; ++i) out += (i ? "; " : "") + lines[i];
@@ -62,6 +78,17 @@ struct NetworkStage::RunCache {
         std::unordered_map<std::string, std::vector<size_t>> by_leaf;
         std::vector<size_t> core;  // on core links (no node at either end): every node above them shares them
         std::vector<size_t> wide;
+        // Who lists each shared group in full (shared_owner), by group:
+        // "all" (switch-wide and core changes), "up:<far switch>" (uplinks).
+        std::unordered_map<std::string, size_t> owners;
+        void forget() {
+            changes.reset();
+            by_node.clear();
+            by_leaf.clear();
+            core.clear();
+            wide.clear();
+            owners.clear();
+        }
     };
 
     explicit RunCache(const config::Fleet& f) : fleet(f) {}
@@ -90,6 +117,7 @@ struct NetworkStage::RunCache {
                 core_ports_of.push_back(std::move(core_ports));
                 reads.push_back(std::make_unique<SwitchRead>());
             }
+            index_sharers();
         });
         if (fabric_error) return *fabric_error;
         return ok_status();
@@ -104,21 +132,74 @@ struct NetworkStage::RunCache {
     void refresh(size_t i, const json& state) {
         std::lock_guard<std::mutex> lock(reads[i]->mu);
         reads[i]->state = state;
-        reads[i]->changes.reset();
-        reads[i]->by_node.clear();
-        reads[i]->by_leaf.clear();
-        reads[i]->core.clear();
-        reads[i]->wide.clear();
+        reads[i]->forget();
     }
     // After an apply: the next reader of this switch reads it again.
     void drop(size_t i) {
         std::lock_guard<std::mutex> lock(reads[i]->mu);
         reads[i]->state.reset();
-        reads[i]->changes.reset();
-        reads[i]->by_node.clear();
-        reads[i]->by_leaf.clear();
-        reads[i]->core.clear();
-        reads[i]->wide.clear();
+        reads[i]->forget();
+    }
+
+    // Which nodes share a group of switch i's changes, by their leaves:
+    // nodes_of_leaf[l] are the nodes cabled to switch l, in fleet order, and
+    // reach[i] the leaves whose nodes' scope includes switch i (itself if a
+    // leaf, every leaf with an uplink to it, and for a switch above the
+    // leaves every leaf with an uplink into its core-linked group, as
+    // scopes_for_node walks them).
+    void index_sharers() {
+        const size_t n = fabric.switches.size();
+        nodes_of_leaf.assign(n, {});
+        for (size_t k = 0; k < fleet.nodes.size(); ++k)
+            for (const PortRef& ref : fabric.ports_of(fleet.nodes[k].name))
+                if (nodes_of_leaf[ref.sw].empty() || nodes_of_leaf[ref.sw].back() != k)
+                    nodes_of_leaf[ref.sw].push_back(k);
+        // Switches above the leaves joined by core links share one reach.
+        std::vector<size_t> group(n);
+        for (size_t i = 0; i < n; ++i) group[i] = i;
+        auto root = [&](size_t i) {
+            while (group[i] != i) i = group[i] = group[group[i]];
+            return i;
+        };
+        for (size_t i = 0; i < n; ++i)
+            for (const PortRef& up : fabric.uplinks_of(i)) {
+                size_t far = 0;
+                const Port& port = fabric.switches[i].ports[up.port];
+                if (port.uplink->core && fabric.facing(port, &far)) group[root(i)] = root(far);
+            }
+        std::vector<std::set<size_t>> reach_of(n);
+        for (size_t l = 0; l < n; ++l) {
+            if (!fabric.switches[l].leaf) continue;
+            reach_of[l].insert(l);
+            for (const PortRef& up : fabric.uplinks_of(l)) {
+                size_t far = 0;
+                if (!fabric.facing(fabric.switches[l].ports[up.port], &far)) continue;
+                reach_of[fabric.switches[far].leaf ? far : root(far)].insert(l);
+            }
+        }
+        reach.assign(n, {});
+        for (size_t i = 0; i < n; ++i) {
+            const auto& from = reach_of[fabric.switches[i].leaf ? i : root(i)];
+            reach[i].assign(from.begin(), from.end());
+        }
+    }
+
+    // The node that lists a group of shared changes in full: of the nodes
+    // cabled to `leaves`, the first in fleet order that this plan or run
+    // still has pending (the observing node `self` always is), so a plan of
+    // the whole fleet lists each shared change once and a plan of one node
+    // lists it under that node. Its sharers carry a count and its name.
+    size_t shared_owner(const std::vector<size_t>& leaves, size_t self, const engine::StageContext& ctx) const {
+        size_t best = self;
+        for (size_t l : leaves)
+            for (size_t k : nodes_of_leaf[l]) {
+                if (k >= best) break;
+                if (ctx.node_pending(fleet.nodes[k].name)) {
+                    best = k;
+                    break;
+                }
+            }
+        return best;
     }
 
     const config::Fleet& fleet;
@@ -130,6 +211,8 @@ struct NetworkStage::RunCache {
     std::vector<std::unordered_map<std::string, std::string>> uplink_far;  // leaf uplink port -> the switch it faces
     std::vector<std::set<std::string>> core_ports_of;                      // ports on core links
     std::vector<std::unique_ptr<SwitchRead>> reads;
+    std::vector<std::vector<size_t>> nodes_of_leaf;  // by switch: fleet.nodes indexes
+    std::vector<std::vector<size_t>> reach;          // by switch: leaves whose nodes' scope includes it
 };
 
 NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
@@ -219,14 +302,17 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     // The switches the node is cabled to: it shares their uplinks' changes.
     std::set<std::string> leaves;
     for (const PortRef& ref : fabric.ports_of(ctx.node().name)) leaves.insert(fabric.switches[ref.sw].name);
+    const size_t self = node_index(ctx.fleet(), ctx.node());
     engine::Observation obs;
     json switches = json::array();
     for (const auto& scope : *scopes) {
         if (ctx.should_stop()) return make_error("network", "stopped", "stopped while reading switches");
         json changes = json::array();
+        std::map<size_t, ListedElsewhere> listed_elsewhere;  // by the node listing them
         if (cache) {
             // The whole switch, compared once for all its nodes; this node
-            // takes the changes on its own ports and the switch-wide ones.
+            // takes the changes on its own ports, on its leaves' uplinks,
+            // the core links above and the switch-wide ones.
             const size_t i = cache->index_of(scope.sw->name);
             auto& entry = *cache->reads[i];
             std::lock_guard<std::mutex> lock(entry.mu);
@@ -266,16 +352,40 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                     }
                 }
             }
-            // In the whole comparison's order, as the node's own diff lists them.
-            std::vector<size_t> mine = entry.wide;
-            auto take = [&](const auto& index, const std::string& key) {
-                if (auto o = index.find(key); o != index.end())
-                    mine.insert(mine.end(), o->second.begin(), o->second.end());
+            // The node's own changes, and the groups it shares with other
+            // nodes: listed in full under one of them (shared_owner), as a
+            // count under the others, so a plan of thousands of nodes holds
+            // each shared change once. apply re-reads and re-diffs the whole
+            // scope, so whichever sharer applies first does the group's work.
+            std::vector<size_t> mine;
+            if (auto o = entry.by_node.find(ctx.node().name); o != entry.by_node.end()) mine = o->second;
+            auto share = [&](const std::vector<size_t>& ks, const std::string& key, const std::vector<size_t>& leaves) {
+                if (ks.empty()) return;
+                auto [it, fresh] = entry.owners.try_emplace(key, self);
+                if (fresh) it->second = cache->shared_owner(leaves, self, ctx);
+                if (it->second == self) {
+                    mine.insert(mine.end(), ks.begin(), ks.end());
+                    return;
+                }
+                auto& elsewhere = listed_elsewhere[it->second];
+                elsewhere.count += ks.size();
+                for (size_t k : ks)
+                    if ((*entry.changes)[k].disruptive) elsewhere.flaps.insert((*entry.changes)[k].port);
             };
-            take(entry.by_node, ctx.node().name);
-            for (const auto& leaf : leaves) take(entry.by_leaf, leaf);
+            std::vector<size_t> whole = entry.wide;
             // Above its leaves the node's traffic crosses every core link in its scope.
-            if (!fabric.switches[i].leaf) mine.insert(mine.end(), entry.core.begin(), entry.core.end());
+            if (!fabric.switches[i].leaf) whole.insert(whole.end(), entry.core.begin(), entry.core.end());
+            share(whole, "all", cache->reach[i]);
+            // Uplink ports, grouped by the switch they face: the nodes of both ends share them.
+            std::set<size_t> uplink;
+            for (const auto& leaf : leaves)
+                if (auto o = entry.by_leaf.find(leaf); o != entry.by_leaf.end())
+                    uplink.insert(o->second.begin(), o->second.end());
+            std::map<size_t, std::vector<size_t>> by_far;
+            for (size_t k : uplink)
+                by_far[cache->index_of(cache->uplink_far[i].at((*entry.changes)[k].port))].push_back(k);
+            for (const auto& [far, ks] : by_far) share(ks, "up:" + fabric.switches[far].name, {i, far});
+            // In the whole comparison's order, as the node's own diff lists them.
             std::sort(mine.begin(), mine.end());
             mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
             for (size_t k : mine) changes.push_back(change_json(scope.sw->name, (*entry.changes)[k]));
@@ -289,7 +399,16 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
         }
         json ports = json::array();
         for (const auto& p : scope.ports) ports.push_back(p.name);
-        switches.push_back({{"switch", scope.sw->name}, {"os", scope.sw->os}, {"ports", ports}, {"changes", changes}});
+        json entry = {{"switch", scope.sw->name}, {"os", scope.sw->os}, {"ports", ports}, {"changes", changes}};
+        if (!listed_elsewhere.empty()) {
+            json shared = json::array();
+            for (const auto& [owner, what] : listed_elsewhere)
+                shared.push_back({{"listed_under", ctx.fleet().nodes[owner].name},
+                                  {"changes", what.count},
+                                  {"flaps", what.flaps}});
+            entry["shared"] = std::move(shared);
+        }
+        switches.push_back(std::move(entry));
     }
     obs.state["switches"] = switches;
 
@@ -322,23 +441,35 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
     std::vector<engine::Action> actions;
     for (const auto& s : observed.state.value("switches", json::array())) {
         const auto& changes = s["changes"];
-        if (changes.empty()) continue;
-        std::vector<std::string> texts;
-        std::string desc = fmt::format("configure {} ({}): {} change{}", s["switch"].get<std::string>(),
-                                       s["os"].get<std::string>(), changes.size(), changes.size() == 1 ? "" : "s");
-        for (size_t i = 0; i < changes.size() && i < 3; ++i)
-            desc += (i ? "; " : ": ") + changes[i]["text"].get<std::string>();
-        if (changes.size() > 3) desc += fmt::format("; and {} more", changes.size() - 3);
+        const json shared = s.value("shared", json::array());
+        if (changes.empty() && shared.empty()) continue;
         // Ports the switch takes down and up to make the change: their links drop.
         std::set<std::string> flaps;
         for (const auto& c : changes)
             if (c.value("disruptive", false)) flaps.insert(c["port"].get<std::string>());
+        size_t count = changes.size();
+        std::vector<std::string> elsewhere;
+        for (const auto& g : shared) {
+            count += g["changes"].get<size_t>();
+            for (const auto& p : g["flaps"]) flaps.insert(p.get<std::string>());
+            elsewhere.push_back(fmt::format("{} listed under {}", g["changes"].get<size_t>(),
+                                            g["listed_under"].get<std::string>()));
+        }
+        std::string desc = fmt::format("configure {} ({}): {} change{}", s["switch"].get<std::string>(),
+                                       s["os"].get<std::string>(), count, count == 1 ? "" : "s");
+        for (size_t i = 0; i < changes.size() && i < 3; ++i)
+            desc += (i ? "; " : ": ") + changes[i]["text"].get<std::string>();
+        if (changes.size() > 3) desc += fmt::format("; and {} more", changes.size() - 3);
+        // Changes this node shares with others (uplinks, switch-wide) are
+        // listed once, under the first of them in this plan.
+        if (!elsewhere.empty())
+            desc += fmt::format("{}shared: {}", changes.empty() ? ": " : "; ", fmt::join(elsewhere, ", "));
         if (!flaps.empty())
             desc += fmt::format(" (takes port{} down and up: {})", flaps.size() == 1 ? "" : "s",
                                 fmt::join(flaps, ", "));
-        actions.push_back({kActionPrefix + s["switch"].get<std::string>(),
-                           desc,
-                           {{"switch", s["switch"]}, {"os", s["os"]}, {"changes", changes}, {"flaps", flaps}}});
+        json detail = {{"switch", s["switch"]}, {"os", s["os"]}, {"changes", changes}, {"flaps", flaps}};
+        if (!shared.empty()) detail["shared"] = shared;
+        actions.push_back({kActionPrefix + s["switch"].get<std::string>(), desc, std::move(detail)});
     }
     // Host NICs after the switches: the ports are lossless before the host tags traffic.
     const json host_nics = observed.state.value("host_nics", json::object());

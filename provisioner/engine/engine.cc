@@ -9,6 +9,8 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 
 #include <fmt/format.h>
@@ -229,6 +231,9 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
     const StageRegistry::RunScope scope(registry_, fleet_);
 
     std::vector<std::vector<PlanEntry>> per_node(selection.size());
+    // In a plan every selected node is pending (StageContext::node_pending).
+    std::unordered_set<std::string> selected;
+    for (const auto& s : selection) selected.insert(s.node->name);
     std::atomic<size_t> next{0};
     ResourceGate gate(fleet_.limits);
     auto work = [&] {
@@ -265,6 +270,7 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
                 ctx.set_hashes(e.input_hash, e.last_verified.empty() ? std::nullopt
                                                                      : std::optional<std::string>(e.last_verified));
                 ctx.set_reimage(options.reimage);
+                ctx.set_node_pending([&](const std::string& other) { return selected.count(other) > 0; });
                 auto observed = stage->observe(ctx);
                 Result<std::vector<Action>> actions = observed ? stage->plan(ctx, *observed)
                                                                : Result<std::vector<Action>>(observed.error());
@@ -339,10 +345,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         NodeOutcome outcome;
     };
     std::vector<NodeRun> runs(selection.size());
+    std::unordered_map<std::string, size_t> run_of;  // node -> its index in runs
     int total = 0;
     for (size_t i = 0; i < selection.size(); ++i) {
         runs[i].sel = &selection[i];
         runs[i].outcome.node = selection[i].node->name;
+        run_of.emplace(runs[i].outcome.node, i);
         total += static_cast<int>(selection[i].stages.size());
     }
 
@@ -400,10 +408,10 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             });
         ctx.set_reimage(options.reimage);
         ctx.set_node_pending([&](const std::string& other) {
+            auto it = run_of.find(other);
+            if (it == run_of.end()) return false;
             std::lock_guard<std::mutex> l(mu);
-            for (const auto& o : runs)
-                if (o.outcome.node == other) return !o.done;
-            return false;
+            return !runs[it->second].done;
         });
 
         Attempt a;

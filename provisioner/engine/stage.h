@@ -78,7 +78,8 @@ public:
     // Whether another node of this run may still reach its next stages:
     // selected, and its pipeline has not ended. Stages that meet across
     // nodes (a shared smoke ring) wait only for nodes that can still come.
-    // False without an engine (a context built by hand).
+    // In a plan: every selected node. False without an engine (a context
+    // built by hand).
     using NodePendingFn = std::function<bool(const std::string& node)>;
     void set_node_pending(NodePendingFn fn) { node_pending_ = std::move(fn); }
     bool node_pending(const std::string& node) const { return node_pending_ && node_pending_(node); }

@@ -134,6 +134,43 @@ json plan_outside_run(const config::Fleet& fleet, network::NetworkStage& stage) 
     return out;
 }
 
+// A plan run through the engine lists each shared change (uplinks, core
+// links, switch-wide settings) in full under one node and as a count under
+// the others; outside a run (`own`) every node lists all of its changes.
+// Checks that both plans hold the same work: the same actions per node,
+// each node's total the same, and the changes listed in `shared` are the
+// ones of `own`, each exactly once, and every count names a node that
+// lists changes on that switch.
+void check_same_work(const json& shared, const json& own) {
+    std::multiset<std::string> listed;
+    std::set<std::string> wanted;
+    REQUIRE(shared.size() == own.size());
+    for (const auto& [node, actions] : own.items()) {
+        INFO(node);
+        REQUIRE(shared.contains(node));
+        const json& mine = shared[node];
+        REQUIRE(mine.size() == actions.size());
+        for (size_t a = 0; a < actions.size(); ++a) {
+            CHECK(mine[a]["id"] == actions[a]["id"]);
+            CHECK_FALSE(actions[a]["detail"].contains("shared"));
+            size_t total = mine[a]["detail"]["changes"].size();
+            for (const auto& g : mine[a]["detail"].value("shared", json::array())) {
+                CHECK(g["listed_under"] != node);
+                total += g["changes"].get<size_t>();
+                bool lists = false;
+                for (const auto& other : shared[g["listed_under"].get<std::string>()])
+                    if (other["id"] == mine[a]["id"] && !other["detail"]["changes"].empty()) lists = true;
+                CHECK(lists);
+            }
+            CHECK(total == actions[a]["detail"]["changes"].size());
+            for (const auto& c : mine[a]["detail"]["changes"]) listed.insert(c.dump());
+            for (const auto& c : actions[a]["detail"]["changes"]) wanted.insert(c.dump());
+        }
+    }
+    CHECK(std::set<std::string>(listed.begin(), listed.end()) == wanted);
+    CHECK(listed.size() == wanted.size());  // none listed twice
+}
+
 }  // namespace
 
 TEST_CASE("network plan at scale: one read per switch, not per node, with the same actions") {
@@ -150,7 +187,7 @@ TEST_CASE("network plan at scale: one read per switch, not per node, with the sa
     counts.reads = 0;
     const json own = plan_outside_run(lab.f(), *stage);
     CHECK(counts.reads == 8);  // outside a run each node reads for itself
-    CHECK(shared == own);
+    check_same_work(shared, own);
     REQUIRE(shared["n3"].size() == 2);
     // A node's plan names its own ports, never a neighbour's.
     const std::string text = shared["n3"].dump();
@@ -320,16 +357,52 @@ TEST_CASE("network plan with spines: each node configures its leaf's uplink and 
     counts.reads = 0;
     const json own = plan_outside_run(fleet, *stage);
     CHECK(counts.reads == 8);  // 4 nodes x (leaf + spine)
-    CHECK(shared == own);
+    check_same_work(shared, own);
 
     REQUIRE(shared["n1"].size() == 2);
     CHECK(shared["n1"][0]["id"] == "configure:leaf-n");
     CHECK(shared["n1"][1]["id"] == "configure:spine-e");
-    // n1: its own port and its leaf's uplink; on the spine, only the port facing leaf-n.
+    // Outside a run each node lists its own port and its leaf's uplink; on
+    // the spine, only the port facing its leaf.
+    CHECK(ports_changed(own["n1"], "leaf-n") == std::set<std::string>{"swp1", "swp3"});
+    CHECK(ports_changed(own["n1"], "spine-e") == std::set<std::string>{"Ethernet1/1"});
+    CHECK(ports_changed(own["n4"], "spine-e") == std::set<std::string>{"Ethernet2/1"});
+    CHECK(ports_changed(own["n4"], "leaf-e") == std::set<std::string>{"Ethernet2/1", "Ethernet3/1"});
+    // In a plan the first node of each leaf lists the uplink's changes at
+    // both ends; its neighbour lists its own port and counts the rest.
     CHECK(ports_changed(shared["n1"], "leaf-n") == std::set<std::string>{"swp1", "swp3"});
     CHECK(ports_changed(shared["n1"], "spine-e") == std::set<std::string>{"Ethernet1/1"});
-    CHECK(ports_changed(shared["n4"], "spine-e") == std::set<std::string>{"Ethernet2/1"});
-    CHECK(ports_changed(shared["n4"], "leaf-e") == std::set<std::string>{"Ethernet2/1", "Ethernet3/1"});
+    CHECK(ports_changed(shared["n3"], "spine-e") == std::set<std::string>{"Ethernet2/1"});
+    CHECK(ports_changed(shared["n3"], "leaf-e") == std::set<std::string>{"Ethernet1/1", "Ethernet3/1"});
+    CHECK(ports_changed(shared["n4"], "leaf-e") == std::set<std::string>{"Ethernet2/1"});
+    CHECK(ports_changed(shared["n4"], "spine-e").empty());
+    REQUIRE(shared["n4"][1]["id"] == "configure:spine-e");
+    const json n4_spine = shared["n4"][1];
+    // The uplink facing leaf-e under n3, the spine's switch-wide settings
+    // under n1 (the first node whose traffic crosses the spine).
+    std::set<std::string> owners;
+    for (const auto& g : n4_spine["detail"]["shared"]) owners.insert(g["listed_under"].get<std::string>());
+    CHECK(owners == std::set<std::string>{"n1", "n3"});
+    CHECK_THAT(n4_spine["description"].get<std::string>(), Catch::Contains("listed under n3"));
+    CHECK_FALSE(shared["n1"][1]["detail"].contains("shared"));  // n1 lists all it shares on the spine
+    CHECK_FALSE(shared["n1"][1]["detail"]["changes"].empty());
+
+    // A plan of n4 alone lists every change n4's apply would make under n4.
+    {
+        engine::StopToken stop;
+        engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
+        engine::RunOptions opts;
+        opts.command = "plan";
+        opts.nodes = {"n4"};
+        auto alone = eng.plan(opts);
+        REQUIRE(alone);
+        REQUIRE(alone->entries.size() == 1);
+        REQUIRE(alone->entries[0].actions.size() == 2);
+        for (size_t a = 0; a < 2; ++a) {
+            CHECK(alone->entries[0].actions[a].detail["changes"] == own["n4"][a]["detail"]["changes"]);
+            CHECK_FALSE(alone->entries[0].actions[a].detail.contains("shared"));
+        }
+    }
 
     // Apply through the engine: every node verified, the spine lossless on both uplinks.
     CHECK(run_apply(fleet, registry, lab.fleet->dir.file("journal.db")).empty());
