@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <regex>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -43,6 +44,16 @@ Status check_watchdog_ms(const config::RoceProfile& p, const char* key, int ms) 
         kWatchdogStepMs, kWatchdogStepMs, kWatchdogMaxMs / 1000, key, ms);
     return make_error("network", "bad-profile",
                       p.name.empty() ? what : fmt::format("network profile {}: {}", p.name, what));
+}
+
+// EOS's default DSCP-to-traffic-class map: DSCP d to TC d / 8, except
+// 0-7 (best effort) to TC 1 and 8-15 to TC 0, as its CoS default maps CoS 0
+// to TC 1 and CoS 1 to TC 0 (Arista's QoS chapter, "default DSCP to TC";
+// our reading of it, not a captured switch).
+int eos_default_tc(int dscp) {
+    if (dscp < 8) return 1;
+    if (dscp < 16) return 0;
+    return dscp / 8;
 }
 
 std::string watchdog_action(const std::string& action) {
@@ -110,8 +121,25 @@ Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Po
     if (auto s = check_watchdog_ms(profile, "restoration_ms", profile.pfc_watchdog_restoration_ms); !s)
         return s.error();
     json out;
-    out["qos"]["dscp-map"] = {{std::to_string(profile.roce_dscp), profile.lossless_priority},
-                              {std::to_string(profile.cnp_dscp), profile.cnp_priority}};
+    // By default EOS puts every DSCP of the lossless TC's block (24-31 for TC
+    // 3) in that TC, so traffic that is not RoCE would be paused by PFC as
+    // well: those DSCPs go where best effort goes (DSCP 0's TC), or to the
+    // lowest TC that is neither lossless nor CNP.
+    int lossy = eos_default_tc(0);
+    if (lossy == profile.lossless_priority || lossy == profile.cnp_priority) {
+        lossy = 0;
+        while (lossy == profile.lossless_priority || lossy == profile.cnp_priority) ++lossy;
+    }
+    json dscp = json::object();
+    for (int d = 0; d < 64; ++d) {
+        if (d == profile.roce_dscp)
+            dscp[std::to_string(d)] = profile.lossless_priority;
+        else if (d == profile.cnp_dscp)
+            dscp[std::to_string(d)] = profile.cnp_priority;
+        else if (eos_default_tc(d) == profile.lossless_priority)
+            dscp[std::to_string(d)] = lossy;
+    }
+    out["qos"]["dscp-map"] = std::move(dscp);
     // Poll at half the shorter of timeout and recovery-time: above that EOS
     // substitutes an interval of its own (a RoCE deployment guide for EOS;
     // AVD takes the poll with three decimals).
@@ -138,7 +166,8 @@ Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Po
 }
 
 json parse_running_config(const json& show, const std::vector<Port>& ports) {
-    static const std::regex dscp_re(R"(^qos map dscp (\d+) to traffic-class (\d+)$)");
+    // EOS takes and shows a list of DSCPs per traffic class ("qos map dscp 24 25 27 to traffic-class 1").
+    static const std::regex dscp_re(R"(^qos map dscp ((?:\d+ )*\d+) to traffic-class (\d+)$)");
     static const std::regex wd_re(
         R"(^priority-flow-control pause watchdog default (timeout|recovery-time|polling-interval) (\S+)$)");
     static const std::regex wd_action_re(R"(^priority-flow-control pause watchdog action (\S+)$)");
@@ -160,7 +189,9 @@ json parse_running_config(const json& show, const std::vector<Port>& ports) {
     std::smatch m;
     for (const auto& [line, node] : top->items()) {
         if (std::regex_match(line, m, dscp_re)) {
-            out["qos"]["dscp-map"][m[1].str()] = std::stoi(m[2].str());
+            const int tc = std::stoi(m[2].str());
+            std::istringstream values(m[1].str());
+            for (int d; values >> d;) out["qos"]["dscp-map"][std::to_string(d)] = tc;
         } else if (std::regex_match(line, m, wd_re)) {
             out["pfc-watchdog"][m[1].str()] = m[2].str();
         } else if (std::regex_match(line, m, wd_action_re)) {

@@ -179,6 +179,40 @@ TEST_CASE("eos driver: eAPI config session converges the switch: show running-co
         "random-detect ecn minimum-threshold 150 kbytes maximum-threshold 1500 kbytes max-mark-probability 10"));
 }
 
+TEST_CASE("eos driver: the other DSCPs of the lossless TC's default block leave it") {
+    // EOS maps DSCP 24-31 to TC 3 by default: left so, any of them would be
+    // paused by PFC with RoCE. They go where best effort goes (TC 1).
+    config::RoceProfile profile;
+    REQUIRE(profile.lossless_priority == 3);
+    REQUIRE(profile.roce_dscp == 26);
+    auto desired = network::eos::render_eos(profile, ports({"Ethernet1/1"}));
+    REQUIRE(desired);
+    const json& map = (*desired)["qos"]["dscp-map"];
+    CHECK(map["26"] == 3);
+    CHECK(map[std::to_string(profile.cnp_dscp)] == profile.cnp_priority);
+    for (int d : {24, 25, 27, 28, 29, 30, 31}) CHECK(map[std::to_string(d)] == 1);
+    CHECK_FALSE(map.contains("23"));  // other blocks keep EOS's defaults
+    CHECK_FALSE(map.contains("32"));
+    // Lossless on TC 1 (best effort's own): the strays take the lowest free TC.
+    profile.lossless_priority = 1;
+    profile.pfc_priorities = {1};
+    profile.roce_dscp = 3;
+    auto low = network::eos::render_eos(profile, ports({"Ethernet1/1"}));
+    REQUIRE(low);
+    for (int d : {0, 1, 2, 4, 5, 6, 7}) CHECK((*low)["qos"]["dscp-map"][std::to_string(d)] == 0);
+    CHECK((*low)["qos"]["dscp-map"]["3"] == 1);
+
+    // EOS shows DSCPs of one TC on one line: read back, each is mapped.
+    const json show = {{"cmds",
+                        {{"qos map dscp 24 25 27 28 29 30 31 to traffic-class 1", nullptr},
+                         {"qos map dscp 26 to traffic-class 3", nullptr}}}};
+    const json running = network::eos::parse_running_config(show, ports({"Ethernet1/1"}));
+    CHECK(running["qos"]["dscp-map"]["24"] == 1);
+    CHECK(running["qos"]["dscp-map"]["31"] == 1);
+    CHECK(running["qos"]["dscp-map"]["26"] == 3);
+    CHECK(running["qos"]["dscp-map"].size() == 8);
+}
+
 TEST_CASE("eos driver: a failed commit aborts the session and leaves the running config") {
     Emulators emu;
     const auto url = emu.start("leaf-e", "eos");
