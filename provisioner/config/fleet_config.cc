@@ -15,28 +15,51 @@ Duration Limits::timeout_for(const std::string& stage) const {
     return it == stage_timeouts.end() ? default_timeout : it->second;
 }
 
-const Node* Fleet::find_node(const std::string& name) const {
-    for (const auto& n : nodes)
-        if (n.name == name) return &n;
+namespace {
+
+// The element named `name`: through the index when it still matches the
+// vector (built at this size, and the entry names it), linearly otherwise.
+// A name the fleet lacks scans too: lookups of unknown names are errors,
+// off the hot path.
+template <typename T>
+const T* find_named(const std::vector<T>& items, const std::unordered_map<std::string, size_t>& index,
+                    size_t indexed_size, const std::string& name) {
+    if (indexed_size == items.size()) {
+        auto it = index.find(name);
+        if (it != index.end() && it->second < items.size() && items[it->second].name == name)
+            return &items[it->second];
+    }
+    // Not indexed, or renamed since (tests edit fleets in place): a miss
+    // scans, so an index never hides an element.
+    for (const auto& x : items)
+        if (x.name == name) return &x;
     return nullptr;
+}
+
+template <typename T>
+void index_named(const std::vector<T>& items, std::unordered_map<std::string, size_t>& index) {
+    index.clear();
+    index.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) index.emplace(items[i].name, i);  // the first of a name wins
+}
+
+}  // namespace
+
+const Node* Fleet::find_node(const std::string& name) const {
+    return find_named(nodes, node_at_, nodes_indexed_, name);
 }
 
 const Rack* Fleet::find_rack(const std::string& name) const {
-    for (const auto& r : racks)
-        if (r.name == name) return &r;
-    return nullptr;
+    return find_named(racks, rack_at_, racks_indexed_, name);
 }
 
 const Switch* Fleet::find_switch(const std::string& name) const {
-    for (const auto& s : switches)
-        if (s.name == name) return &s;
-    return nullptr;
+    return find_named(switches, switch_at_, switches_indexed_, name);
 }
 
 const SwitchPort* Switch::find_port(const std::string& port_name) const {
-    for (const auto& p : ports)
-        if (p.name == port_name) return &p;
-    return nullptr;
+    return find_named(ports, port_index, port_index.size() == ports.size() ? ports.size() : static_cast<size_t>(-1),
+                      port_name);
 }
 
 const NodeNic* Node::find_nic(const std::string& nic_name) const {
@@ -63,6 +86,29 @@ std::vector<const Node*> Fleet::smoke_ring(const Node& node) const {
                std::find(p->second.stages.begin(), p->second.stages.end(), "smoke") != p->second.stages.end();
     };
     std::vector<const Node*> ring;
+    const bool in_fleet = !nodes.empty() && &node >= nodes.data() && &node < nodes.data() + nodes.size();
+    if (nodes_indexed_ == nodes.size() && in_fleet) {
+        const auto& index = scope == "fleet" ? smoke_by_fleet_ : smoke_by_rack_;
+        const auto it = index.find(scope == "fleet" ? node.smoke : node.smoke + "\n" + node.rack);
+        const size_t self = static_cast<size_t>(&node - nodes.data());
+        bool placed = false;
+        if (it != index.end())
+            for (size_t k : it->second) {
+                if (k >= nodes.size() || nodes[k].smoke != node.smoke) continue;
+                if (k == self) {
+                    ring.push_back(&node);  // a node that runs no smoke still rings with itself
+                    placed = true;
+                    continue;
+                }
+                if (!placed && k > self) {
+                    ring.push_back(&node);
+                    placed = true;
+                }
+                if ((scope == "fleet" || nodes[k].rack == node.rack) && runs_smoke(nodes[k])) ring.push_back(&nodes[k]);
+            }
+        if (!placed) ring.push_back(&node);
+        return ring;
+    }
     for (const auto& n : nodes)
         if (n.smoke == node.smoke && (scope == "fleet" || n.rack == node.rack) && (&n == &node || runs_smoke(n)))
             ring.push_back(&n);
@@ -82,10 +128,44 @@ std::vector<const Cable*> Fleet::cables_of(const std::string& node) const {
     return out;
 }
 
-void Fleet::index_cables() {
+std::vector<const Uplink*> Fleet::uplinks_of(const std::string& switch_name) const {
+    std::vector<const Uplink*> out;
+    auto at_either_end = [&](const Uplink& u) { return u.switch_name == switch_name || u.peer_switch == switch_name; };
+    if (uplinks_indexed_ == uplinks.size()) {
+        if (auto it = uplinks_by_switch_.find(switch_name); it != uplinks_by_switch_.end())
+            for (size_t i : it->second)
+                if (i < uplinks.size() && at_either_end(uplinks[i])) out.push_back(&uplinks[i]);
+        return out;
+    }
+    for (const auto& u : uplinks)
+        if (at_either_end(u)) out.push_back(&u);
+    return out;
+}
+
+void Fleet::index() {
     cables_by_node_.clear();
     for (size_t i = 0; i < cabling.size(); ++i) cables_by_node_[cabling[i].node].push_back(i);
     cables_indexed_ = cabling.size();
+    uplinks_by_switch_.clear();
+    for (size_t i = 0; i < uplinks.size(); ++i) {
+        uplinks_by_switch_[uplinks[i].switch_name].push_back(i);
+        if (uplinks[i].peer_switch != uplinks[i].switch_name) uplinks_by_switch_[uplinks[i].peer_switch].push_back(i);
+    }
+    uplinks_indexed_ = uplinks.size();
+    index_named(nodes, node_at_);
+    nodes_indexed_ = nodes.size();
+    index_named(racks, rack_at_);
+    racks_indexed_ = racks.size();
+    index_named(switches, switch_at_);
+    switches_indexed_ = switches.size();
+    for (auto& sw : switches) index_named(sw.ports, sw.port_index);
+    smoke_by_fleet_.clear();
+    smoke_by_rack_.clear();
+    for (size_t k = 0; k < nodes.size(); ++k) {
+        const Node& n = nodes[k];
+        smoke_by_fleet_[n.smoke].push_back(k);
+        smoke_by_rack_[n.smoke + "\n" + n.rack].push_back(k);
+    }
 }
 
 namespace {
@@ -177,11 +257,15 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
             }
             return json{{"switch", sw_json}, {"port", port}};
         };
+        // In file order, each once, as the fleet lists them.
+        std::vector<const Uplink*> mine;
+        for (const auto& leaf : leaves)
+            for (const Uplink* u : fleet.uplinks_of(leaf)) mine.push_back(u);
+        std::sort(mine.begin(), mine.end());
+        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
         json uplinks = json::array();
-        for (const Uplink& u : fleet.uplinks) {
-            const bool mine = std::find(leaves.begin(), leaves.end(), u.switch_name) != leaves.end() ||
-                              std::find(leaves.begin(), leaves.end(), u.peer_switch) != leaves.end();
-            if (!mine) continue;
+        for (const Uplink* up_ptr : mine) {
+            const Uplink& u = *up_ptr;
             json up = {{"end", end_json(u.switch_name, u.port)}, {"peer", end_json(u.peer_switch, u.peer_port)}};
             if (u.cable_length_m > 0) up["cable_length_m"] = u.cable_length_m;
             uplinks.push_back(std::move(up));

@@ -208,7 +208,10 @@ struct Switch {
     std::vector<SwitchPort> ports;
     SourcePos pos;
 
+    // Linear until Fleet::index() has filled port_index (the loader does):
+    // every node's network inputs look ports up.
     const SwitchPort* find_port(const std::string& name) const;
+    std::unordered_map<std::string, size_t> port_index;  // port name -> position in `ports`
 };
 
 // A node NIC the fabric is cabled to ("mlx5_0", "ens1f0"), written in
@@ -357,15 +360,31 @@ struct Fleet {
     // The nodes whose VMs share one smoke ring with this node's, in fleet
     // order, the node included (just the node for scope "node").
     std::vector<const Node*> smoke_ring(const Node& node) const;
-    // The cables from this node, in file order. Indexed once index_cables()
-    // has run (the loader runs it); linear before, or when `cabling` has
-    // changed size since: every node's network inputs call this.
+    // The cables from this node, in file order.
     std::vector<const Cable*> cables_of(const std::string& node) const;
-    void index_cables();
+    // The uplinks with `switch_name` at either end, in file order.
+    std::vector<const Uplink*> uplinks_of(const std::string& switch_name) const;
+
+    // Builds the indexes behind find_node, find_rack, find_switch,
+    // Switch::find_port, cables_of and uplinks_of (the loader runs it): every
+    // node's inputs and plan look these up, so linear lookups would make a
+    // fleet's plan quadratic. Before it, or once a vector has changed size
+    // since, each lookup falls back to a linear scan.
+    void index();
+    void index_cables() { index(); }  // the name earlier callers know
 
 private:
     std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;  // positions in `cabling`
-    size_t cables_indexed_ = static_cast<size_t>(-1);                    // cabling.size() when indexed
+    std::unordered_map<std::string, std::vector<size_t>> uplinks_by_switch_;  // positions in `uplinks`
+    std::unordered_map<std::string, size_t> node_at_, rack_at_, switch_at_;
+    // Nodes by smoke profile (fleet scope) and by smoke profile and rack
+    // ("profile\nrack"), positions in `nodes`: smoke_ring's candidates.
+    std::unordered_map<std::string, std::vector<size_t>> smoke_by_fleet_, smoke_by_rack_;
+    size_t cables_indexed_ = static_cast<size_t>(-1);  // cabling.size() when indexed
+    size_t uplinks_indexed_ = static_cast<size_t>(-1);
+    size_t nodes_indexed_ = static_cast<size_t>(-1);
+    size_t racks_indexed_ = static_cast<size_t>(-1);
+    size_t switches_indexed_ = static_cast<size_t>(-1);
 };
 
 // The config a stage depends on, as canonical JSON (keys sorted, no

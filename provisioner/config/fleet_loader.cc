@@ -1260,7 +1260,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
                    std::tie(fb, b.pos.file, b.pos.line, b.pos.column);
         });
         if (result.errors.empty()) {
-            L.fleet.index_cables();
+            L.fleet.index();
             result.fleet = std::move(L.fleet);
         }
         return std::move(result);
@@ -1325,6 +1325,9 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.pipelines(pipelines_dir, pipelines_node);
     L.read_defaults(root);
     L.nodes(root);
+    // Cabling and uplinks look up a node, switch and port each: indexed, so
+    // loading a fleet stays linear (index() again once all is read).
+    L.fleet.index();
     L.smoke_rings();
     L.cabling(root);
     L.uplinks(root);
