@@ -6,6 +6,7 @@
 #include "provisioner/vm/guest_contract.h"
 #include "provisioner/vm/libvirt_hypervisor.h"
 #include "provisioner/vm/overlay_disk.h"
+#include "provisioner/vm/pcie_links.h"
 #include "provisioner/vm/probe_guest.h"
 #include "provisioner/vm/readiness.h"
 
@@ -154,6 +155,16 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
     }
     engine::Observation obs;
     obs.state = {{"uri", (*hv)->uri()}, {"vms", list}, {"stale", stale}};
+    // The links of what the VMs are given, as the host trained them.
+    std::vector<std::string> devices;
+    for (const auto& p : vms->placement.vms)
+        for (const auto& d : p.devices()) devices.push_back(d);
+    if (!devices.empty()) {
+        const PcieLinkCheck links = check_pcie_links(vms->host, devices);
+        obs.state["pcie_links"] = {{"links", links.links}, {"faults", links.faults}, {"unread", links.unread}};
+        for (const auto& u : links.unread)
+            obs.notes.push_back("PCIe link of " + u + " is not reported by the host, so it is not checked");
+    }
     // Read at every observe, never cached: a reboot sets them back.
     const AcsScope acs = acs_scope(*vms);
     if (acs.runner) {
@@ -171,6 +182,17 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
 // node boot side by side instead of one after another.
 Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     std::vector<engine::Action> out;
+    // A device on a link that trained below its capability works, at a
+    // fraction of its bandwidth: hardware to fix, not a VM to start.
+    const json links = observed.state.value("pcie_links", json::object());
+    if (const json faults = links.value("faults", json::array()); !faults.empty()) {
+        std::string text = "node " + ctx.node().name + ": " + std::to_string(faults.size()) +
+                           " PCIe link" + (faults.size() == 1 ? "" : "s") + " below capability: ";
+        for (size_t i = 0; i < faults.size(); ++i) text += (i ? "; " : "") + faults[i].get<std::string>();
+        Error e = make_error("vm", "pcie-link-degraded", text + " (reseat or replace the part, then kiln apply)");
+        e.quarantine = true;
+        return e;
+    }
     // Before any VM starts: a guest's GPUDirect traffic would go the long way round.
     const json acs = observed.state.value("acs", json::object());
     if (const json changes = acs.value("changes", json::array()); !changes.empty()) {
