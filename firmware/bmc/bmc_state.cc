@@ -1,7 +1,5 @@
 #include "firmware/bmc/bmc_state.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +13,7 @@
 #include "firmware/bmc/json_reader.h"
 #include "firmware/bmc/state_file.h"
 #include "firmware/bmc/virtual_media.h"
+#include "provisioner/core/base64.h"
 
 namespace kiln::bmc {
 
@@ -54,15 +53,8 @@ std::optional<std::string> basic_credentials(const std::string& header) {
     if (header.size() < 6 || lower_ascii(header.substr(0, 6)) != "basic ") return std::nullopt;
     std::string b64 = header.substr(6);
     b64.erase(0, b64.find_first_not_of(' '));
-    if (b64.empty() || b64.size() % 4 != 0 || b64.size() > 4096) return std::nullopt;
-    std::string out(b64.size() / 4 * 3, '\0');
-    int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(b64.data()), static_cast<int>(b64.size()));
-    if (n < 0) return std::nullopt;
-    size_t pad = 0;
-    for (size_t i = b64.size(); i > 0 && b64[i - 1] == '='; --i) ++pad;
-    out.resize(static_cast<size_t>(n) - std::min<size_t>(pad, static_cast<size_t>(n)));
-    return out;
+    if (b64.empty() || b64.size() > 4096) return std::nullopt;
+    return base64_decode(b64);
 }
 
 // Compares without an early exit, so timing does not reveal a prefix.

@@ -13,39 +13,13 @@
 
 #include "network/emulator/eapi_service.h"
 #include "network/emulator/nvue_service.h"
+#include "provisioner/core/base64.h"
 
 namespace kiln::network::emulator {
 
 namespace {
 
 using nlohmann::json;
-
-std::string base64(const std::string& in) {
-    static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        const unsigned n = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
-                           static_cast<unsigned char>(in[i + 2]);
-        out += tbl[(n >> 18) & 63];
-        out += tbl[(n >> 12) & 63];
-        out += tbl[(n >> 6) & 63];
-        out += tbl[n & 63];
-    }
-    if (i + 1 == in.size()) {
-        const unsigned n = static_cast<unsigned char>(in[i]) << 16;
-        out += tbl[(n >> 18) & 63];
-        out += tbl[(n >> 12) & 63];
-        out += "==";
-    } else if (i + 2 == in.size()) {
-        const unsigned n = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
-        out += tbl[(n >> 18) & 63];
-        out += tbl[(n >> 12) & 63];
-        out += tbl[(n >> 6) & 63];
-        out += '=';
-    }
-    return out;
-}
 
 // Constant-time for equal lengths: the emulator should not teach timing leaks.
 bool same(const std::string& a, const std::string& b) {
@@ -140,7 +114,7 @@ Status EmulatedSwitch::save() const {
 }
 
 bool EmulatedSwitch::authorised(const SwitchRequest& request) const {
-    return same(request.authorization, "Basic " + base64(spec_.user + ":" + spec_.password));
+    return same(request.authorization, "Basic " + base64_encode(spec_.user + ":" + spec_.password));
 }
 
 bool EmulatedSwitch::allow_apply() {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 
+#include "provisioner/core/base64.h"
 #include "provisioner/net/url.h"
 
 namespace kiln::net {
@@ -85,14 +86,6 @@ std::string to_hex(const unsigned char* data, size_t n) {
         out += digits[data[i] >> 4];
         out += digits[data[i] & 0xF];
     }
-    return out;
-}
-
-std::string base64(const std::string& in) {
-    std::string out(4 * ((in.size() + 2) / 3), '\0');
-    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
     return out;
 }
 
@@ -267,7 +260,7 @@ std::vector<std::string> secrets_of(const HttpRequest& req) {
     std::vector<std::string> out;
     if (!req.basic_password.empty()) {
         out.push_back(req.basic_password);
-        out.push_back(base64(req.basic_user + ":" + req.basic_password));
+        out.push_back(base64_encode(req.basic_user + ":" + req.basic_password));
     }
     for (const auto& [name, value] : req.headers) {
         if (!iequals(name, "Authorization") && !iequals(name, "X-Auth-Token") &&
