@@ -10,6 +10,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
@@ -95,6 +97,27 @@ bool wait_until(F&& ready, int seconds) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return true;
+}
+
+// The most nodes out of service at once as the ledger shows it: a node is
+// out from its first side effect to its last (a lower bound of the real
+// overlap, so a peak above a limit is a real breach).
+int peak_out_of_service(const std::string& ledger) {
+    std::ifstream in(ledger);
+    std::vector<std::string> order;  // node of each line, in write order
+    for (std::string line; std::getline(in, line);) order.push_back(line.substr(0, line.find(' ')));
+    std::map<std::string, std::pair<size_t, size_t>> span;  // node -> first, last line
+    for (size_t i = 0; i < order.size(); ++i) {
+        auto [it, fresh] = span.try_emplace(order[i], i, i);
+        if (!fresh) it->second.second = i;
+    }
+    int peak = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+        int out = 0;
+        for (const auto& [node, s] : span) out += (s.first <= i && i <= s.second) ? 1 : 0;
+        peak = std::max(peak, out);
+    }
+    return peak;
 }
 
 }  // namespace
@@ -344,7 +367,7 @@ TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows
     INFO((s ? std::string() : s.error().str()));
     REQUIRE(s.ok());
     PgRaw raw(url);
-    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 2);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 3);
     REQUIRE(raw.text("SELECT to_regclass('leases') IS NOT NULL") == "t");
     REQUIRE(raw.text("SELECT state FROM node_state WHERE node = 'n1'") == "ready");
 }
@@ -387,4 +410,162 @@ TEST_CASE("workers: parallel and per_rack hold fleet-wide across three workers",
         PgRaw raw(url);
         REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // all given back
     }
+}
+
+TEST_CASE("workers: PostgreSQL restarted twice mid-run, they reconnect and finish, each side effect once",
+          "[worker][pg]") {
+    std::string why;
+    auto cluster = PgCluster::start(&why);  // its own: this test restarts the server
+    if (!cluster) {
+        kiln::test::report_skipped(why);
+        return;
+    }
+    TempDir dir;
+    const int nodes = 6;
+    const int total = nodes * kStages * kActions;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    std::vector<std::unique_ptr<RunningChild>> workers;
+    for (const char* id : {"w1", "w2", "w3"})
+        workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 40),
+                                                         dir.file(id)));
+    // Restart once a quarter of the work is done, and again at half.
+    for (const int fraction : {4, 2}) {
+        REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= size_t(total / fraction); },
+                           120));
+        const size_t before = LedgerStage::read_ledger(ledger).size();
+        INFO("restart at " << before << " of " << total << " side effects");
+        REQUIRE(before < size_t(total));
+        for (auto& w : workers) REQUIRE_FALSE(w->ended());  // every worker lives through the restart
+        REQUIRE(cluster->restart());
+    }
+    for (auto& w : workers) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    require_exactly_once(ledger, nodes);
+    PgRaw raw(url);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);  // none left open
+    REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);
+    // Each node-stage verified once: no stage result doubled by a re-sent write.
+    REQUIRE(raw.integer("SELECT count(*) FROM (SELECT node, stage FROM stage_results WHERE outcome = 'verified' "
+                        "GROUP BY node, stage HAVING count(*) > 1) d") == 0);
+    REQUIRE(raw.integer("SELECT count(DISTINCT (node, stage)) FROM stage_results WHERE outcome = 'verified'") ==
+            nodes * kStages);
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("workers: PostgreSQL down past --store-reconnect, they stop with a named error and lose nothing",
+          "[worker][pg]") {
+    std::string why;
+    auto cluster = PgCluster::start(&why);  // its own: this test stops the server
+    if (!cluster) {
+        kiln::test::report_skipped(why);
+        return;
+    }
+    TempDir dir;
+    const int nodes = 4;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    auto give_up_soon = [&](const char* id) {
+        auto argv = worker_argv(url, fleet, id);
+        argv.insert(argv.begin() + 1, {"--store-reconnect", "200ms"});
+        return argv;
+    };
+    RunningChild w1(give_up_soon("w1"), ledger_env(ledger, 40), dir.file("w1"));
+    RunningChild w2(give_up_soon("w2"), ledger_env(ledger, 40), dir.file("w2"));
+    REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= 4; }, 120));
+    REQUIRE(cluster->stop());
+    for (auto* w : {&w1, &w2}) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 1);
+        REQUIRE((r.out + r.err).find("the server did not come back within") != std::string::npos);
+    }
+    const auto stopped_at = LedgerStage::read_ledger(ledger);
+    for (const auto& [line, count] : stopped_at) REQUIRE(count == 1);
+
+    // Back up: a worker takes the dead ones' leases over once they expire,
+    // closes what they left open, and finishes with nothing done twice.
+    REQUIRE(cluster->restart());
+    auto finisher = run_child(worker_argv(url, fleet, "finisher"), ledger_env(ledger));
+    INFO(finisher.out << finisher.err);
+    REQUIRE(finisher.exit_code == 0);
+    require_exactly_once(ledger, nodes);
+    PgRaw raw(url);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("workers: max_unavailable holds fleet-wide across three workers", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    // Each worker alone would take up to max_unavailable nodes out: three
+    // would reach three times that without the database's slots.
+    for (const int limit : {1, 2}) {
+        INFO("max_unavailable = " << limit);
+        TempDir dir;
+        const int nodes = 6;
+        const auto fleet =
+            kiln::test::write_cli_fleet(dir, nodes, "parallel = 4\nmax_unavailable = " + std::to_string(limit));
+        const auto ledger = dir.file("ledger");
+        const auto url = cluster->create_database();
+        std::vector<std::unique_ptr<RunningChild>> workers;
+        for (const char* id : {"w1", "w2", "w3"})
+            workers.push_back(
+                std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 30), dir.file(id)));
+        for (auto& w : workers) {
+            bool timed_out = false;
+            auto r = w->wait(300, &timed_out);
+            INFO(r.out << r.err);
+            REQUIRE_FALSE(timed_out);
+            REQUIRE(r.exit_code == 0);
+        }
+        require_exactly_once(ledger, nodes);
+        const int peak = peak_out_of_service(ledger);
+        INFO("peak out of service " << peak);
+        REQUIRE(peak >= 1);
+        REQUIRE(peak <= limit);
+        PgRaw raw(url);
+        REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // all given back
+        REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE key = 'unavailable'") == limit);
+        require_converged(url, fleet, ledger);
+    }
+}
+
+TEST_CASE("workers: a worker waiting on a held node is woken by LISTEN/NOTIFY, not its poll", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    TempDir dir;
+    const auto fleet = kiln::test::write_cli_fleet(dir, 1, "parallel = 1");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    RunningChild holder(worker_argv(url, fleet, "holder"), ledger_env(ledger, 200), dir.file("holder"));
+    REQUIRE(wait_until([&] { return !LedgerStage::read_ledger(ledger).empty(); }, 120));
+    // The waiter polls every 300 s: it can only finish within the bound
+    // below if the holder's release wakes it (the holder needs about 2 s).
+    auto waiter_argv = worker_argv(url, fleet, "waiter");
+    waiter_argv[waiter_argv.size() - 3] = "300s";  // --lease-ttl
+    waiter_argv[waiter_argv.size() - 1] = "300s";  // --poll
+    RunningChild waiter(waiter_argv, ledger_env(ledger), dir.file("waiter"));
+    bool timed_out = false;
+    auto h = holder.wait(120, &timed_out);
+    INFO(h.out << h.err);
+    REQUIRE_FALSE(timed_out);
+    REQUIRE(h.exit_code == 0);
+    auto w = waiter.wait(120, &timed_out);
+    INFO(w.out << w.err);
+    REQUIRE_FALSE(timed_out);  // woken, since its first poll was 300 s away
+    REQUIRE(w.exit_code == 0);
+    require_exactly_once(ledger, 1);
+    PgRaw raw(url);
+    // It did claim the node, after the holder gave it back, and found it converged.
+    REQUIRE(claimed_by(raw, "waiter") == std::set<std::string>{"n1"});
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = (SELECT max(id) FROM runs)") == 0);
 }
