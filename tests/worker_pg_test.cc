@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -152,49 +153,87 @@ TEST_CASE("workers: three share a fleet, each side effect once, labels respected
     require_converged(url, fleet, ledger);
 }
 
-TEST_CASE("workers: SIGKILL of one worker at several points, the others finish, each side effect once",
+TEST_CASE("workers: SIGKILL of workers at 20+ points, the others finish, each side effect once",
           "[worker][pg]") {
     NEED_CLUSTER(cluster);
-    const int nodes = 4;
-    const int rounds = 8;
-    for (int round = 0; round < rounds; ++round) {
-        TempDir dir;
-        const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
-        const auto ledger = dir.file("ledger");
-        const auto url = cluster->create_database();
-        // The first or second apply of the doomed worker's process: with
-        // the head start below, it reaches that point whatever the others do.
-        const int kill_at = 1 + (round / 2) % 2;
-        const bool after = round % 2 == 1;  // after the side effect, before its journal row ends
-        INFO("round " << round << ": kill at apply " << kill_at << (after ? " after" : " before") << " the write");
-        auto env = ledger_env(ledger, 20);
-        auto killer_env = env;
-        killer_env["KILN_TEST_KILL_AT"] = std::to_string(kill_at);
-        killer_env["KILN_TEST_KILL_PHASE"] = after ? "after" : "before";
-        RunningChild doomed(worker_argv(url, fleet, "doomed"), killer_env, dir.file("doomed"));
-        // A head start: the others join once it is dead or has done a side
-        // effect (then it holds its stage's slots until its next apply).
-        REQUIRE(wait_until([&] { return doomed.ended() || !LedgerStage::read_ledger(ledger).empty(); }, 120));
-        RunningChild w1(worker_argv(url, fleet, "w1"), env, dir.file("w1"));
-        RunningChild w2(worker_argv(url, fleet, "w2"), env, dir.file("w2"));
-        bool timed_out = false;
-        auto d = doomed.wait(300, &timed_out);
-        REQUIRE_FALSE(timed_out);
-        INFO(d.out << d.err);
-        REQUIRE(d.signal == SIGKILL);
-        for (auto* w : {&w1, &w2}) {
-            auto r = w->wait(300, &timed_out);
+    TempDir dir;
+    // 72 side effects; a doomed worker does at most two before it dies, so
+    // 24 kills leave work for the survivors.
+    const int nodes = 6, actions = 3;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    auto env = ledger_env(ledger, 20);
+    env["KILN_TEST_ACTIONS"] = std::to_string(actions);
+    auto argv = [&](const std::string& id) {
+        auto a = worker_argv(url, fleet, id);
+        a[a.size() - 3] = "1s";  // --lease-ttl: a dead worker's nodes come back sooner
+        return a;
+    };
+    std::mt19937 rng(20261205);
+    std::uniform_int_distribution<int> point(1, 2);
+    std::bernoulli_distribution after(0.5);
+    int kills = 0, kills_after = 0;
+    std::set<std::pair<size_t, bool>> points;  // (side effects done when killed, after the write)
+    // Two doomed workers at a time, each killing itself at its first or
+    // second side effect, before or after the write: the other of the pair
+    // (and the next pairs) carry on and take the dead one's nodes over.
+    for (int pair = 0; pair < 40 && kills < 24; ++pair) {
+        std::vector<std::unique_ptr<RunningChild>> doomed;
+        std::vector<bool> phase;
+        for (int k = 0; k < 2; ++k) {
+            auto e = env;
+            e["KILN_TEST_KILL_AT"] = std::to_string(point(rng));
+            phase.push_back(after(rng));
+            e["KILN_TEST_KILL_PHASE"] = phase.back() ? "after" : "before";
+            const std::string id = "d" + std::to_string(pair) + "-" + std::to_string(k);
+            doomed.push_back(std::make_unique<RunningChild>(argv(id), e, dir.file(id)));
+        }
+        for (size_t k = 0; k < doomed.size(); ++k) {
+            bool timed_out = false;
+            auto r = doomed[k]->wait(120, &timed_out);
             INFO(r.out << r.err);
             REQUIRE_FALSE(timed_out);
-            REQUIRE(r.exit_code == 0);
+            if (r.signal == SIGKILL) {
+                ++kills;
+                kills_after += phase[k] ? 1 : 0;
+                points.insert({LedgerStage::read_ledger(ledger).size(), phase[k]});
+            } else {
+                REQUIRE(r.exit_code == 0);  // no work left for it: never a failure
+            }
         }
-        require_exactly_once(ledger, nodes);
-        PgRaw raw(url);
-        // What the dead worker started and never ended was closed by the
-        // worker that took the node over, not left dangling or redone.
-        REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
-        require_converged(url, fleet, ledger);
+        for (const auto& [line, count] : LedgerStage::read_ledger(ledger)) {
+            INFO(line);
+            REQUIRE(count == 1);  // whatever happened, nothing done twice
+        }
     }
+    INFO(kills << " kills, " << kills_after << " after the write, at " << points.size() << " distinct points");
+    REQUIRE(kills >= 20);
+    REQUIRE(kills_after > 0);
+    REQUIRE(kills_after < kills);
+    REQUIRE(points.size() >= 8);
+
+    // The survivors take every dead worker's nodes over and finish.
+    RunningChild s1(argv("s1"), env, dir.file("s1"));
+    RunningChild s2(argv("s2"), env, dir.file("s2"));
+    for (auto* w : {&s1, &s2}) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    auto done = LedgerStage::read_ledger(ledger);
+    REQUIRE(done.size() == static_cast<size_t>(nodes * kStages * actions));
+    for (const auto& [line, count] : done) REQUIRE(count == 1);
+    PgRaw raw(url);
+    // What each dead worker started and never ended was closed by the one
+    // that took the node over, not left dangling or redone.
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
+    auto plan = run_child({KILN_TEST_DRIVER, "--store", url, "plan", fleet, "--detailed-exitcode"}, env);
+    INFO(plan.out << plan.err);
+    REQUIRE(plan.exit_code == 0);
 }
 
 TEST_CASE("workers: a worker stalled past its lease is fenced and does nothing more", "[worker][pg]") {
