@@ -37,12 +37,12 @@ using kiln::test::run_child;
 using kiln::test::RunningChild;
 using kiln::test::TempDir;
 
-#define NEED_CLUSTER(c)                             \
-    std::string why_not_;                           \
-    PgCluster* c = PgCluster::shared(&why_not_);    \
-    if (!c) {                                       \
-        kiln::test::report_skipped(why_not_);       \
-        return;                                     \
+#define NEED_CLUSTER(c)                          \
+    std::string why_not_;                        \
+    PgCluster* c = PgCluster::shared(&why_not_); \
+    if (!c) {                                    \
+        kiln::test::report_skipped(why_not_);    \
+        return;                                  \
     }
 
 namespace {
@@ -89,8 +89,8 @@ std::map<std::string, double> parse_exposition(const std::string& text) {
 
 std::vector<std::string> worker_argv(const std::string& url, const std::string& fleet, const std::string& id,
                                      const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", url, "worker", fleet, "--worker-id", id,
-                                     "--lease-ttl", "2s", "--poll", "50ms"};
+    std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", url,      "worker", fleet, "--worker-id", id,
+                                     "--lease-ttl",    "2s",      "--poll", "50ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
 }
@@ -209,8 +209,7 @@ TEST_CASE("metrics: a bad --metrics-listen is refused before the store is touche
     REQUIRE(raw.text("SELECT to_regclass('kiln_schema') IS NULL") == "t");  // nothing created
 }
 
-TEST_CASE("workers: kiln workers lists two live workers, drops a killed one, status names holders",
-          "[worker][pg]") {
+TEST_CASE("workers: kiln workers lists two live workers, drops a killed one, status names holders", "[worker][pg]") {
     NEED_CLUSTER(cluster);
     TempDir dir;
     const int nodes = 4;

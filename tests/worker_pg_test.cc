@@ -153,8 +153,7 @@ TEST_CASE("workers: three share a fleet, each side effect once, labels respected
     require_converged(url, fleet, ledger);
 }
 
-TEST_CASE("workers: SIGKILL of workers at 20+ points, the others finish, each side effect once",
-          "[worker][pg]") {
+TEST_CASE("workers: SIGKILL of workers at 20+ points, the others finish, each side effect once", "[worker][pg]") {
     NEED_CLUSTER(cluster);
     TempDir dir;
     // 72 side effects; a doomed worker does at most two before it dies, so
@@ -467,12 +466,11 @@ TEST_CASE("workers: PostgreSQL restarted twice mid-run, they reconnect and finis
     const auto url = cluster->create_database();
     std::vector<std::unique_ptr<RunningChild>> workers;
     for (const char* id : {"w1", "w2", "w3"})
-        workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 40),
-                                                         dir.file(id)));
+        workers.push_back(
+            std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 40), dir.file(id)));
     // Restart once a quarter of the work is done, and again at half.
     for (const int fraction : {4, 2}) {
-        REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= size_t(total / fraction); },
-                           120));
+        REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= size_t(total / fraction); }, 120));
         const size_t before = LedgerStage::read_ledger(ledger).size();
         INFO("restart at " << before << " of " << total << " side effects");
         REQUIRE(before < size_t(total));

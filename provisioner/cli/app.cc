@@ -20,12 +20,12 @@
 #include "provisioner/cli/evidence_command.h"
 #include "provisioner/cli/firmware_command.h"
 #include "provisioner/cli/host_command.h"
-#include "provisioner/cli/vm_command.h"
-#include "provisioner/cli/worker_command.h"
 #include "provisioner/cli/image_command.h"
 #include "provisioner/cli/network_command.h"
 #include "provisioner/cli/report_command.h"
 #include "provisioner/cli/status_printer.h"
+#include "provisioner/cli/vm_command.h"
+#include "provisioner/cli/worker_command.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/engine/run_metrics.h"
@@ -81,10 +81,12 @@ Result<journal::StoreSpec> store_spec(const Globals& g, const config::Fleet& fle
     if (!g.store_reconnect.empty()) {
         auto d = config::parse_duration(g.store_reconnect);
         if (!d || d->count() < 0)
-            return make_error("cli", "store.reconnect",
-                              "--store-reconnect '" + g.store_reconnect + "': expected a duration, as 60s (0s: no retry)");
+            return make_error(
+                "cli", "store.reconnect",
+                "--store-reconnect '" + g.store_reconnect + "': expected a duration, as 60s (0s: no retry)");
         if (!spec.postgres())
-            return make_error("cli", "store.reconnect", "--store-reconnect needs a PostgreSQL store (--store or [store])");
+            return make_error("cli", "store.reconnect",
+                              "--store-reconnect needs a PostgreSQL store (--store or [store])");
         spec.reconnect_for = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
     }
     return spec;
@@ -335,10 +337,10 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
         }
         lock.emplace(std::move(*l));
     }
-    StatusPrinter::Mode mode = as_json                    ? StatusPrinter::Mode::Json
-                               : g.log_format == "json"   ? StatusPrinter::Mode::JsonLines
-                               : isatty(fileno(stdout))   ? StatusPrinter::Mode::Live
-                                                          : StatusPrinter::Mode::Lines;
+    StatusPrinter::Mode mode = as_json                  ? StatusPrinter::Mode::Json
+                               : g.log_format == "json" ? StatusPrinter::Mode::JsonLines
+                               : isatty(fileno(stdout)) ? StatusPrinter::Mode::Live
+                                                        : StatusPrinter::Mode::Lines;
     StatusPrinter printer(mode, stdout);
     // A worker's metrics: counted from the engine's events on their way to
     // the printer, served before the store is touched so a bad address
@@ -450,8 +452,11 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
             s.state = "pending";
             s.detail = "interrupted: the run stopped without finishing";
         }
-        json entry = {{"name", s.node}, {"state", s.state}, {"stage", s.stage.empty() ? json(nullptr) : json(s.stage)},
-                      {"error", s.error.empty() ? json(nullptr) : json(s.error)}, {"detail", s.detail}};
+        json entry = {{"name", s.node},
+                      {"state", s.state},
+                      {"stage", s.stage.empty() ? json(nullptr) : json(s.stage)},
+                      {"error", s.error.empty() ? json(nullptr) : json(s.error)},
+                      {"detail", s.detail}};
         if (spec->postgres()) {
             auto h = holders.find(n.name);
             entry["worker"] = h == holders.end() ? json(nullptr) : json(h->second.worker);

@@ -53,7 +53,8 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
 }
 
 CLI::App* add_workers_command(CLI::App& app, WorkersArgs& args) {
-    auto* workers = app.add_subcommand("workers", "the live workers of a PostgreSQL store: heartbeat, labels, nodes held");
+    auto* workers =
+        app.add_subcommand("workers", "the live workers of a PostgreSQL store: heartbeat, labels, nodes held");
     workers->footer(
         "\nA worker is live until its lease ttl has passed since its last heartbeat; a\n"
         "worker killed with SIGKILL drops off the list then. See docs/store.md.");
@@ -73,9 +74,14 @@ int print_workers(const std::string& fleet_name, const std::vector<journal::Work
     if (as_json) {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& w : workers)
-            list.push_back({{"worker", w.worker}, {"host", w.host}, {"pid", w.pid}, {"labels", w.labels},
-                            {"started_ms", w.started_ms}, {"heartbeat_ms", w.heartbeat_ms},
-                            {"heartbeat_age_ms", w.heartbeat_age_ms}, {"expires_ms", w.expires_ms},
+            list.push_back({{"worker", w.worker},
+                            {"host", w.host},
+                            {"pid", w.pid},
+                            {"labels", w.labels},
+                            {"started_ms", w.started_ms},
+                            {"heartbeat_ms", w.heartbeat_ms},
+                            {"heartbeat_age_ms", w.heartbeat_age_ms},
+                            {"expires_ms", w.expires_ms},
                             {"nodes", w.nodes}});
         std::fprintf(out, "%s\n", nlohmann::json{{"fleet", fleet_name}, {"workers", list}}.dump(2).c_str());
         return 0;
@@ -90,8 +96,8 @@ int print_workers(const std::string& fleet_name, const std::vector<journal::Work
         hn = std::max(hn, w.host.size());
         ln = std::max(ln, w.labels.empty() ? size_t(5) : w.labels.size());
     }
-    std::fprintf(out, "%-*s %-*s %8s %-*s %10s  NODES\n", int(wn), "WORKER", int(hn), "HOST", "PID", int(ln),
-                 "LABELS", "HEARTBEAT");
+    std::fprintf(out, "%-*s %-*s %8s %-*s %10s  NODES\n", int(wn), "WORKER", int(hn), "HOST", "PID", int(ln), "LABELS",
+                 "HEARTBEAT");
     for (const auto& w : workers) {
         std::string nodes = std::to_string(w.nodes.size());
         for (size_t i = 0; i < w.nodes.size() && i < 8; ++i) nodes += (i ? ", " : " (") + w.nodes[i];

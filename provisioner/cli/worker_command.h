@@ -27,7 +27,7 @@ struct WorkerArgs {
     std::string poll = "1s";
     std::string worker_id;              // "" = host:pid:nonce
     bool as_json = false;
-    std::string metrics_listen;         // HOST:PORT for Prometheus; "" = none
+    std::string metrics_listen;  // HOST:PORT for Prometheus; "" = none
 };
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args);

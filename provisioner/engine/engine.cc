@@ -43,7 +43,7 @@ struct Attempt {
     std::string error;
     int actions = 0;
     bool claimed = false;  // this attempt took the node's lease
-    bool out_of_service = false;  // ... and its fleet-wide max_unavailable slot
+    bool out_of_service = false;      // ... and its fleet-wide max_unavailable slot
     bool awaits_unavailable = false;  // Held: the fleet-wide max_unavailable is full
     bool held_by_other = false;       // Held: another worker holds the node's lease
 };
@@ -509,8 +509,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 const Attempt::Kind was = a.kind;
                 classify(s.error());
                 if (a.kind == Attempt::Kind::Failed && !s.error().transient) a.error = s.error().str();
-                if (a.kind == Attempt::Kind::Retry) a.error = "recording " + std::string(outcome_name(was)) +
-                                                              ": " + s.error().message;
+                if (a.kind == Attempt::Kind::Retry)
+                    a.error = "recording " + std::string(outcome_name(was)) + ": " + s.error().message;
             }
             return a;
         };

@@ -52,18 +52,18 @@ struct WorkerRow {
     std::string worker;
     std::string host;
     int64_t pid = 0;
-    std::string labels;          // "rack=r1,zone=a" as given; "" = every node
-    int64_t started_ms = 0;      // server clock
-    int64_t heartbeat_ms = 0;    // server clock
-    int64_t expires_ms = 0;      // heartbeat + ttl: not live after this
-    int64_t heartbeat_age_ms = 0;  // how long ago, by the server's clock
+    std::string labels;              // "rack=r1,zone=a" as given; "" = every node
+    int64_t started_ms = 0;          // server clock
+    int64_t heartbeat_ms = 0;        // server clock
+    int64_t expires_ms = 0;          // heartbeat + ttl: not live after this
+    int64_t heartbeat_age_ms = 0;    // how long ago, by the server's clock
     std::vector<std::string> nodes;  // held now, by node name
 };
 
 // What a worker's heartbeat has done, for its metrics.
 struct LeaseCounters {
-    int64_t renewals = 0;  // leases extended
-    int64_t losses = 0;    // leases found taken over (fenced)
+    int64_t renewals = 0;    // leases extended
+    int64_t losses = 0;      // leases found taken over (fenced)
     int64_t reconnects = 0;  // connections made again after the server went away
 };
 

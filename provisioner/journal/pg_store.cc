@@ -37,7 +37,6 @@ constexpr const char* kUnavailable = "unavailable";
 // The LISTEN/NOTIFY channel that wakes waiting workers (leases.h on_wake).
 #define KILN_PG_CHANNEL "kiln_work"
 
-
 // Versioned migrations, applied in order inside one transaction under the
 // migrate lock; kiln_schema holds one row per applied version. A database
 // holding a version past the last one here was written by a newer kiln.
@@ -366,8 +365,8 @@ private:
     PgOptions options_;
     PGconn* conn_ = nullptr;
     bool in_transaction_ = false;
-    bool lost_ = false;            // the connection broke during this operation
-    bool commit_unknown_ = false;  // ... after sending what could have committed
+    bool lost_ = false;                   // the connection broke during this operation
+    bool commit_unknown_ = false;         // ... after sending what could have committed
     std::atomic<int64_t> reconnects_{0};  // read by metrics scrapes without the store's lock
 };
 
@@ -443,22 +442,33 @@ std::string default_worker_id() {
 class PgStore : public Store, public Leases {
 public:
     PgStore(std::unique_ptr<Connection> conn, bool read_only, std::string url, PgOptions options)
-        : db_(std::move(conn)), read_only_(read_only), worker_(default_worker_id()), url_(std::move(url)),
+        : db_(std::move(conn)),
+          read_only_(read_only),
+          worker_(default_worker_id()),
+          url_(std::move(url)),
           options_(std::move(options)) {}
 
     Leases* leases() override { return read_only_ ? nullptr : this; }
 
     Result<int64_t> begin_run(const RunInfo& info) override {
-        return write<int64_t>("start a run", [&]() -> Result<int64_t> {
-            auto r = db_->exec("start a run",
-                               "WITH r AS (INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
-                               "VALUES($1,$2,$3,$4,'running',$5) RETURNING id) "
-                               "SELECT id, pg_notify('" KILN_PG_CHANNEL "', 'run') FROM r",
-                               Params().add(info.command).add(info.fleet_path).add(info.fleet_sha256)
-                                   .add(info.kiln_version).add(now_ms()));
-            if (!r) return r.error();
-            return r->integer(0, 0);
-        }, Again::Unsent);
+        return write<int64_t>(
+            "start a run",
+            [&]() -> Result<int64_t> {
+                auto r = db_->exec(
+                    "start a run",
+                    "WITH r AS (INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
+                    "VALUES($1,$2,$3,$4,'running',$5) RETURNING id) "
+                    "SELECT id, pg_notify('" KILN_PG_CHANNEL "', 'run') FROM r",
+                    Params()
+                        .add(info.command)
+                        .add(info.fleet_path)
+                        .add(info.fleet_sha256)
+                        .add(info.kiln_version)
+                        .add(now_ms()));
+                if (!r) return r.error();
+                return r->integer(0, 0);
+            },
+            Again::Unsent);
     }
 
     Status end_run(int64_t run_id, const std::string& status) override {
@@ -504,29 +514,45 @@ public:
 
     Status record_stage(const StageRecord& rec) override {
         // One transaction: the result row and the verified hash land together.
-        return write<void>("record a stage", [&]() -> Status {
-            const std::string what = "record stage " + rec.node + "/" + rec.stage;
-            return db_->transaction(what, [&]() -> Status {
-                if (auto f = fence(rec.node); !f) return f;
-                auto r = db_->exec(what,
-                                   "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
-                                   "attempts, actions, started_ms, ended_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-                                   Params().add(rec.run_id).add(rec.node).add(rec.stage).add(rec.input_hash)
-                                       .add(rec.outcome).add(rec.error).add(rec.attempts).add(rec.actions)
-                                       .add(rec.started_ms).add(rec.ended_ms));
-                if (!r) return r.error();
-                if (rec.outcome != "verified" && rec.outcome != "skipped") return ok_status();
-                auto v = db_->exec(what,
-                                   "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
-                                   "VALUES($1,$2,$3,$4,$5) ON CONFLICT(node, stage) DO UPDATE SET "
-                                   "input_hash=excluded.input_hash, run_id=excluded.run_id, "
-                                   "verified_ms=excluded.verified_ms",
-                                   Params().add(rec.node).add(rec.stage).add(rec.input_hash).add(rec.run_id)
-                                       .add(rec.ended_ms ? rec.ended_ms : now_ms()));
-                if (!v) return v.error();
-                return ok_status();
-            });
-        }, Again::Unsent);
+        return write<void>(
+            "record a stage",
+            [&]() -> Status {
+                const std::string what = "record stage " + rec.node + "/" + rec.stage;
+                return db_->transaction(what, [&]() -> Status {
+                    if (auto f = fence(rec.node); !f) return f;
+                    auto r =
+                        db_->exec(what,
+                                  "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
+                                  "attempts, actions, started_ms, ended_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+                                  Params()
+                                      .add(rec.run_id)
+                                      .add(rec.node)
+                                      .add(rec.stage)
+                                      .add(rec.input_hash)
+                                      .add(rec.outcome)
+                                      .add(rec.error)
+                                      .add(rec.attempts)
+                                      .add(rec.actions)
+                                      .add(rec.started_ms)
+                                      .add(rec.ended_ms));
+                    if (!r) return r.error();
+                    if (rec.outcome != "verified" && rec.outcome != "skipped") return ok_status();
+                    auto v = db_->exec(what,
+                                       "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
+                                       "VALUES($1,$2,$3,$4,$5) ON CONFLICT(node, stage) DO UPDATE SET "
+                                       "input_hash=excluded.input_hash, run_id=excluded.run_id, "
+                                       "verified_ms=excluded.verified_ms",
+                                       Params()
+                                           .add(rec.node)
+                                           .add(rec.stage)
+                                           .add(rec.input_hash)
+                                           .add(rec.run_id)
+                                           .add(rec.ended_ms ? rec.ended_ms : now_ms()));
+                    if (!v) return v.error();
+                    return ok_status();
+                });
+            },
+            Again::Unsent);
     }
 
     Status forget_verified(const std::string& node, const std::string& stage) override {
@@ -544,22 +570,25 @@ public:
                                  const std::string& action_id, const std::string& description) override {
         // The gate before every side effect: under a lease, the row is
         // written only while the lease's generation is still ours.
-        return write<int64_t>("record an action", [&]() -> Result<int64_t> {
-            const std::string what = "record action " + action_id + " of " + node;
-            int64_t id = 0;
-            auto s = fenced(node, what, [&]() -> Status {
-                auto r = db_->exec(what,
-                                   "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
-                                   "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
-                                   Params().add(run_id).add(node).add(stage).add(action_id).add(description)
-                                       .add(now_ms()));
-                if (!r) return r.error();
-                id = r->integer(0, 0);
-                return ok_status();
-            });
-            if (!s) return s.error();
-            return id;
-        }, Again::Unsent);
+        return write<int64_t>(
+            "record an action",
+            [&]() -> Result<int64_t> {
+                const std::string what = "record action " + action_id + " of " + node;
+                int64_t id = 0;
+                auto s = fenced(node, what, [&]() -> Status {
+                    auto r = db_->exec(
+                        what,
+                        "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
+                        "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
+                        Params().add(run_id).add(node).add(stage).add(action_id).add(description).add(now_ms()));
+                    if (!r) return r.error();
+                    id = r->integer(0, 0);
+                    return ok_status();
+                });
+                if (!s) return s.error();
+                return id;
+            },
+            Again::Unsent);
     }
 
     Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
@@ -581,17 +610,25 @@ public:
     }
 
     Status record_event(const EventRecord& e) override {
-        return write<void>("record an event", [&]() -> Status {
-            return fenced(e.node, "record event " + e.kind, [&]() -> Status {
-                auto r = db_->exec("record event " + e.kind,
-                                   "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                   "VALUES($1,$2,$3,$4,$5,$6)",
-                                   Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.node).add(e.stage)
-                                       .add(e.kind).add(e.message));
-                if (!r) return r.error();
-                return ok_status();
-            });
-        }, Again::Unsent);
+        return write<void>(
+            "record an event",
+            [&]() -> Status {
+                return fenced(e.node, "record event " + e.kind, [&]() -> Status {
+                    auto r = db_->exec("record event " + e.kind,
+                                       "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                       "VALUES($1,$2,$3,$4,$5,$6)",
+                                       Params()
+                                           .add(e.run_id)
+                                           .add(e.ts_ms ? e.ts_ms : now_ms())
+                                           .add(e.node)
+                                           .add(e.stage)
+                                           .add(e.kind)
+                                           .add(e.message));
+                    if (!r) return r.error();
+                    return ok_status();
+                });
+            },
+            Again::Unsent);
     }
 
     Status set_node_state(const NodeState& s) override {
@@ -670,86 +707,91 @@ public:
     Result<std::variant<Lease, LeaseHolder>> claim(const std::string& node, const std::string& stage,
                                                    std::chrono::milliseconds ttl) override {
         using R = std::variant<Lease, LeaseHolder>;
-        return write<R>("claim a node", [&]() -> Result<R> {
-            const std::string what = "claim " + node + "/" + stage;
-            const int64_t ttl_ms = ttl.count();
-            const auto asked = std::chrono::steady_clock::now();
-            R out = LeaseHolder{};
-            auto s = db_->transaction(what, [&]() -> Status {
-                auto ins = db_->exec(what,
-                                     "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                                     "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW ") "
-                                     "ON CONFLICT(node) DO NOTHING RETURNING generation",
-                                     Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                if (!ins) return ins.error();
-                std::string previous, previous_stage;
-                int64_t previous_generation = 0;
-                if (ins->count() == 0) {
-                    // Row locked by another claimer right now: not waited on.
-                    auto row = db_->exec(what,
-                                         "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                         ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
-                                         Params().add(node));
-                    if (!row) return row.error();
-                    if (row->count() == 0) {
-                        out = LeaseHolder{"(claiming)", 0, 0};
-                        return ok_status();
+        return write<R>(
+            "claim a node",
+            [&]() -> Result<R> {
+                const std::string what = "claim " + node + "/" + stage;
+                const int64_t ttl_ms = ttl.count();
+                const auto asked = std::chrono::steady_clock::now();
+                R out = LeaseHolder{};
+                auto s = db_->transaction(what, [&]() -> Status {
+                    auto ins =
+                        db_->exec(what,
+                                  "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                                  "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                                  ") "
+                                  "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                                  Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                    if (!ins) return ins.error();
+                    std::string previous, previous_stage;
+                    int64_t previous_generation = 0;
+                    if (ins->count() == 0) {
+                        // Row locked by another claimer right now: not waited on.
+                        auto row = db_->exec(what,
+                                             "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
+                                             ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                             Params().add(node));
+                        if (!row) return row.error();
+                        if (row->count() == 0) {
+                            out = LeaseHolder{"(claiming)", 0, 0};
+                            return ok_status();
+                        }
+                        previous = row->text(0, 0);
+                        previous_generation = row->integer(0, 1);
+                        const bool expired = row->text(0, 3) == "t";
+                        previous_stage = row->text(0, 4);
+                        if (!previous.empty() && previous != worker_ && !expired) {
+                            out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                            return ok_status();
+                        }
+                        auto up = db_->exec(what,
+                                            "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
+                                            "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                                            " WHERE node=$1 RETURNING generation",
+                                            Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                        if (!up) return up.error();
+                        out = Lease{node, stage, worker_, up->integer(0, 0)};
+                    } else {
+                        out = Lease{node, stage, worker_, ins->integer(0, 0)};
                     }
-                    previous = row->text(0, 0);
-                    previous_generation = row->integer(0, 1);
-                    const bool expired = row->text(0, 3) == "t";
-                    previous_stage = row->text(0, 4);
-                    if (!previous.empty() && previous != worker_ && !expired) {
-                        out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
-                        return ok_status();
+                    const auto& lease = std::get<Lease>(out);
+                    // Asking again for the stage it holds (waiting on a slot)
+                    // is not news for the journal.
+                    if (previous == worker_ && previous_stage == stage) return ok_status();
+                    std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
+                                          std::to_string(lease.generation) + ")";
+                    if (!previous.empty() && previous != worker_) {
+                        // Its holder died or stalled: what it started and never
+                        // ended is closed here; the stage observes what really
+                        // happened before planning anything.
+                        auto orphans = db_->exec(
+                            what,
+                            "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                            "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                            Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
+                                                                 std::to_string(previous_generation) +
+                                                                 ") before ending this action; re-observed"));
+                        if (!orphans) return orphans.error();
+                        message += ", taking over from " + previous + " (generation " +
+                                   std::to_string(previous_generation) + ", expired)";
+                        if (orphans->count() > 0)
+                            message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
                     }
-                    auto up = db_->exec(what,
-                                        "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
-                                        "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
-                                        " WHERE node=$1 RETURNING generation",
-                                        Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                    if (!up) return up.error();
-                    out = Lease{node, stage, worker_, up->integer(0, 0)};
-                } else {
-                    out = Lease{node, stage, worker_, ins->integer(0, 0)};
+                    auto ev = db_->exec(what,
+                                        "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                        "VALUES(0, $1, $2, $3, 'lease', $4)",
+                                        Params().add(now_ms()).add(node).add(stage).add(message));
+                    if (!ev) return ev.error();
+                    return ok_status();
+                });
+                if (!s) return s.error();
+                if (auto* lease = std::get_if<Lease>(&out)) {
+                    held_[node] = *lease;
+                    fresh_[node] = {asked, ttl};
                 }
-                const auto& lease = std::get<Lease>(out);
-                // Asking again for the stage it holds (waiting on a slot)
-                // is not news for the journal.
-                if (previous == worker_ && previous_stage == stage) return ok_status();
-                std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
-                                      std::to_string(lease.generation) + ")";
-                if (!previous.empty() && previous != worker_) {
-                    // Its holder died or stalled: what it started and never
-                    // ended is closed here; the stage observes what really
-                    // happened before planning anything.
-                    auto orphans = db_->exec(what,
-                                             "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
-                                             "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
-                                             Params().add(node).add(now_ms())
-                                                 .add("worker " + previous + " lost its lease (generation " +
-                                                      std::to_string(previous_generation) +
-                                                      ") before ending this action; re-observed"));
-                    if (!orphans) return orphans.error();
-                    message += ", taking over from " + previous + " (generation " +
-                               std::to_string(previous_generation) + ", expired)";
-                    if (orphans->count() > 0)
-                        message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
-                }
-                auto ev = db_->exec(what,
-                                    "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                    "VALUES(0, $1, $2, $3, 'lease', $4)",
-                                    Params().add(now_ms()).add(node).add(stage).add(message));
-                if (!ev) return ev.error();
-                return ok_status();
-            });
-            if (!s) return s.error();
-            if (auto* lease = std::get_if<Lease>(&out)) {
-                held_[node] = *lease;
-                fresh_[node] = {asked, ttl};
-            }
-            return out;
-        }, Again::Unsent);
+                return out;
+            },
+            Again::Unsent);
     }
 
     Result<std::vector<std::string>> renew(std::chrono::milliseconds ttl) override {
@@ -820,40 +862,49 @@ public:
         // One order for every worker: concurrent first inserts of the same
         // keys cannot deadlock.
         std::sort(limits.begin(), limits.end());
-        return write<R>("take slots", [&]() -> Result<R> {
-            const std::string what = "take fleet-wide slots for " + node;
-            R full;
-            auto s = db_->transaction(what, [&]() -> Status {
-                for (const auto& [key, capacity] : limits) {
-                    auto made = db_->exec(what,
-                                          "INSERT INTO slots(key, slot) SELECT $1, g "
-                                          "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
-                                          Params().add(key).add(capacity));
-                    if (!made) return made.error();
-                    // The node's own slot first: taking again keeps it.
-                    auto free = db_->exec(what,
-                                          "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
-                                          "lease_until_ms < " KILN_PG_NOW " OR (worker=$3 AND node=$4)) "
-                                          "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
-                                          Params().add(key).add(capacity).add(worker_).add(node));
-                    if (!free) return free.error();
-                    if (free->count() == 0) {
-                        full = key;
-                        // Undo the slots taken so far: all or none.
-                        return make_error("journal", "slots.full", key);
+        return write<R>(
+            "take slots",
+            [&]() -> Result<R> {
+                const std::string what = "take fleet-wide slots for " + node;
+                R full;
+                auto s = db_->transaction(what, [&]() -> Status {
+                    for (const auto& [key, capacity] : limits) {
+                        auto made = db_->exec(what,
+                                              "INSERT INTO slots(key, slot) SELECT $1, g "
+                                              "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
+                                              Params().add(key).add(capacity));
+                        if (!made) return made.error();
+                        // The node's own slot first: taking again keeps it.
+                        auto free =
+                            db_->exec(what,
+                                      "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
+                                      "lease_until_ms < " KILN_PG_NOW
+                                      " OR (worker=$3 AND node=$4)) "
+                                      "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
+                                      Params().add(key).add(capacity).add(worker_).add(node));
+                        if (!free) return free.error();
+                        if (free->count() == 0) {
+                            full = key;
+                            // Undo the slots taken so far: all or none.
+                            return make_error("journal", "slots.full", key);
+                        }
+                        auto took = db_->exec(what,
+                                              "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
+                                              " + $5::bigint WHERE key=$1 AND slot=$2::int",
+                                              Params()
+                                                  .add(key)
+                                                  .add(free->integer(0, 0))
+                                                  .add(worker_)
+                                                  .add(node)
+                                                  .add(static_cast<int64_t>(ttl.count())));
+                        if (!took) return took.error();
                     }
-                    auto took = db_->exec(what,
-                                          "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
-                                          " + $5::bigint WHERE key=$1 AND slot=$2::int",
-                                          Params().add(key).add(free->integer(0, 0)).add(worker_).add(node)
-                                              .add(static_cast<int64_t>(ttl.count())));
-                    if (!took) return took.error();
-                }
-                return ok_status();
-            });
-            if (!s && !full) return s.error();
-            return full;
-        }, Again::Unsent);
+                    return ok_status();
+                });
+                if (!s && !full) return s.error();
+                return full;
+            },
+            Again::Unsent);
     }
 
     Status release_slots(const std::string& node) override {
@@ -916,12 +967,16 @@ public:
             if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
             auto r = db_->exec("register worker " + worker_,
                                "INSERT INTO workers(worker, host, pid, labels, started_ms, heartbeat_ms, expires_ms) "
-                               "VALUES($1, $2, $3, $4, " KILN_PG_NOW ", " KILN_PG_NOW ", " KILN_PG_NOW " + $5::bigint) "
+                               "VALUES($1, $2, $3, $4, " KILN_PG_NOW ", " KILN_PG_NOW ", " KILN_PG_NOW
+                               " + $5::bigint) "
                                "ON CONFLICT(worker) DO UPDATE SET host=excluded.host, pid=excluded.pid, "
                                "labels=excluded.labels, started_ms=excluded.started_ms, "
                                "heartbeat_ms=excluded.heartbeat_ms, expires_ms=excluded.expires_ms",
-                               Params().add(worker_).add(std::string(host[0] ? host : "host"))
-                                   .add(static_cast<int64_t>(getpid())).add(labels)
+                               Params()
+                                   .add(worker_)
+                                   .add(std::string(host[0] ? host : "host"))
+                                   .add(static_cast<int64_t>(getpid()))
+                                   .add(labels)
                                    .add(static_cast<int64_t>(ttl.count())));
             if (!r) return r.error();
             registered_ = true;
@@ -932,8 +987,8 @@ public:
     Status deregister_worker() override {
         return write<void>("deregister a worker", [&]() -> Status {
             if (!registered_) return ok_status();
-            auto r = db_->exec("deregister worker " + worker_, "DELETE FROM workers WHERE worker=$1",
-                               Params().add(worker_));
+            auto r =
+                db_->exec("deregister worker " + worker_, "DELETE FROM workers WHERE worker=$1", Params().add(worker_));
             if (!r) return r.error();
             registered_ = false;
             return ok_status();
@@ -969,15 +1024,15 @@ public:
             auto r = db_->exec("read the live workers",
                                "SELECT w.worker, w.host, w.pid, w.labels, w.started_ms, w.heartbeat_ms, w.expires_ms, "
                                "coalesce((SELECT string_agg(l.node, ',' ORDER BY l.node COLLATE \"C\") FROM leases l "
-                               "WHERE l.worker = w.worker AND l.lease_until_ms >= " KILN_PG_NOW "), ''), "
-                               KILN_PG_NOW " - w.heartbeat_ms "
-                               "FROM workers w WHERE w.expires_ms >= " KILN_PG_NOW
-                               " ORDER BY w.worker COLLATE \"C\"");
+                               "WHERE l.worker = w.worker AND l.lease_until_ms >= " KILN_PG_NOW "), ''), " KILN_PG_NOW
+                               " - w.heartbeat_ms "
+                               "FROM workers w WHERE w.expires_ms >= " KILN_PG_NOW " ORDER BY w.worker COLLATE \"C\"");
             if (!r) return r.error();
             R out;
             for (int i = 0; i < r->count(); ++i) {
-                WorkerRow w{r->text(i, 0), r->text(i, 1), r->integer(i, 2), r->text(i, 3),
-                            r->integer(i, 4), r->integer(i, 5), r->integer(i, 6), r->integer(i, 8), {}};
+                WorkerRow w{r->text(i, 0),    r->text(i, 1),    r->integer(i, 2),
+                            r->text(i, 3),    r->integer(i, 4), r->integer(i, 5),
+                            r->integer(i, 6), r->integer(i, 8), {}};
                 const std::string nodes = r->text(i, 7);
                 for (size_t a = 0; a < nodes.size();) {
                     size_t b = nodes.find(',', a);

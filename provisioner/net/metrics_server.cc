@@ -26,8 +26,8 @@ MHD_Result answer(MHD_Connection* conn, unsigned status, const std::string& body
     return ret;
 }
 
-MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*,
-                      const char*, size_t* upload_size, void** state) {
+MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*, const char*,
+                      size_t* upload_size, void** state) {
     // The first call for a request only announces it.
     if (*state == nullptr) {
         static int marker;
@@ -70,10 +70,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& l
     addr.sin_port = htons(static_cast<uint16_t>(port));
     std::unique_ptr<MetricsServer> s(new MetricsServer());
     s->render_ = std::move(render);
-    s->daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(port),
-                                  nullptr, nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR,
-                                  reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                                  MHD_OPTION_END);
+    s->daemon_ =
+        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(port), nullptr,
+                         nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
+                         MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
     if (!s->daemon_)
         return make_error("metrics", "metrics.listen",
                           fmt::format("--metrics-listen '{}': cannot listen there (address in use?)", listen));

@@ -21,8 +21,7 @@ class MetricsServer {
 public:
     // `listen` is "HOST:PORT" (IPv4; port 0 picks a free one). `render` is
     // called on the server's thread for each scrape.
-    static Result<std::unique_ptr<MetricsServer>> start(const std::string& listen,
-                                                        std::function<std::string()> render);
+    static Result<std::unique_ptr<MetricsServer>> start(const std::string& listen, std::function<std::string()> render);
     ~MetricsServer();
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
