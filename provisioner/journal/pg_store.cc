@@ -454,18 +454,18 @@ public:
         return write<int64_t>(
             "start a run",
             [&]() -> Result<int64_t> {
-                auto r = db_->exec(
-                    "start a run",
-                    "WITH r AS (INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
-                    "VALUES($1,$2,$3,$4,'running',$5) RETURNING id) "
-                    "SELECT id, pg_notify('" KILN_PG_CHANNEL "', 'run') FROM r",
-                    Params()
-                        .add(info.command)
-                        .add(info.fleet_path)
-                        .add(info.fleet_sha256)
-                        .add(info.kiln_version)
-                        .add(now_ms()));
+                auto r =
+                    db_->exec("start a run",
+                              "INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
+                              "VALUES($1,$2,$3,$4,'running',$5) RETURNING id",
+                              Params()
+                                  .add(info.command)
+                                  .add(info.fleet_path)
+                                  .add(info.fleet_sha256)
+                                  .add(info.kiln_version)
+                                  .add(now_ms()));
                 if (!r) return r.error();
+                notify("run");
                 return r->integer(0, 0);
             },
             Again::Unsent);
@@ -844,13 +844,12 @@ public:
                 fresh_.erase(node);
             }
             if (!generation) return ok_status();
-            // Delivered at commit to every listening worker.
             auto r = db_->exec("release the lease of " + node,
-                               "WITH r AS (UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
-                               "AND generation=$3 RETURNING node) "
-                               "SELECT pg_notify('" KILN_PG_CHANNEL "', 'node:' || node) FROM r",
+                               "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
+                               "AND generation=$3",
                                Params().add(node).add(worker_).add(*generation));
             if (!r) return r.error();
+            if (r->affected() > 0) notify("node:" + node);
             return ok_status();
         });
     }
@@ -910,11 +909,11 @@ public:
     Status release_slots(const std::string& node) override {
         return write<void>("release slots", [&]() -> Status {
             auto r = db_->exec("release the slots of " + node,
-                               "WITH r AS (UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
-                               "node=$2 AND key <> $3 RETURNING 1) "
-                               "SELECT pg_notify('" KILN_PG_CHANNEL "', 'slots') WHERE EXISTS (SELECT 1 FROM r)",
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
+                               "node=$2 AND key <> $3",
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
+            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -932,11 +931,11 @@ public:
         return write<void>("release an unavailable slot", [&]() -> Status {
             unavailable_.erase(node);
             auto r = db_->exec("give back the unavailable slot of " + node,
-                               "WITH r AS (UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
-                               "node=$2 AND key=$3 RETURNING 1) "
-                               "SELECT pg_notify('" KILN_PG_CHANNEL "', 'slots') WHERE EXISTS (SELECT 1 FROM r)",
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
+                               "node=$2 AND key=$3",
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
+            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -1061,6 +1060,16 @@ public:
     }
 
 private:
+    // Wakes listening workers (on_wake). A statement of its own, after the
+    // write it announces committed: a transaction that notifies holds a
+    // server-wide lock from its commit until its commit record is flushed,
+    // which would serialise every worker's commits behind one fsync; this
+    // one writes nothing, so it commits without a flush. Best effort: the
+    // bounded poll covers a lost wake-up.
+    void notify(const std::string& payload) {
+        (void)db_->exec("wake waiting workers", "SELECT pg_notify('" KILN_PG_CHANNEL "', $1)", Params().add(payload));
+    }
+
     // Inside a transaction: fails with "lease.lost" unless the node's lease
     // row still names this worker at the generation it claimed. FOR SHARE
     // holds off a takeover until this transaction ends.
