@@ -296,7 +296,9 @@ TEST_CASE("worker: bad flags and a journal file are refused before anything runs
                                                std::vector<std::string>{"--label", "rack=r1", "--label", "rack=r2"},
                                                std::vector<std::string>{"--label", "rack=r9"},
                                                std::vector<std::string>{"--lease-ttl", "10ms"},
-                                               std::vector<std::string>{"--poll", "soon"}}) {
+                                               std::vector<std::string>{"--poll", "soon"},
+                                               std::vector<std::string>{"--store-reconnect", "soon"},
+                                               std::vector<std::string>{"--metrics-listen", "nowhere"}}) {
         std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", "postgresql:///nowhere?host=/nonexistent",
                                          "worker", fleet};
         argv.insert(argv.end(), bad.begin(), bad.end());
