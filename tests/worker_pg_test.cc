@@ -292,13 +292,12 @@ TEST_CASE("worker: bad flags and a journal file are refused before anything runs
     auto no_store = run_child({KILN_TEST_DRIVER, "worker", fleet}, ledger_env(ledger));
     REQUIRE(no_store.exit_code == 1);
     REQUIRE(no_store.err.find("PostgreSQL store") != std::string::npos);
-    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--label", "rack"},
-                                               std::vector<std::string>{"--label", "rack=r1", "--label", "rack=r2"},
-                                               std::vector<std::string>{"--label", "rack=r9"},
-                                               std::vector<std::string>{"--lease-ttl", "10ms"},
-                                               std::vector<std::string>{"--poll", "soon"},
-                                               std::vector<std::string>{"--store-reconnect", "soon"},
-                                               std::vector<std::string>{"--metrics-listen", "nowhere"}}) {
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"--label", "rack"},
+          std::vector<std::string>{"--label", "rack=r1", "--label", "rack=r2"},
+          std::vector<std::string>{"--label", "rack=r9"}, std::vector<std::string>{"--lease-ttl", "10ms"},
+          std::vector<std::string>{"--poll", "soon"}, std::vector<std::string>{"--store-reconnect", "soon"},
+          std::vector<std::string>{"--metrics-listen", "nowhere"}}) {
         std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", "postgresql:///nowhere?host=/nonexistent",
                                          "worker", fleet};
         argv.insert(argv.end(), bad.begin(), bad.end());

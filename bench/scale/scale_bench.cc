@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
     for (const auto& s : stages) registry.add(std::make_shared<NoopStage>(s));
     const auto fleet = make_fleet(nodes, parallel, stages);
 
-    auto store = store_url.empty() ? kiln::journal::open_sqlite_store(sqlite, {})
-                                   : kiln::journal::open_pg_store(store_url, {});
+    auto store =
+        store_url.empty() ? kiln::journal::open_sqlite_store(sqlite, {}) : kiln::journal::open_pg_store(store_url, {});
     if (!store) return std::fprintf(stderr, "%s\n", store.error().str().c_str()), 1;
     kiln::engine::RunOptions opts;
     opts.command = store_url.empty() ? "apply" : "worker";
@@ -107,10 +107,14 @@ int main(int argc, char** argv) {
     if (!report) return std::fprintf(stderr, "%s\n", report.error().str().c_str()), 1;
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    nlohmann::json j = {{"worker", worker_id},  {"store", store_url.empty() ? "sqlite" : "postgresql"},
-                        {"status", report->status}, {"wall_s", wall},
-                        {"actions", report->actions}, {"stages_run", report->stages_run},
-                        {"stages_skipped", report->stages_skipped}, {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
+    nlohmann::json j = {{"worker", worker_id},
+                        {"store", store_url.empty() ? "sqlite" : "postgresql"},
+                        {"status", report->status},
+                        {"wall_s", wall},
+                        {"actions", report->actions},
+                        {"stages_run", report->stages_run},
+                        {"stages_skipped", report->stages_skipped},
+                        {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
     std::ofstream(out) << j.dump(2) << "\n";
     return report->status == "completed" ? 0 : 1;
 }
