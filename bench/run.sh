@@ -7,6 +7,8 @@ mkdir -p bench/results
 echo "bench/engine: 10,000 nodes x 6 no-op stages"
 build/bench/kiln-bench-engine --nodes "${KILN_BENCH_NODES:-10000}" --out bench/results/engine.json \
   --work build/bench-work
+echo "bench/scale: ${KILN_BENCH_SCALE_NODES:-10000} nodes x 6 no-op stages on PostgreSQL with 1, 2 and 4 workers vs SQLite"
+bench/scale/run.sh > /dev/null
 echo "bench/smoke: kiln-smoke CPU path (1, 2 and 3 ranks) and the report's Chromium render"
 bench/smoke/cpu_smoke_bench.sh > /dev/null
 echo "bench/smoke: the cpu floor's GEMM under TCG (qemu-user), idle and beside two CPU hogs, one timing vs repeated"

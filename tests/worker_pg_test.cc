@@ -10,7 +10,10 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -97,6 +100,27 @@ bool wait_until(F&& ready, int seconds) {
     return true;
 }
 
+// The most nodes out of service at once as the ledger shows it: a node is
+// out from its first side effect to its last (a lower bound of the real
+// overlap, so a peak above a limit is a real breach).
+int peak_out_of_service(const std::string& ledger) {
+    std::ifstream in(ledger);
+    std::vector<std::string> order;  // node of each line, in write order
+    for (std::string line; std::getline(in, line);) order.push_back(line.substr(0, line.find(' ')));
+    std::map<std::string, std::pair<size_t, size_t>> span;  // node -> first, last line
+    for (size_t i = 0; i < order.size(); ++i) {
+        auto [it, fresh] = span.try_emplace(order[i], i, i);
+        if (!fresh) it->second.second = i;
+    }
+    int peak = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+        int out = 0;
+        for (const auto& [node, s] : span) out += (s.first <= i && i <= s.second) ? 1 : 0;
+        peak = std::max(peak, out);
+    }
+    return peak;
+}
+
 }  // namespace
 
 TEST_CASE("workers: three share a fleet, each side effect once, labels respected", "[worker][pg]") {
@@ -129,49 +153,86 @@ TEST_CASE("workers: three share a fleet, each side effect once, labels respected
     require_converged(url, fleet, ledger);
 }
 
-TEST_CASE("workers: SIGKILL of one worker at several points, the others finish, each side effect once",
-          "[worker][pg]") {
+TEST_CASE("workers: SIGKILL of workers at 20+ points, the others finish, each side effect once", "[worker][pg]") {
     NEED_CLUSTER(cluster);
-    const int nodes = 4;
-    const int rounds = 8;
-    for (int round = 0; round < rounds; ++round) {
-        TempDir dir;
-        const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
-        const auto ledger = dir.file("ledger");
-        const auto url = cluster->create_database();
-        // The first or second apply of the doomed worker's process: with
-        // the head start below, it reaches that point whatever the others do.
-        const int kill_at = 1 + (round / 2) % 2;
-        const bool after = round % 2 == 1;  // after the side effect, before its journal row ends
-        INFO("round " << round << ": kill at apply " << kill_at << (after ? " after" : " before") << " the write");
-        auto env = ledger_env(ledger, 20);
-        auto killer_env = env;
-        killer_env["KILN_TEST_KILL_AT"] = std::to_string(kill_at);
-        killer_env["KILN_TEST_KILL_PHASE"] = after ? "after" : "before";
-        RunningChild doomed(worker_argv(url, fleet, "doomed"), killer_env, dir.file("doomed"));
-        // A head start: the others join once it is dead or has done a side
-        // effect (then it holds its stage's slots until its next apply).
-        REQUIRE(wait_until([&] { return doomed.ended() || !LedgerStage::read_ledger(ledger).empty(); }, 120));
-        RunningChild w1(worker_argv(url, fleet, "w1"), env, dir.file("w1"));
-        RunningChild w2(worker_argv(url, fleet, "w2"), env, dir.file("w2"));
-        bool timed_out = false;
-        auto d = doomed.wait(300, &timed_out);
-        REQUIRE_FALSE(timed_out);
-        INFO(d.out << d.err);
-        REQUIRE(d.signal == SIGKILL);
-        for (auto* w : {&w1, &w2}) {
-            auto r = w->wait(300, &timed_out);
+    TempDir dir;
+    // 72 side effects; a doomed worker does at most two before it dies, so
+    // 24 kills leave work for the survivors.
+    const int nodes = 6, actions = 3;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    auto env = ledger_env(ledger, 20);
+    env["KILN_TEST_ACTIONS"] = std::to_string(actions);
+    auto argv = [&](const std::string& id) {
+        auto a = worker_argv(url, fleet, id);
+        a[a.size() - 3] = "1s";  // --lease-ttl: a dead worker's nodes come back sooner
+        return a;
+    };
+    std::mt19937 rng(20261205);
+    std::uniform_int_distribution<int> point(1, 2);
+    std::bernoulli_distribution after(0.5);
+    int kills = 0, kills_after = 0;
+    std::set<std::pair<size_t, bool>> points;  // (side effects done when killed, after the write)
+    // Two doomed workers at a time, each killing itself at its first or
+    // second side effect, before or after the write: the other of the pair
+    // (and the next pairs) carry on and take the dead one's nodes over.
+    for (int pair = 0; pair < 40 && kills < 24; ++pair) {
+        std::vector<std::unique_ptr<RunningChild>> doomed;
+        std::vector<bool> phase;
+        for (int k = 0; k < 2; ++k) {
+            auto e = env;
+            e["KILN_TEST_KILL_AT"] = std::to_string(point(rng));
+            phase.push_back(after(rng));
+            e["KILN_TEST_KILL_PHASE"] = phase.back() ? "after" : "before";
+            const std::string id = "d" + std::to_string(pair) + "-" + std::to_string(k);
+            doomed.push_back(std::make_unique<RunningChild>(argv(id), e, dir.file(id)));
+        }
+        for (size_t k = 0; k < doomed.size(); ++k) {
+            bool timed_out = false;
+            auto r = doomed[k]->wait(120, &timed_out);
             INFO(r.out << r.err);
             REQUIRE_FALSE(timed_out);
-            REQUIRE(r.exit_code == 0);
+            if (r.signal == SIGKILL) {
+                ++kills;
+                kills_after += phase[k] ? 1 : 0;
+                points.insert({LedgerStage::read_ledger(ledger).size(), phase[k]});
+            } else {
+                REQUIRE(r.exit_code == 0);  // no work left for it: never a failure
+            }
         }
-        require_exactly_once(ledger, nodes);
-        PgRaw raw(url);
-        // What the dead worker started and never ended was closed by the
-        // worker that took the node over, not left dangling or redone.
-        REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
-        require_converged(url, fleet, ledger);
+        for (const auto& [line, count] : LedgerStage::read_ledger(ledger)) {
+            INFO(line);
+            REQUIRE(count == 1);  // whatever happened, nothing done twice
+        }
     }
+    INFO(kills << " kills, " << kills_after << " after the write, at " << points.size() << " distinct points");
+    REQUIRE(kills >= 20);
+    REQUIRE(kills_after > 0);
+    REQUIRE(kills_after < kills);
+    REQUIRE(points.size() >= 8);
+
+    // The survivors take every dead worker's nodes over and finish.
+    RunningChild s1(argv("s1"), env, dir.file("s1"));
+    RunningChild s2(argv("s2"), env, dir.file("s2"));
+    for (auto* w : {&s1, &s2}) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    auto done = LedgerStage::read_ledger(ledger);
+    REQUIRE(done.size() == static_cast<size_t>(nodes * kStages * actions));
+    for (const auto& [line, count] : done) REQUIRE(count == 1);
+    PgRaw raw(url);
+    // What each dead worker started and never ended was closed by the one
+    // that took the node over, not left dangling or redone.
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
+    auto plan = run_child({KILN_TEST_DRIVER, "--store", url, "plan", fleet, "--detailed-exitcode"}, env);
+    INFO(plan.out << plan.err);
+    REQUIRE(plan.exit_code == 0);
 }
 
 TEST_CASE("workers: a worker stalled past its lease is fenced and does nothing more", "[worker][pg]") {
@@ -231,11 +292,12 @@ TEST_CASE("worker: bad flags and a journal file are refused before anything runs
     auto no_store = run_child({KILN_TEST_DRIVER, "worker", fleet}, ledger_env(ledger));
     REQUIRE(no_store.exit_code == 1);
     REQUIRE(no_store.err.find("PostgreSQL store") != std::string::npos);
-    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--label", "rack"},
-                                               std::vector<std::string>{"--label", "rack=r1", "--label", "rack=r2"},
-                                               std::vector<std::string>{"--label", "rack=r9"},
-                                               std::vector<std::string>{"--lease-ttl", "10ms"},
-                                               std::vector<std::string>{"--poll", "soon"}}) {
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"--label", "rack"},
+          std::vector<std::string>{"--label", "rack=r1", "--label", "rack=r2"},
+          std::vector<std::string>{"--label", "rack=r9"}, std::vector<std::string>{"--lease-ttl", "10ms"},
+          std::vector<std::string>{"--poll", "soon"}, std::vector<std::string>{"--store-reconnect", "soon"},
+          std::vector<std::string>{"--metrics-listen", "nowhere"}}) {
         std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", "postgresql:///nowhere?host=/nonexistent",
                                          "worker", fleet};
         argv.insert(argv.end(), bad.begin(), bad.end());
@@ -344,7 +406,7 @@ TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows
     INFO((s ? std::string() : s.error().str()));
     REQUIRE(s.ok());
     PgRaw raw(url);
-    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 2);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 3);
     REQUIRE(raw.text("SELECT to_regclass('leases') IS NOT NULL") == "t");
     REQUIRE(raw.text("SELECT state FROM node_state WHERE node = 'n1'") == "ready");
 }
@@ -387,4 +449,161 @@ TEST_CASE("workers: parallel and per_rack hold fleet-wide across three workers",
         PgRaw raw(url);
         REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // all given back
     }
+}
+
+TEST_CASE("workers: PostgreSQL restarted twice mid-run, they reconnect and finish, each side effect once",
+          "[worker][pg]") {
+    std::string why;
+    auto cluster = PgCluster::start(&why);  // its own: this test restarts the server
+    if (!cluster) {
+        kiln::test::report_skipped(why);
+        return;
+    }
+    TempDir dir;
+    const int nodes = 6;
+    const int total = nodes * kStages * kActions;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    std::vector<std::unique_ptr<RunningChild>> workers;
+    for (const char* id : {"w1", "w2", "w3"})
+        workers.push_back(
+            std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 40), dir.file(id)));
+    // Restart once a quarter of the work is done, and again at half.
+    for (const int fraction : {4, 2}) {
+        REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= size_t(total / fraction); }, 120));
+        const size_t before = LedgerStage::read_ledger(ledger).size();
+        INFO("restart at " << before << " of " << total << " side effects");
+        REQUIRE(before < size_t(total));
+        for (auto& w : workers) REQUIRE_FALSE(w->ended());  // every worker lives through the restart
+        REQUIRE(cluster->restart());
+    }
+    for (auto& w : workers) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    require_exactly_once(ledger, nodes);
+    PgRaw raw(url);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);  // none left open
+    REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);
+    // Each node-stage verified once: no stage result doubled by a re-sent write.
+    REQUIRE(raw.integer("SELECT count(*) FROM (SELECT node, stage FROM stage_results WHERE outcome = 'verified' "
+                        "GROUP BY node, stage HAVING count(*) > 1) d") == 0);
+    REQUIRE(raw.integer("SELECT count(DISTINCT (node, stage)) FROM stage_results WHERE outcome = 'verified'") ==
+            nodes * kStages);
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("workers: PostgreSQL down past --store-reconnect, they stop with a named error and lose nothing",
+          "[worker][pg]") {
+    std::string why;
+    auto cluster = PgCluster::start(&why);  // its own: this test stops the server
+    if (!cluster) {
+        kiln::test::report_skipped(why);
+        return;
+    }
+    TempDir dir;
+    const int nodes = 4;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 2");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    auto give_up_soon = [&](const char* id) {
+        auto argv = worker_argv(url, fleet, id);
+        argv.insert(argv.begin() + 1, {"--store-reconnect", "200ms"});
+        return argv;
+    };
+    RunningChild w1(give_up_soon("w1"), ledger_env(ledger, 40), dir.file("w1"));
+    RunningChild w2(give_up_soon("w2"), ledger_env(ledger, 40), dir.file("w2"));
+    REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= 4; }, 120));
+    REQUIRE(cluster->stop());
+    for (auto* w : {&w1, &w2}) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 1);
+        REQUIRE((r.out + r.err).find("the server did not come back within") != std::string::npos);
+    }
+    const auto stopped_at = LedgerStage::read_ledger(ledger);
+    for (const auto& [line, count] : stopped_at) REQUIRE(count == 1);
+
+    // Back up: a worker takes the dead ones' leases over once they expire,
+    // closes what they left open, and finishes with nothing done twice.
+    REQUIRE(cluster->restart());
+    auto finisher = run_child(worker_argv(url, fleet, "finisher"), ledger_env(ledger));
+    INFO(finisher.out << finisher.err);
+    REQUIRE(finisher.exit_code == 0);
+    require_exactly_once(ledger, nodes);
+    PgRaw raw(url);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("workers: max_unavailable holds fleet-wide across three workers", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    // Each worker alone would take up to max_unavailable nodes out: three
+    // would reach three times that without the database's slots.
+    for (const int limit : {1, 2}) {
+        INFO("max_unavailable = " << limit);
+        TempDir dir;
+        const int nodes = 6;
+        const auto fleet =
+            kiln::test::write_cli_fleet(dir, nodes, "parallel = 4\nmax_unavailable = " + std::to_string(limit));
+        const auto ledger = dir.file("ledger");
+        const auto url = cluster->create_database();
+        std::vector<std::unique_ptr<RunningChild>> workers;
+        for (const char* id : {"w1", "w2", "w3"})
+            workers.push_back(
+                std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 30), dir.file(id)));
+        for (auto& w : workers) {
+            bool timed_out = false;
+            auto r = w->wait(300, &timed_out);
+            INFO(r.out << r.err);
+            REQUIRE_FALSE(timed_out);
+            REQUIRE(r.exit_code == 0);
+        }
+        require_exactly_once(ledger, nodes);
+        const int peak = peak_out_of_service(ledger);
+        INFO("peak out of service " << peak);
+        REQUIRE(peak >= 1);
+        REQUIRE(peak <= limit);
+        PgRaw raw(url);
+        REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // all given back
+        REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE key = 'unavailable'") == limit);
+        require_converged(url, fleet, ledger);
+    }
+}
+
+TEST_CASE("workers: a worker waiting on a held node is woken by LISTEN/NOTIFY, not its poll", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    TempDir dir;
+    const auto fleet = kiln::test::write_cli_fleet(dir, 1, "parallel = 1");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    RunningChild holder(worker_argv(url, fleet, "holder"), ledger_env(ledger, 200), dir.file("holder"));
+    REQUIRE(wait_until([&] { return !LedgerStage::read_ledger(ledger).empty(); }, 120));
+    // The waiter polls every 300 s: it can only finish within the bound
+    // below if the holder's release wakes it (the holder needs about 2 s).
+    auto waiter_argv = worker_argv(url, fleet, "waiter");
+    waiter_argv[waiter_argv.size() - 3] = "300s";  // --lease-ttl
+    waiter_argv[waiter_argv.size() - 1] = "300s";  // --poll
+    RunningChild waiter(waiter_argv, ledger_env(ledger), dir.file("waiter"));
+    bool timed_out = false;
+    auto h = holder.wait(120, &timed_out);
+    INFO(h.out << h.err);
+    REQUIRE_FALSE(timed_out);
+    REQUIRE(h.exit_code == 0);
+    auto w = waiter.wait(120, &timed_out);
+    INFO(w.out << w.err);
+    REQUIRE_FALSE(timed_out);  // woken, since its first poll was 300 s away
+    REQUIRE(w.exit_code == 0);
+    require_exactly_once(ledger, 1);
+    PgRaw raw(url);
+    // It did claim the node, after the holder gave it back, and found it converged.
+    REQUIRE(claimed_by(raw, "waiter") == std::set<std::string>{"n1"});
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = (SELECT max(id) FROM runs)") == 0);
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -19,16 +20,18 @@
 #include "provisioner/cli/evidence_command.h"
 #include "provisioner/cli/firmware_command.h"
 #include "provisioner/cli/host_command.h"
-#include "provisioner/cli/vm_command.h"
-#include "provisioner/cli/worker_command.h"
 #include "provisioner/cli/image_command.h"
 #include "provisioner/cli/network_command.h"
 #include "provisioner/cli/report_command.h"
 #include "provisioner/cli/status_printer.h"
+#include "provisioner/cli/vm_command.h"
+#include "provisioner/cli/worker_command.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
+#include "provisioner/engine/run_metrics.h"
 #include "provisioner/journal/leases.h"
 #include "provisioner/journal/open_store.h"
+#include "provisioner/net/metrics_server.h"
 
 namespace kiln::cli {
 
@@ -41,6 +44,7 @@ struct Globals {
     std::string journal;
     std::string store;           // postgresql://... (replaces the fleet's [store])
     std::string store_password;  // env:NAME or file:PATH
+    std::string store_reconnect;  // a duration; "" = the store's default
     std::string log_format = "text";
     std::string pipelines;
 };
@@ -73,6 +77,17 @@ Result<journal::StoreSpec> store_spec(const Globals& g, const config::Fleet& fle
         auto p = Secret::parse(g.store_password, fs::current_path().string());
         if (!p) return make_error("cli", "store.password", "--store-password: " + p.error().message);
         spec.password = *p;
+    }
+    if (!g.store_reconnect.empty()) {
+        auto d = config::parse_duration(g.store_reconnect);
+        if (!d || d->count() < 0)
+            return make_error(
+                "cli", "store.reconnect",
+                "--store-reconnect '" + g.store_reconnect + "': expected a duration, as 60s (0s: no retry)");
+        if (!spec.postgres())
+            return make_error("cli", "store.reconnect",
+                              "--store-reconnect needs a PostgreSQL store (--store or [store])");
+        spec.reconnect_for = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
     }
     return spec;
 }
@@ -322,22 +337,49 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
         }
         lock.emplace(std::move(*l));
     }
+    StatusPrinter::Mode mode = as_json                  ? StatusPrinter::Mode::Json
+                               : g.log_format == "json" ? StatusPrinter::Mode::JsonLines
+                               : isatty(fileno(stdout)) ? StatusPrinter::Mode::Live
+                                                        : StatusPrinter::Mode::Lines;
+    StatusPrinter printer(mode, stdout);
+    // A worker's metrics: counted from the engine's events on their way to
+    // the printer, served before the store is touched so a bad address
+    // changes nothing.
+    std::atomic<journal::Leases*> metered{nullptr};
+    engine::RunMetrics metrics(&printer, [&metered]() {
+        auto* l = metered.load();
+        return l ? l->counters() : journal::LeaseCounters{};
+    });
+    std::unique_ptr<net::MetricsServer> metrics_server;
+    if (worker && !worker->metrics_listen.empty()) {
+        auto m = net::MetricsServer::start(worker->metrics_listen, [&metrics] { return metrics.render(); });
+        if (!m) {
+            print_error(m.error());
+            return 1;
+        }
+        metrics_server = std::move(*m);
+        std::fprintf(stderr, "kiln: metrics at %s\n", metrics_server->url().c_str());
+    }
     auto store = journal::open_store(*spec);
     if (!store) {
         print_error(store.error());
         return 1;
     }
-    if (worker && !worker->worker_id.empty()) {
-        if (auto* leases = (*store)->leases()) leases->set_worker_id(worker->worker_id);
+    journal::Leases* leases = (*store)->leases();
+    if (worker && leases) {
+        if (!worker->worker_id.empty()) leases->set_worker_id(worker->worker_id);
+        // Listed by `kiln workers` until its heartbeat stops.
+        if (auto r = leases->register_worker(labels_text(worker->labels), opts.lease_ttl); !r) {
+            print_error(r.error());
+            return 1;
+        }
+        metered = leases;
     }
-    StatusPrinter::Mode mode = as_json                    ? StatusPrinter::Mode::Json
-                               : g.log_format == "json"   ? StatusPrinter::Mode::JsonLines
-                               : isatty(fileno(stdout))   ? StatusPrinter::Mode::Live
-                                                          : StatusPrinter::Mode::Lines;
-    StatusPrinter printer(mode, stdout);
-    engine::Engine eng(*fleet, reg, store->get(), &printer, stop);
+    engine::Engine eng(*fleet, reg, store->get(), metrics_server ? static_cast<engine::EventSink*>(&metrics) : &printer,
+                       stop);
     auto report = eng.run(opts);
     printer.finish();
+    if (worker && leases) (void)leases->deregister_worker();
     if (!report) {
         print_error(report.error());
         return 1;
@@ -384,7 +426,17 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
         for (auto& s : *rows) states[s.node] = s;
     }
     // Workers on a PostgreSQL store hold no run lock: a node's state there
-    // is whatever its lease holder last wrote, not second-guessed here.
+    // is whatever its lease holder last wrote, not second-guessed here; the
+    // holder itself is shown beside it.
+    std::map<std::string, journal::LeaseRow> holders;
+    if (spec->postgres() && *store) {
+        auto held = (*store)->live_leases();
+        if (!held) {
+            print_error(held.error());
+            return 1;
+        }
+        for (auto& l : *held) holders[l.node] = l;
+    }
     const bool live_run = !spec->postgres() && journal::RunGuard::held(*spec);
     const bool can_tell = !spec->postgres();
     json nodes = json::array();
@@ -400,8 +452,16 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
             s.state = "pending";
             s.detail = "interrupted: the run stopped without finishing";
         }
-        nodes.push_back({{"name", s.node}, {"state", s.state}, {"stage", s.stage.empty() ? json(nullptr) : json(s.stage)},
-                         {"error", s.error.empty() ? json(nullptr) : json(s.error)}, {"detail", s.detail}});
+        json entry = {{"name", s.node},
+                      {"state", s.state},
+                      {"stage", s.stage.empty() ? json(nullptr) : json(s.stage)},
+                      {"error", s.error.empty() ? json(nullptr) : json(s.error)},
+                      {"detail", s.detail}};
+        if (spec->postgres()) {
+            auto h = holders.find(n.name);
+            entry["worker"] = h == holders.end() ? json(nullptr) : json(h->second.worker);
+        }
+        nodes.push_back(std::move(entry));
         shown.push_back(std::move(s));
     }
     if (as_json) {
@@ -410,11 +470,20 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
     }
     size_t wn = 4;
     for (const auto& s : shown) wn = std::max(wn, s.node.size());
-    std::printf("%s%s%sDETAIL\n", pad("NODE", wn + 1).c_str(), pad("STATE", 12).c_str(), pad("STAGE", 10).c_str());
+    // On a shared store, a WORKER column: who holds the node's lease now.
+    size_t hn = 0;
+    if (spec->postgres()) {
+        hn = 7;
+        for (const auto& [node, l] : holders) hn = std::max(hn, l.worker.size() + 1);
+    }
+    std::printf("%s%s%s%sDETAIL\n", pad("NODE", wn + 1).c_str(), pad("STATE", 12).c_str(), pad("STAGE", 10).c_str(),
+                hn ? pad("WORKER", hn).c_str() : "");
     std::map<std::string, int> counts;
     for (const auto& s : shown) {
         ++counts[s.state];
-        std::printf("%s%s%s%s\n", pad(s.node, wn + 1).c_str(), pad(s.state, 12).c_str(), pad(s.stage, 10).c_str(),
+        auto h = holders.find(s.node);
+        std::printf("%s%s%s%s%s\n", pad(s.node, wn + 1).c_str(), pad(s.state, 12).c_str(), pad(s.stage, 10).c_str(),
+                    hn ? pad(h == holders.end() ? "-" : h->second.worker, hn).c_str() : "",
                     (s.error.empty() ? s.detail : s.error).c_str());
     }
     std::string line;
@@ -422,6 +491,39 @@ int cmd_status(const std::string& fleet_path, bool as_json, const Globals& g, co
     std::printf("\n%zu node%s: %s%s\n", shown.size(), shown.size() == 1 ? "" : "s", line.c_str(),
                 live_run ? " (a run is in progress)" : "");
     return 0;
+}
+
+// ---- workers --------------------------------------------------------------
+
+int cmd_workers(const WorkersArgs& args, const Globals& g, const engine::StageRegistry& reg) {
+    auto fleet = load(args.fleet, g, reg);
+    if (!fleet) return 1;
+    auto spec = store_spec(g, *fleet);
+    if (!spec) {
+        print_error(spec.error());
+        return 1;
+    }
+    if (!spec->postgres()) {
+        print_error(make_error("cli", "workers.store",
+                               "kiln workers lists the workers of a PostgreSQL store: give --store postgresql://... "
+                               "or a [store] table in the fleet (the journal file has no workers)"));
+        return 1;
+    }
+    auto store = journal::open_store_reader(*spec);
+    if (!store) {
+        print_error(store.error());
+        return 1;
+    }
+    std::vector<journal::WorkerRow> rows;
+    if (*store) {  // no schema yet: no worker ever ran
+        auto w = (*store)->live_workers();
+        if (!w) {
+            print_error(w.error());
+            return 1;
+        }
+        rows = std::move(*w);
+    }
+    return print_workers(fleet->name, rows, args.as_json, stdout);
 }
 
 // ---- history --------------------------------------------------------------
@@ -514,6 +616,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
                    "journal in PostgreSQL, postgresql://[user@]host[:port]/db (no password in it; default: the "
                    "fleet's [store], else the journal file)");
     app.add_option("--store-password", g.store_password, "the store's password as env:NAME or file:PATH");
+    app.add_option("--store-reconnect", g.store_reconnect,
+                   "how long to keep reconnecting when the PostgreSQL server goes away mid-run (default 60s)");
     app.add_option("--log-format", g.log_format, "log lines as text or json")->check(CLI::IsMember({"text", "json"}));
     app.add_option("--pipelines", g.pipelines, "folder of pipeline files (default: the fleet's, else the shipped ones)");
     app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
@@ -572,6 +676,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
 
     WorkerArgs worker_args;
     auto* worker = add_worker_command(app, worker_args);
+    WorkersArgs workers_args;
+    auto* workers_cmd = add_workers_command(app, workers_args);
 
     auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
@@ -600,6 +706,7 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     }
     if (*worker) return cmd_apply(worker_args.fleet, opts, worker_args.as_json, g, registry, &worker_args);
     if (*status) return cmd_status(fleet, as_json, g, registry);
+    if (*workers_cmd) return cmd_workers(workers_args, g, registry);
     if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
     if (*stages_cmd) return cmd_stages(as_json, registry);
     if (*host_inspect) return cmd_host_inspect(host_args);

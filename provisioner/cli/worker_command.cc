@@ -1,6 +1,9 @@
 #include "provisioner/cli/worker_command.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "provisioner/config/fleet_loader.h"
 
@@ -43,7 +46,69 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
     worker->add_option("--worker-id", args.worker_id,
                        "this worker's name in the store (default HOST:PID:NONCE; must be unique)");
     worker->add_flag("--json", args.as_json, "JSON event stream on stdout, one object a line");
+    worker->add_option("--metrics-listen", args.metrics_listen,
+                       "serve Prometheus metrics at http://HOST:PORT/metrics while working (as 127.0.0.1:9464; "
+                       "port 0 picks a free one, printed on stderr)");
     return worker;
+}
+
+CLI::App* add_workers_command(CLI::App& app, WorkersArgs& args) {
+    auto* workers =
+        app.add_subcommand("workers", "the live workers of a PostgreSQL store: heartbeat, labels, nodes held");
+    workers->footer(
+        "\nA worker is live until its lease ttl has passed since its last heartbeat; a\n"
+        "worker killed with SIGKILL drops off the list then. See docs/store.md.");
+    workers->add_option("FLEET", args.fleet, "fleet config (TOML), for its [store]")->required();
+    workers->add_flag("--json", args.as_json, "as JSON");
+    return workers;
+}
+
+std::string labels_text(const std::vector<std::string>& labels) {
+    std::string out;
+    for (const auto& l : labels) out += (out.empty() ? "" : ",") + l;
+    return out;
+}
+
+int print_workers(const std::string& fleet_name, const std::vector<journal::WorkerRow>& workers, bool as_json,
+                  std::FILE* out) {
+    if (as_json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& w : workers)
+            list.push_back({{"worker", w.worker},
+                            {"host", w.host},
+                            {"pid", w.pid},
+                            {"labels", w.labels},
+                            {"started_ms", w.started_ms},
+                            {"heartbeat_ms", w.heartbeat_ms},
+                            {"heartbeat_age_ms", w.heartbeat_age_ms},
+                            {"expires_ms", w.expires_ms},
+                            {"nodes", w.nodes}});
+        std::fprintf(out, "%s\n", nlohmann::json{{"fleet", fleet_name}, {"workers", list}}.dump(2).c_str());
+        return 0;
+    }
+    if (workers.empty()) {
+        std::fprintf(out, "no live workers\n");
+        return 0;
+    }
+    size_t wn = 6, hn = 4, ln = 6;
+    for (const auto& w : workers) {
+        wn = std::max(wn, w.worker.size());
+        hn = std::max(hn, w.host.size());
+        ln = std::max(ln, w.labels.empty() ? size_t(5) : w.labels.size());
+    }
+    std::fprintf(out, "%-*s %-*s %8s %-*s %10s  NODES\n", int(wn), "WORKER", int(hn), "HOST", "PID", int(ln), "LABELS",
+                 "HEARTBEAT");
+    for (const auto& w : workers) {
+        std::string nodes = std::to_string(w.nodes.size());
+        for (size_t i = 0; i < w.nodes.size() && i < 8; ++i) nodes += (i ? ", " : " (") + w.nodes[i];
+        if (w.nodes.size() > 8) nodes += ", ...";
+        if (!w.nodes.empty()) nodes += ")";
+        std::fprintf(out, "%-*s %-*s %8lld %-*s %8.1fs  %s\n", int(wn), w.worker.c_str(), int(hn), w.host.c_str(),
+                     static_cast<long long>(w.pid), int(ln), w.labels.empty() ? "(all)" : w.labels.c_str(),
+                     static_cast<double>(w.heartbeat_age_ms) / 1000.0, nodes.c_str());
+    }
+    std::fprintf(out, "\n%zu live worker%s\n", workers.size(), workers.size() == 1 ? "" : "s");
+    return 0;
 }
 
 Result<std::map<std::string, std::string>> parse_labels(const std::vector<std::string>& labels) {

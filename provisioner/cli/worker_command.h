@@ -5,6 +5,7 @@
 // or it is signalled.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 #include "provisioner/engine/engine.h"
+#include "provisioner/journal/leases.h"
 
 namespace kiln::cli {
 
@@ -25,9 +27,23 @@ struct WorkerArgs {
     std::string poll = "1s";
     std::string worker_id;              // "" = host:pid:nonce
     bool as_json = false;
+    std::string metrics_listen;  // HOST:PORT for Prometheus; "" = none
 };
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args);
+
+// `kiln workers FLEET [--json]`: the live workers of a shared store.
+struct WorkersArgs {
+    std::string fleet;
+    bool as_json = false;
+};
+CLI::App* add_workers_command(CLI::App& app, WorkersArgs& args);
+// Prints the workers (text table or JSON); exit code.
+int print_workers(const std::string& fleet_name, const std::vector<journal::WorkerRow>& workers, bool as_json,
+                  std::FILE* out);
+
+// The labels as the worker was given them, for the workers table.
+std::string labels_text(const std::vector<std::string>& labels);
 
 // "rack=r1" -> {rack: r1}; a malformed or repeated key is an error.
 Result<std::map<std::string, std::string>> parse_labels(const std::vector<std::string>& labels);

@@ -45,6 +45,9 @@ struct Attempt {
     std::string error;
     int actions = 0;
     bool claimed = false;  // this attempt took the node's lease
+    bool out_of_service = false;      // ... and its fleet-wide max_unavailable slot
+    bool awaits_unavailable = false;  // Held: the fleet-wide max_unavailable is full
+    bool held_by_other = false;       // Held: another worker holds the node's lease
 };
 
 const char* outcome_name(Attempt::Kind k) {
@@ -342,6 +345,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         bool all_skipped = true;
         bool handed_over = false;
         bool leased = false;   // this worker holds the node's lease (shared stores)
+        bool out_of_service = false;  // ... and a fleet-wide max_unavailable slot for it
         NodeOutcome outcome;
     };
     std::vector<NodeRun> runs(selection.size());
@@ -363,6 +367,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     struct Wake {
         std::mutex mu;
         std::condition_variable cv;
+        std::vector<std::string> pokes;  // other workers' wake-ups (Leases::on_wake), unread
     };
     auto wake = std::make_shared<Wake>();
     std::mutex& mu = wake->mu;
@@ -451,9 +456,23 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             if (const auto* holder = std::get_if<journal::LeaseHolder>(&*claimed)) {
                 a.kind = Attempt::Kind::Held;
                 a.error = "held by worker " + holder->worker;
+                a.held_by_other = true;
                 return a;
             }
             a.claimed = true;
+            // max_unavailable across workers: the node's slot, kept over
+            // its stages until it is back in service.
+            if (fleet_.limits.max_unavailable > 0) {
+                auto taken = leases->take_unavailable(node.name, fleet_.limits.max_unavailable, options.lease_ttl);
+                if (!taken) return classify(taken.error());
+                if (!*taken) {
+                    a.kind = Attempt::Kind::Held;
+                    a.error = "fleet-wide limit unavailable is full";
+                    a.awaits_unavailable = true;
+                    return a;
+                }
+                a.out_of_service = true;
+            }
         }
         // Fleet-wide limits, across workers: a slot of each for this stage,
         // given back however the attempt ends.
@@ -492,9 +511,14 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             journal::StageRecord rec{run_id,       node.name, stage_name, hash, outcome_name(a.kind), a.error,
                                      r.attempt,    a.actions, started,    journal::now_ms()};
             if (auto s = store_->record_stage(rec); !s) {
-                const bool lost = s.error().code == "lease.lost";
-                a.kind = lost ? Attempt::Kind::LeaseLost : Attempt::Kind::Failed;
-                a.error = lost ? s.error().message : s.error().str();
+                // A journal that went away under the write (transient) is
+                // retried like a stage error: the next attempt observes the
+                // node again and records its result then.
+                const Attempt::Kind was = a.kind;
+                classify(s.error());
+                if (a.kind == Attempt::Kind::Failed && !s.error().transient) a.error = s.error().str();
+                if (a.kind == Attempt::Kind::Retry)
+                    a.error = "recording " + std::string(outcome_name(was)) + ": " + s.error().message;
             }
             return a;
         };
@@ -555,6 +579,30 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     for (size_t i = 0; i < runs.size(); ++i) ready.push_back(i);
     std::map<std::string, std::vector<size_t>> blocked;   // limit key -> nodes parked on it
     std::multimap<Clock::time_point, size_t> waiting;      // retry backoff
+    // Nodes in `waiting` for another worker rather than for a backoff:
+    // true when for a lease another worker holds, false for a fleet-wide
+    // slot (or a lease to confirm). A wake-up sends them to ready early.
+    std::map<size_t, bool> held_waits;
+    auto wake_held = [&](const std::vector<std::string>& pokes) {
+        std::set<std::string> released;
+        bool slots = false;
+        for (const auto& p : pokes) {
+            if (p.rfind("node:", 0) == 0)
+                released.insert(p.substr(5));
+            else
+                slots = true;  // "slots", "run": anything may fit now
+        }
+        for (auto it = waiting.begin(); it != waiting.end();) {
+            auto h = held_waits.find(it->second);
+            if (h != held_waits.end() && (h->second ? released.count(runs[it->second].outcome.node) != 0 : slots)) {
+                ready.push_back(it->second);
+                held_waits.erase(h);
+                it = waiting.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    };
     int inflight = 0;
     int actions_total = 0, stages_run = 0, stages_skipped = 0;
 
@@ -584,9 +632,26 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         emit({EngineEvent::Kind::NodeEnd, r.outcome.node, stage, error, state, -1, done_count.load(), total});
     };
 
-    // Keeps this worker's leases alive while the pool works.
+    // The node is back in service (or no longer this worker's): its
+    // max_unavailable unit, here and fleet-wide, is free again.
+    auto back_in_service = [&](NodeRun& r) {
+        sched.release(r.outcome.node);
+        if (leases && r.out_of_service) (void)leases->release_unavailable(r.outcome.node);
+        r.out_of_service = false;
+    };
+
+    // Keeps this worker's leases alive while the pool works, and wakes it
+    // when another worker frees what it waits for.
     std::optional<journal::LeaseHeartbeat> heartbeat;
-    if (leases) heartbeat.emplace(*leases, options.lease_ttl);
+    if (leases) {
+        heartbeat.emplace(*leases, options.lease_ttl);
+        leases->on_wake([wake](const std::string& what) {
+            std::lock_guard<std::mutex> lock(wake->mu);
+            if (std::find(wake->pokes.begin(), wake->pokes.end(), what) == wake->pokes.end())
+                wake->pokes.push_back(what);  // coalesced until the loop reads them
+            wake->cv.notify_all();
+        });
+    }
     {
         WorkerPool pool(std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(runs.size()))));
         std::unique_lock<std::mutex> lock(mu);
@@ -602,7 +667,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             const auto now = Clock::now();
             while (!waiting.empty() && waiting.begin()->first <= now) {
                 ready.push_back(waiting.begin()->second);
+                held_waits.erase(waiting.begin()->second);
                 waiting.erase(waiting.begin());
+            }
+            if (!wake->pokes.empty()) {
+                wake_held(wake->pokes);
+                wake->pokes.clear();
             }
             while (!stop_.soft() && !ready.empty()) {
                 size_t i = ready.front();
@@ -642,6 +712,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 --inflight;
                 NodeRun& r = runs[c.index];
                 if (c.attempt.claimed) r.leased = true;
+                if (c.attempt.out_of_service) r.out_of_service = true;
                 Job job = job_for(c.index);
                 sched.finish(job);
                 unpark("rack:" + job.rack);
@@ -658,7 +729,16 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         // A first attempt that never ran has not started the
                         // stage's clock.
                         if (r.attempt == 1) r.deadline.reset();
+                        // Another worker holds the node: not out of service
+                        // by this worker's hand, so not counted here. (One
+                        // waiting for the fleet-wide unit stays counted, so
+                        // this worker does not claim more nodes meanwhile.)
+                        if (!r.out_of_service && !c.attempt.awaits_unavailable) {
+                            sched.release(r.outcome.node);
+                            unpark("unavailable");
+                        }
                         waiting.emplace(Clock::now() + options.lease_poll, c.index);
+                        held_waits[c.index] = c.attempt.held_by_other;
                         break;
                     case Attempt::Kind::LeaseLost:
                         // Fenced: the journal is the new holder's now.
@@ -668,7 +748,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, c.attempt.error, "lease_lost",
                               -1, done_count.load(), total});
                         end_node(r, "pending", "lease lost", stage_name, c.attempt.error);
-                        sched.release(r.outcome.node);
+                        back_in_service(r);
                         break;
                     case Attempt::Kind::Retry: {
                         auto delay = backoff_delay(r.attempt, fleet_.limits.backoff_initial,
@@ -706,7 +786,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                             end_node(r, "ready", r.all_skipped ? "converged" : "handed over", stage_name, "");
                         else
                             end_node(r, "pending", "verified", stage_name, "");
-                        sched.release(r.outcome.node);
+                        back_in_service(r);
                         unpark("unavailable");
                         break;
                     }
@@ -715,7 +795,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, c.attempt.error, "interrupted",
                               -1, done_count.load(), total});
                         end_node(r, "pending", "interrupted", stage_name, c.attempt.error);
-                        sched.release(r.outcome.node);
+                        back_in_service(r);
                         break;
                     case Attempt::Kind::Quarantined:
                     case Attempt::Kind::Failed:
@@ -737,6 +817,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         // pool joins here: every task has completed (inflight == 0).
     }
     stop_.clear_listeners();
+    if (leases) leases->on_wake(nullptr);
     heartbeat.reset();
 
     // Nodes a retry was waiting on when a stop came: record where they are.
@@ -746,12 +827,15 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     }
 
     // Nodes stopped between two stages: give their leases back now rather
-    // than let them expire.
-    for (auto& r : runs)
+    // than let them expire. Failed nodes kept their max_unavailable slots
+    // for the run, as one process keeps them; the run ends here.
+    for (auto& r : runs) {
         if (leases && r.leased && !r.done) {
             (void)leases->release(r.outcome.node);
             r.leased = false;
         }
+        if (leases && r.out_of_service) back_in_service(r);
+    }
 
     RunReport report;
     report.run_id = run_id;

@@ -1,6 +1,17 @@
 #include "provisioner/journal/leases.h"
 
+#include "provisioner/journal/store.h"
+
 namespace kiln::journal {
+
+Result<std::vector<LeaseRow>> Store::live_leases() {
+    return make_error("journal", "journal.unsupported", "this journal is one process's own: no leases to list");
+}
+
+Result<std::vector<WorkerRow>> Store::live_workers() {
+    return make_error("journal", "journal.unsupported",
+                      "this journal is one process's own: workers share a PostgreSQL store (--store)");
+}
 
 LeaseHeartbeat::LeaseHeartbeat(Leases& leases, std::chrono::milliseconds ttl) : leases_(leases), ttl_(ttl) {
     // A third of the lease: two renewals may fail (a slow statement, a

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -43,6 +44,27 @@ struct LeaseRow {
     std::string worker;          // "" when released
     int64_t generation = 0;
     int64_t lease_until_ms = 0;
+};
+
+// A live worker, for `kiln workers`: who it is, what it serves, when the
+// server last heard from it, and the nodes it holds now.
+struct WorkerRow {
+    std::string worker;
+    std::string host;
+    int64_t pid = 0;
+    std::string labels;              // "rack=r1,zone=a" as given; "" = every node
+    int64_t started_ms = 0;          // server clock
+    int64_t heartbeat_ms = 0;        // server clock
+    int64_t expires_ms = 0;          // heartbeat + ttl: not live after this
+    int64_t heartbeat_age_ms = 0;    // how long ago, by the server's clock
+    std::vector<std::string> nodes;  // held now, by node name
+};
+
+// What a worker's heartbeat has done, for its metrics.
+struct LeaseCounters {
+    int64_t renewals = 0;    // leases extended
+    int64_t losses = 0;      // leases found taken over (fenced)
+    int64_t reconnects = 0;  // connections made again after the server went away
 };
 
 class Leases {
@@ -84,9 +106,34 @@ public:
     virtual Result<std::optional<std::string>> take_slots(const std::string& node,
                                                           std::vector<std::pair<std::string, int>> limits,
                                                           std::chrono::milliseconds ttl) = 0;
+    // Gives back the slots take_slots took for `node` (not its
+    // "unavailable" slot, below).
     virtual Status release_slots(const std::string& node) = 0;
 
+    // max_unavailable across workers: one slot of the limit "unavailable"
+    // for `node`, held from its first stage until it is back in service
+    // (release_unavailable), across stage attempts, renewed by the
+    // heartbeat like every slot. Taking it again for a node that holds it
+    // keeps the same slot. True when held, false when the limit is full.
+    virtual Result<bool> take_unavailable(const std::string& node, int capacity, std::chrono::milliseconds ttl) = 0;
+    virtual Status release_unavailable(const std::string& node) = 0;
+
     virtual Result<std::vector<LeaseRow>> lease_rows() = 0;
+
+    // Lists this worker as live (`kiln workers`) until ttl after its last
+    // heartbeat; renew() keeps it so even while the worker holds nothing.
+    // `labels` is what it serves, as given. deregister: a clean exit.
+    virtual Status register_worker(const std::string& labels, std::chrono::milliseconds ttl) = 0;
+    virtual Status deregister_worker() = 0;
+    virtual LeaseCounters counters() = 0;
+
+    // Wake-ups over LISTEN/NOTIFY: `wake` is called, on a listener thread
+    // with a connection of its own, when any worker gives a node back
+    // ("node:NAME"), frees slots ("slots") or begins a run ("run"), so a
+    // worker waiting on them asks again at once instead of at its next
+    // poll. The bounded poll stays as the fallback (a lost notification,
+    // a listener reconnecting). Null stops listening.
+    virtual void on_wake(std::function<void(const std::string&)> wake) = 0;
 };
 
 // Renews a worker's leases every ttl/3 on its own thread until destroyed.

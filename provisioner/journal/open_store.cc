@@ -10,6 +10,7 @@ PgOptions pg_options(const StoreSpec& spec, bool read_only) {
     PgOptions o;
     o.read_only = read_only;
     o.password = spec.password;
+    if (spec.reconnect_for) o.reconnect_for = *spec.reconnect_for;
     return o;
 }
 

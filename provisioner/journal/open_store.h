@@ -3,6 +3,7 @@
 // the fleet's [store] table. Commands hold a RunGuard while they write.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,9 @@ struct StoreSpec {
     std::string url;                 // postgresql://...; "" = the SQLite file at sqlite_path
     std::string sqlite_path;
     std::optional<Secret> password;  // PostgreSQL only
+    // PostgreSQL only: how long to keep connecting again after the server
+    // went away (PgOptions::reconnect_for); unset: its default.
+    std::optional<std::chrono::milliseconds> reconnect_for;
 
     bool postgres() const { return !url.empty(); }
     // The URL (never with a password: check_store_url refuses those) or the path.

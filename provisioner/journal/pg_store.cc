@@ -1,15 +1,20 @@
 #include "provisioner/journal/pg_store.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +29,13 @@ namespace {
 constexpr int kLockSpace = 0x6b696c6e;  // "kiln"
 constexpr int kMigrateLock = 1;
 constexpr int kRunLock = 2;
+
+// The slot key of max_unavailable (leases.h take_unavailable); no stage
+// resource is named so ("kind:id").
+constexpr const char* kUnavailable = "unavailable";
+
+// The LISTEN/NOTIFY channel that wakes waiting workers (leases.h on_wake).
+#define KILN_PG_CHANNEL "kiln_work"
 
 // Versioned migrations, applied in order inside one transaction under the
 // migrate lock; kiln_schema holds one row per applied version. A database
@@ -71,6 +83,13 @@ CREATE TABLE slots(
   key TEXT NOT NULL, slot INTEGER NOT NULL, worker TEXT NOT NULL DEFAULT '', node TEXT NOT NULL DEFAULT '',
   lease_until_ms BIGINT NOT NULL DEFAULT 0, PRIMARY KEY(key, slot));
 CREATE INDEX slots_worker ON slots(worker);
+)sql"},
+    // Live workers (`kiln workers`): one row per worker run, kept by its
+    // heartbeat; expires_ms passed means it is gone (a clean exit deletes it).
+    {3, R"sql(
+CREATE TABLE workers(
+  worker TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL, labels TEXT NOT NULL,
+  started_ms BIGINT NOT NULL, heartbeat_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL);
 )sql"},
 };
 
@@ -160,7 +179,8 @@ private:
 void quiet(void*, const char*) {}  // NOTICEs ("already exists, skipping") are not for users
 
 // One connection, with the password passed beside the URL (never in it).
-// Reconnects once when the server dropped the connection (a restart).
+// When the server dropped it (a restart, a failover), the next operation
+// connects again, retrying for up to PgOptions::reconnect_for.
 class Connection {
 public:
     Connection(std::string url, PgOptions options) : url_(std::move(url)), options_(std::move(options)) {}
@@ -171,6 +191,7 @@ public:
     }
 
     const std::string& url() const { return url_; }
+    PGconn* raw() const { return conn_; }
 
     Status connect() {
         if (conn_) {
@@ -213,10 +234,37 @@ public:
         return ok_status();
     }
 
+    // Before each operation (one statement or one transaction): a
+    // connection the server closed while this process was idle (a restart)
+    // is noticed here, before anything is sent, and made again, retrying
+    // with backoff for up to reconnect_for. Nothing was sent on the dead
+    // connection, so nothing is in doubt.
+    Status ready(const std::string& what) {
+        lost_ = false;
+        commit_unknown_ = false;
+        if (conn_ && PQstatus(conn_) == CONNECTION_OK) {
+            // Whatever arrived while idle (the server's FATAL before it
+            // closed, then EOF) is read now; libpq marks a closed socket.
+            for (int i = 0; i < 4 && readable(); ++i)
+                if (!PQconsumeInput(conn_)) break;
+            if (PQstatus(conn_) == CONNECTION_OK) return ok_status();
+        }
+        return reconnect(what);
+    }
+
+    // After a failed operation: whether the connection broke under it (the
+    // operation may be tried again on a new one), and whether a statement
+    // that could have committed went out and its answer was lost (then it
+    // is not re-sent blindly: whether it committed is unknown).
+    bool lost() const { return lost_ || !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+    bool commit_unknown() const { return commit_unknown_; }
+    int64_t reconnects() const { return reconnects_.load(); }
+
     // Runs one statement. Errors name what was attempted and the URL; a
     // lost connection, lock wait or serialization failure is transient.
     Result<Rows> exec(const std::string& what, const char* sql, const Params& params = {}) {
         if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
+            lost_ = true;
             if (in_transaction_)
                 return make_error("journal", "journal.unavailable",
                                   "cannot " + what + " in " + url_ + ": the connection was lost", true);
@@ -229,7 +277,16 @@ public:
                                   : PQexecParams(conn_, sql, params.size(), nullptr, ptrs.data(), nullptr, nullptr, 0));
         const auto st = PQresultStatus(r.get());
         if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
-        return error_of(r, what);
+        Error e = error_of(r, what);
+        if (e.code == "journal.unavailable") {
+            lost_ = true;
+            // A statement outside a transaction commits by itself, and so
+            // does COMMIT: lost on the way back, its fate is unknown. Inside
+            // a transaction nothing commits before COMMIT.
+            const std::string_view text(sql);
+            if (text == "COMMIT" || (!in_transaction_ && text != "BEGIN")) commit_unknown_ = true;
+        }
+        return e;
     }
 
     Error error_of(const Rows& r, const std::string& what) const {
@@ -269,10 +326,108 @@ public:
     }
 
 private:
+    bool readable() const {
+        pollfd p{PQsocket(conn_), POLLIN, 0};
+        return p.fd >= 0 && ::poll(&p, 1, 0) > 0;
+    }
+
+    // Connects again, with backoff, until the server answers or
+    // reconnect_for has passed; then a named, transient error.
+    Status reconnect(const std::string& what) {
+        using std::chrono::steady_clock;
+        const auto start = steady_clock::now();
+        const auto give_up = start + options_.reconnect_for;
+        auto delay = std::chrono::milliseconds(100);
+        for (int attempts = 1;; ++attempts) {
+            auto s = connect();
+            if (s) {
+                ++reconnects_;
+                return s;
+            }
+            // A refused password or session setup will not heal by waiting.
+            if (!s.error().transient) return s;
+            if (steady_clock::now() + delay > give_up) {
+                const auto waited =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - start).count();
+                return make_error("journal", "journal.unavailable",
+                                  "cannot " + what + " in " + url_ + ": the server did not come back within " +
+                                      std::to_string(waited / 1000) + "." + std::to_string(waited % 1000 / 100) +
+                                      " s (" + std::to_string(attempts) + " connection attempt" +
+                                      (attempts == 1 ? "" : "s") + "; last: " + s.error().message + ")",
+                                  true);
+            }
+            std::this_thread::sleep_for(delay);
+            delay = std::min(delay * 2, std::chrono::milliseconds(2000));
+        }
+    }
+
     std::string url_;
     PgOptions options_;
     PGconn* conn_ = nullptr;
     bool in_transaction_ = false;
+    bool lost_ = false;                   // the connection broke during this operation
+    bool commit_unknown_ = false;         // ... after sending what could have committed
+    std::atomic<int64_t> reconnects_{0};  // read by metrics scrapes without the store's lock
+};
+
+// Listens on KILN_PG_CHANNEL on a connection of its own and hands every
+// payload to `wake` on its thread; connects again (every half second) when
+// the server goes away, until destroyed. A self-pipe ends its poll at once.
+class Listener {
+public:
+    Listener(const std::string& url, const PgOptions& options, std::function<void(const std::string&)> wake)
+        : db_(url, options), wake_(std::move(wake)) {
+        if (::pipe(stop_) != 0) stop_[0] = stop_[1] = -1;
+        thread_ = std::thread([this] { run(); });
+    }
+    ~Listener() {
+        stopping_ = true;
+        if (stop_[1] >= 0) (void)!::write(stop_[1], "x", 1);
+        thread_.join();
+        for (int fd : stop_)
+            if (fd >= 0) ::close(fd);
+    }
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
+
+private:
+    void run() {
+        bool listening = false;
+        while (!stopping_) {
+            if (!listening) {
+                listening = db_.connect() && db_.exec("listen for wake-ups", "LISTEN " KILN_PG_CHANNEL);
+                if (!listening) {
+                    wait_for(-1, 500);
+                    continue;
+                }
+                wake_("slots");  // whatever was released while not listening: ask again now
+            }
+            const int fd = PQsocket(db_.raw());
+            if (!wait_for(fd, 1000)) continue;
+            if (!PQconsumeInput(db_.raw()) || PQstatus(db_.raw()) != CONNECTION_OK) {
+                listening = false;
+                continue;
+            }
+            while (PGnotify* n = PQnotifies(db_.raw())) {
+                const std::string payload = n->extra ? n->extra : "";
+                PQfreemem(n);
+                wake_(payload);
+            }
+        }
+    }
+    // Waits until `fd` (-1: none) is readable, the stop pipe fires or `ms`
+    // pass; true when fd is readable.
+    bool wait_for(int fd, int ms) {
+        pollfd p[2] = {{stop_[0], POLLIN, 0}, {fd, POLLIN, 0}};
+        const int n = ::poll(p, fd >= 0 ? 2 : 1, ms);
+        return n > 0 && fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    }
+
+    Connection db_;
+    std::function<void(const std::string&)> wake_;
+    int stop_[2] = {-1, -1};
+    std::atomic<bool> stopping_{false};
+    std::thread thread_;
 };
 
 std::string default_worker_id() {
@@ -286,21 +441,34 @@ std::string default_worker_id() {
 
 class PgStore : public Store, public Leases {
 public:
-    PgStore(std::unique_ptr<Connection> conn, bool read_only)
-        : db_(std::move(conn)), read_only_(read_only), worker_(default_worker_id()) {}
+    PgStore(std::unique_ptr<Connection> conn, bool read_only, std::string url, PgOptions options)
+        : db_(std::move(conn)),
+          read_only_(read_only),
+          worker_(default_worker_id()),
+          url_(std::move(url)),
+          options_(std::move(options)) {}
 
     Leases* leases() override { return read_only_ ? nullptr : this; }
 
     Result<int64_t> begin_run(const RunInfo& info) override {
-        return write<int64_t>("start a run", [&]() -> Result<int64_t> {
-            auto r = db_->exec("start a run",
-                               "INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
-                               "VALUES($1,$2,$3,$4,'running',$5) RETURNING id",
-                               Params().add(info.command).add(info.fleet_path).add(info.fleet_sha256)
-                                   .add(info.kiln_version).add(now_ms()));
-            if (!r) return r.error();
-            return r->integer(0, 0);
-        });
+        return write<int64_t>(
+            "start a run",
+            [&]() -> Result<int64_t> {
+                auto r =
+                    db_->exec("start a run",
+                              "INSERT INTO runs(command, fleet_path, fleet_sha256, kiln_version, status, started_ms) "
+                              "VALUES($1,$2,$3,$4,'running',$5) RETURNING id",
+                              Params()
+                                  .add(info.command)
+                                  .add(info.fleet_path)
+                                  .add(info.fleet_sha256)
+                                  .add(info.kiln_version)
+                                  .add(now_ms()));
+                if (!r) return r.error();
+                notify("run");
+                return r->integer(0, 0);
+            },
+            Again::Unsent);
     }
 
     Status end_run(int64_t run_id, const std::string& status) override {
@@ -346,29 +514,45 @@ public:
 
     Status record_stage(const StageRecord& rec) override {
         // One transaction: the result row and the verified hash land together.
-        return write<void>("record a stage", [&]() -> Status {
-            const std::string what = "record stage " + rec.node + "/" + rec.stage;
-            return db_->transaction(what, [&]() -> Status {
-                if (auto f = fence(rec.node); !f) return f;
-                auto r = db_->exec(what,
-                                   "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
-                                   "attempts, actions, started_ms, ended_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-                                   Params().add(rec.run_id).add(rec.node).add(rec.stage).add(rec.input_hash)
-                                       .add(rec.outcome).add(rec.error).add(rec.attempts).add(rec.actions)
-                                       .add(rec.started_ms).add(rec.ended_ms));
-                if (!r) return r.error();
-                if (rec.outcome != "verified" && rec.outcome != "skipped") return ok_status();
-                auto v = db_->exec(what,
-                                   "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
-                                   "VALUES($1,$2,$3,$4,$5) ON CONFLICT(node, stage) DO UPDATE SET "
-                                   "input_hash=excluded.input_hash, run_id=excluded.run_id, "
-                                   "verified_ms=excluded.verified_ms",
-                                   Params().add(rec.node).add(rec.stage).add(rec.input_hash).add(rec.run_id)
-                                       .add(rec.ended_ms ? rec.ended_ms : now_ms()));
-                if (!v) return v.error();
-                return ok_status();
-            });
-        });
+        return write<void>(
+            "record a stage",
+            [&]() -> Status {
+                const std::string what = "record stage " + rec.node + "/" + rec.stage;
+                return db_->transaction(what, [&]() -> Status {
+                    if (auto f = fence(rec.node); !f) return f;
+                    auto r =
+                        db_->exec(what,
+                                  "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
+                                  "attempts, actions, started_ms, ended_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+                                  Params()
+                                      .add(rec.run_id)
+                                      .add(rec.node)
+                                      .add(rec.stage)
+                                      .add(rec.input_hash)
+                                      .add(rec.outcome)
+                                      .add(rec.error)
+                                      .add(rec.attempts)
+                                      .add(rec.actions)
+                                      .add(rec.started_ms)
+                                      .add(rec.ended_ms));
+                    if (!r) return r.error();
+                    if (rec.outcome != "verified" && rec.outcome != "skipped") return ok_status();
+                    auto v = db_->exec(what,
+                                       "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
+                                       "VALUES($1,$2,$3,$4,$5) ON CONFLICT(node, stage) DO UPDATE SET "
+                                       "input_hash=excluded.input_hash, run_id=excluded.run_id, "
+                                       "verified_ms=excluded.verified_ms",
+                                       Params()
+                                           .add(rec.node)
+                                           .add(rec.stage)
+                                           .add(rec.input_hash)
+                                           .add(rec.run_id)
+                                           .add(rec.ended_ms ? rec.ended_ms : now_ms()));
+                    if (!v) return v.error();
+                    return ok_status();
+                });
+            },
+            Again::Unsent);
     }
 
     Status forget_verified(const std::string& node, const std::string& stage) override {
@@ -386,22 +570,25 @@ public:
                                  const std::string& action_id, const std::string& description) override {
         // The gate before every side effect: under a lease, the row is
         // written only while the lease's generation is still ours.
-        return write<int64_t>("record an action", [&]() -> Result<int64_t> {
-            const std::string what = "record action " + action_id + " of " + node;
-            int64_t id = 0;
-            auto s = fenced(node, what, [&]() -> Status {
-                auto r = db_->exec(what,
-                                   "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
-                                   "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
-                                   Params().add(run_id).add(node).add(stage).add(action_id).add(description)
-                                       .add(now_ms()));
-                if (!r) return r.error();
-                id = r->integer(0, 0);
-                return ok_status();
-            });
-            if (!s) return s.error();
-            return id;
-        });
+        return write<int64_t>(
+            "record an action",
+            [&]() -> Result<int64_t> {
+                const std::string what = "record action " + action_id + " of " + node;
+                int64_t id = 0;
+                auto s = fenced(node, what, [&]() -> Status {
+                    auto r = db_->exec(
+                        what,
+                        "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
+                        "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
+                        Params().add(run_id).add(node).add(stage).add(action_id).add(description).add(now_ms()));
+                    if (!r) return r.error();
+                    id = r->integer(0, 0);
+                    return ok_status();
+                });
+                if (!s) return s.error();
+                return id;
+            },
+            Again::Unsent);
     }
 
     Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
@@ -423,17 +610,25 @@ public:
     }
 
     Status record_event(const EventRecord& e) override {
-        return write<void>("record an event", [&]() -> Status {
-            return fenced(e.node, "record event " + e.kind, [&]() -> Status {
-                auto r = db_->exec("record event " + e.kind,
-                                   "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                   "VALUES($1,$2,$3,$4,$5,$6)",
-                                   Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.node).add(e.stage)
-                                       .add(e.kind).add(e.message));
-                if (!r) return r.error();
-                return ok_status();
-            });
-        });
+        return write<void>(
+            "record an event",
+            [&]() -> Status {
+                return fenced(e.node, "record event " + e.kind, [&]() -> Status {
+                    auto r = db_->exec("record event " + e.kind,
+                                       "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                       "VALUES($1,$2,$3,$4,$5,$6)",
+                                       Params()
+                                           .add(e.run_id)
+                                           .add(e.ts_ms ? e.ts_ms : now_ms())
+                                           .add(e.node)
+                                           .add(e.stage)
+                                           .add(e.kind)
+                                           .add(e.message));
+                    if (!r) return r.error();
+                    return ok_status();
+                });
+            },
+            Again::Unsent);
     }
 
     Status set_node_state(const NodeState& s) override {
@@ -512,93 +707,106 @@ public:
     Result<std::variant<Lease, LeaseHolder>> claim(const std::string& node, const std::string& stage,
                                                    std::chrono::milliseconds ttl) override {
         using R = std::variant<Lease, LeaseHolder>;
-        return write<R>("claim a node", [&]() -> Result<R> {
-            const std::string what = "claim " + node + "/" + stage;
-            const int64_t ttl_ms = ttl.count();
-            const auto asked = std::chrono::steady_clock::now();
-            R out = LeaseHolder{};
-            auto s = db_->transaction(what, [&]() -> Status {
-                auto ins = db_->exec(what,
-                                     "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                                     "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW ") "
-                                     "ON CONFLICT(node) DO NOTHING RETURNING generation",
-                                     Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                if (!ins) return ins.error();
-                std::string previous, previous_stage;
-                int64_t previous_generation = 0;
-                if (ins->count() == 0) {
-                    // Row locked by another claimer right now: not waited on.
-                    auto row = db_->exec(what,
-                                         "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                         ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
-                                         Params().add(node));
-                    if (!row) return row.error();
-                    if (row->count() == 0) {
-                        out = LeaseHolder{"(claiming)", 0, 0};
-                        return ok_status();
+        return write<R>(
+            "claim a node",
+            [&]() -> Result<R> {
+                const std::string what = "claim " + node + "/" + stage;
+                const int64_t ttl_ms = ttl.count();
+                const auto asked = std::chrono::steady_clock::now();
+                R out = LeaseHolder{};
+                auto s = db_->transaction(what, [&]() -> Status {
+                    auto ins =
+                        db_->exec(what,
+                                  "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                                  "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                                  ") "
+                                  "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                                  Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                    if (!ins) return ins.error();
+                    std::string previous, previous_stage;
+                    int64_t previous_generation = 0;
+                    if (ins->count() == 0) {
+                        // Row locked by another claimer right now: not waited on.
+                        auto row = db_->exec(what,
+                                             "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
+                                             ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                             Params().add(node));
+                        if (!row) return row.error();
+                        if (row->count() == 0) {
+                            out = LeaseHolder{"(claiming)", 0, 0};
+                            return ok_status();
+                        }
+                        previous = row->text(0, 0);
+                        previous_generation = row->integer(0, 1);
+                        const bool expired = row->text(0, 3) == "t";
+                        previous_stage = row->text(0, 4);
+                        if (!previous.empty() && previous != worker_ && !expired) {
+                            out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                            return ok_status();
+                        }
+                        auto up = db_->exec(what,
+                                            "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
+                                            "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                                            " WHERE node=$1 RETURNING generation",
+                                            Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                        if (!up) return up.error();
+                        out = Lease{node, stage, worker_, up->integer(0, 0)};
+                    } else {
+                        out = Lease{node, stage, worker_, ins->integer(0, 0)};
                     }
-                    previous = row->text(0, 0);
-                    previous_generation = row->integer(0, 1);
-                    const bool expired = row->text(0, 3) == "t";
-                    previous_stage = row->text(0, 4);
-                    if (!previous.empty() && previous != worker_ && !expired) {
-                        out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
-                        return ok_status();
+                    const auto& lease = std::get<Lease>(out);
+                    // Asking again for the stage it holds (waiting on a slot)
+                    // is not news for the journal.
+                    if (previous == worker_ && previous_stage == stage) return ok_status();
+                    std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
+                                          std::to_string(lease.generation) + ")";
+                    if (!previous.empty() && previous != worker_) {
+                        // Its holder died or stalled: what it started and never
+                        // ended is closed here; the stage observes what really
+                        // happened before planning anything.
+                        auto orphans = db_->exec(
+                            what,
+                            "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                            "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                            Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
+                                                                 std::to_string(previous_generation) +
+                                                                 ") before ending this action; re-observed"));
+                        if (!orphans) return orphans.error();
+                        message += ", taking over from " + previous + " (generation " +
+                                   std::to_string(previous_generation) + ", expired)";
+                        if (orphans->count() > 0)
+                            message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
                     }
-                    auto up = db_->exec(what,
-                                        "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
-                                        "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
-                                        " WHERE node=$1 RETURNING generation",
-                                        Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                    if (!up) return up.error();
-                    out = Lease{node, stage, worker_, up->integer(0, 0)};
-                } else {
-                    out = Lease{node, stage, worker_, ins->integer(0, 0)};
+                    auto ev = db_->exec(what,
+                                        "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                        "VALUES(0, $1, $2, $3, 'lease', $4)",
+                                        Params().add(now_ms()).add(node).add(stage).add(message));
+                    if (!ev) return ev.error();
+                    return ok_status();
+                });
+                if (!s) return s.error();
+                if (auto* lease = std::get_if<Lease>(&out)) {
+                    held_[node] = *lease;
+                    fresh_[node] = {asked, ttl};
                 }
-                const auto& lease = std::get<Lease>(out);
-                // Asking again for the stage it holds (waiting on a slot)
-                // is not news for the journal.
-                if (previous == worker_ && previous_stage == stage) return ok_status();
-                std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
-                                      std::to_string(lease.generation) + ")";
-                if (!previous.empty() && previous != worker_) {
-                    // Its holder died or stalled: what it started and never
-                    // ended is closed here; the stage observes what really
-                    // happened before planning anything.
-                    auto orphans = db_->exec(what,
-                                             "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
-                                             "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
-                                             Params().add(node).add(now_ms())
-                                                 .add("worker " + previous + " lost its lease (generation " +
-                                                      std::to_string(previous_generation) +
-                                                      ") before ending this action; re-observed"));
-                    if (!orphans) return orphans.error();
-                    message += ", taking over from " + previous + " (generation " +
-                               std::to_string(previous_generation) + ", expired)";
-                    if (orphans->count() > 0)
-                        message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
-                }
-                auto ev = db_->exec(what,
-                                    "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                    "VALUES(0, $1, $2, $3, 'lease', $4)",
-                                    Params().add(now_ms()).add(node).add(stage).add(message));
-                if (!ev) return ev.error();
-                return ok_status();
-            });
-            if (!s) return s.error();
-            if (auto* lease = std::get_if<Lease>(&out)) {
-                held_[node] = *lease;
-                fresh_[node] = {asked, ttl};
-            }
-            return out;
-        });
+                return out;
+            },
+            Again::Unsent);
     }
 
     Result<std::vector<std::string>> renew(std::chrono::milliseconds ttl) override {
         using R = std::vector<std::string>;
         return write<R>("renew leases", [&]() -> Result<R> {
             R lost;
-            if (held_.empty()) return lost;
+            if (registered_) {
+                auto w = db_->exec("renew the heartbeat of " + worker_,
+                                   "UPDATE workers SET heartbeat_ms=" KILN_PG_NOW ", expires_ms=" KILN_PG_NOW
+                                   " + $2::bigint WHERE worker=$1",
+                                   Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
+                if (!w) return w.error();
+            }
+            // A failed node keeps its unavailable slot with no lease held.
+            if (held_.empty() && unavailable_.empty()) return lost;
             const auto asked = std::chrono::steady_clock::now();
             auto slots = db_->exec("renew the slots of " + worker_,
                                    "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1",
@@ -613,27 +821,35 @@ public:
             for (int i = 0; i < r->count(); ++i) kept[r->text(i, 0)] = r->integer(i, 1);
             for (const auto& [node, lease] : held_) {
                 auto k = kept.find(node);
-                if (k == kept.end() || k->second != lease.generation)
+                if (k == kept.end() || k->second != lease.generation) {
                     lost.push_back(node);
-                else
+                    ++losses_;
+                } else {
                     fresh_[node] = {asked, ttl};
+                    ++renewals_;
+                }
             }
             return lost;
         });
     }
 
     Status release(const std::string& node) override {
+        // Forgotten here at once (the heartbeat stops renewing it); the
+        // generation is kept for a run again on a new connection.
+        std::optional<int64_t> generation;
         return write<void>("release a lease", [&]() -> Status {
-            auto it = held_.find(node);
-            if (it == held_.end()) return ok_status();
-            const int64_t generation = it->second.generation;
-            held_.erase(it);
-            fresh_.erase(node);
+            if (auto it = held_.find(node); it != held_.end()) {
+                generation = it->second.generation;
+                held_.erase(it);
+                fresh_.erase(node);
+            }
+            if (!generation) return ok_status();
             auto r = db_->exec("release the lease of " + node,
                                "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
                                "AND generation=$3",
-                               Params().add(node).add(worker_).add(generation));
+                               Params().add(node).add(worker_).add(*generation));
             if (!r) return r.error();
+            if (r->affected() > 0) notify("node:" + node);
             return ok_status();
         });
     }
@@ -645,47 +861,81 @@ public:
         // One order for every worker: concurrent first inserts of the same
         // keys cannot deadlock.
         std::sort(limits.begin(), limits.end());
-        return write<R>("take slots", [&]() -> Result<R> {
-            const std::string what = "take fleet-wide slots for " + node;
-            R full;
-            auto s = db_->transaction(what, [&]() -> Status {
-                for (const auto& [key, capacity] : limits) {
-                    auto made = db_->exec(what,
-                                          "INSERT INTO slots(key, slot) SELECT $1, g "
-                                          "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
-                                          Params().add(key).add(capacity));
-                    if (!made) return made.error();
-                    auto free = db_->exec(what,
-                                          "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
-                                          "lease_until_ms < " KILN_PG_NOW " OR (worker=$3 AND node=$4)) "
-                                          "ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED",
-                                          Params().add(key).add(capacity).add(worker_).add(node));
-                    if (!free) return free.error();
-                    if (free->count() == 0) {
-                        full = key;
-                        // Undo the slots taken so far: all or none.
-                        return make_error("journal", "slots.full", key);
+        return write<R>(
+            "take slots",
+            [&]() -> Result<R> {
+                const std::string what = "take fleet-wide slots for " + node;
+                R full;
+                auto s = db_->transaction(what, [&]() -> Status {
+                    for (const auto& [key, capacity] : limits) {
+                        auto made = db_->exec(what,
+                                              "INSERT INTO slots(key, slot) SELECT $1, g "
+                                              "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
+                                              Params().add(key).add(capacity));
+                        if (!made) return made.error();
+                        // The node's own slot first: taking again keeps it.
+                        auto free =
+                            db_->exec(what,
+                                      "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
+                                      "lease_until_ms < " KILN_PG_NOW
+                                      " OR (worker=$3 AND node=$4)) "
+                                      "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
+                                      Params().add(key).add(capacity).add(worker_).add(node));
+                        if (!free) return free.error();
+                        if (free->count() == 0) {
+                            full = key;
+                            // Undo the slots taken so far: all or none.
+                            return make_error("journal", "slots.full", key);
+                        }
+                        auto took = db_->exec(what,
+                                              "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
+                                              " + $5::bigint WHERE key=$1 AND slot=$2::int",
+                                              Params()
+                                                  .add(key)
+                                                  .add(free->integer(0, 0))
+                                                  .add(worker_)
+                                                  .add(node)
+                                                  .add(static_cast<int64_t>(ttl.count())));
+                        if (!took) return took.error();
                     }
-                    auto took = db_->exec(what,
-                                          "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
-                                          " + $5::bigint WHERE key=$1 AND slot=$2::int",
-                                          Params().add(key).add(free->integer(0, 0)).add(worker_).add(node)
-                                              .add(static_cast<int64_t>(ttl.count())));
-                    if (!took) return took.error();
-                }
-                return ok_status();
-            });
-            if (!s && !full) return s.error();
-            return full;
-        });
+                    return ok_status();
+                });
+                if (!s && !full) return s.error();
+                return full;
+            },
+            Again::Unsent);
     }
 
     Status release_slots(const std::string& node) override {
         return write<void>("release slots", [&]() -> Status {
             auto r = db_->exec("release the slots of " + node,
-                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND node=$2",
-                               Params().add(worker_).add(node));
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
+                               "node=$2 AND key <> $3",
+                               Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
+            if (r->affected() > 0) notify("slots");
+            return ok_status();
+        });
+    }
+
+    Result<bool> take_unavailable(const std::string& node, int capacity, std::chrono::milliseconds ttl) override {
+        auto full = take_slots(node, {{kUnavailable, capacity}}, ttl);
+        if (!full) return full.error();
+        if (*full) return false;
+        std::lock_guard<std::mutex> lock(mu_);
+        unavailable_.insert(node);
+        return true;
+    }
+
+    Status release_unavailable(const std::string& node) override {
+        return write<void>("release an unavailable slot", [&]() -> Status {
+            unavailable_.erase(node);
+            auto r = db_->exec("give back the unavailable slot of " + node,
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
+                               "node=$2 AND key=$3",
+                               Params().add(worker_).add(node).add(std::string(kUnavailable)));
+            if (!r) return r.error();
+            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -710,6 +960,91 @@ public:
                               " ms); claiming it again before any side effect");
     }
 
+    Status register_worker(const std::string& labels, std::chrono::milliseconds ttl) override {
+        return write<void>("register a worker", [&]() -> Status {
+            char host[256] = {};
+            if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+            auto r = db_->exec("register worker " + worker_,
+                               "INSERT INTO workers(worker, host, pid, labels, started_ms, heartbeat_ms, expires_ms) "
+                               "VALUES($1, $2, $3, $4, " KILN_PG_NOW ", " KILN_PG_NOW ", " KILN_PG_NOW
+                               " + $5::bigint) "
+                               "ON CONFLICT(worker) DO UPDATE SET host=excluded.host, pid=excluded.pid, "
+                               "labels=excluded.labels, started_ms=excluded.started_ms, "
+                               "heartbeat_ms=excluded.heartbeat_ms, expires_ms=excluded.expires_ms",
+                               Params()
+                                   .add(worker_)
+                                   .add(std::string(host[0] ? host : "host"))
+                                   .add(static_cast<int64_t>(getpid()))
+                                   .add(labels)
+                                   .add(static_cast<int64_t>(ttl.count())));
+            if (!r) return r.error();
+            registered_ = true;
+            return ok_status();
+        });
+    }
+
+    Status deregister_worker() override {
+        return write<void>("deregister a worker", [&]() -> Status {
+            if (!registered_) return ok_status();
+            auto r =
+                db_->exec("deregister worker " + worker_, "DELETE FROM workers WHERE worker=$1", Params().add(worker_));
+            if (!r) return r.error();
+            registered_ = false;
+            return ok_status();
+        });
+    }
+
+    void on_wake(std::function<void(const std::string&)> wake) override {
+        std::lock_guard<std::mutex> lock(listener_mu_);
+        listener_.reset();  // joins the old thread first
+        if (wake) listener_ = std::make_unique<Listener>(url_, options_, std::move(wake));
+    }
+
+    // Without the store's lock: a scrape must not wait on a reconnect.
+    LeaseCounters counters() override { return {renewals_.load(), losses_.load(), db_->reconnects()}; }
+
+    Result<std::vector<LeaseRow>> live_leases() override {
+        using R = std::vector<LeaseRow>;
+        return read<R>([&]() -> Result<R> {
+            auto r = db_->exec("read the live leases",
+                               "SELECT node, stage, worker, generation, lease_until_ms FROM leases "
+                               "WHERE worker <> '' AND lease_until_ms >= " KILN_PG_NOW " ORDER BY node COLLATE \"C\"");
+            if (!r) return r.error();
+            R out;
+            for (int i = 0; i < r->count(); ++i)
+                out.push_back({r->text(i, 0), r->text(i, 1), r->text(i, 2), r->integer(i, 3), r->integer(i, 4)});
+            return out;
+        });
+    }
+
+    Result<std::vector<WorkerRow>> live_workers() override {
+        using R = std::vector<WorkerRow>;
+        return read<R>([&]() -> Result<R> {
+            auto r = db_->exec("read the live workers",
+                               "SELECT w.worker, w.host, w.pid, w.labels, w.started_ms, w.heartbeat_ms, w.expires_ms, "
+                               "coalesce((SELECT string_agg(l.node, ',' ORDER BY l.node COLLATE \"C\") FROM leases l "
+                               "WHERE l.worker = w.worker AND l.lease_until_ms >= " KILN_PG_NOW "), ''), " KILN_PG_NOW
+                               " - w.heartbeat_ms "
+                               "FROM workers w WHERE w.expires_ms >= " KILN_PG_NOW " ORDER BY w.worker COLLATE \"C\"");
+            if (!r) return r.error();
+            R out;
+            for (int i = 0; i < r->count(); ++i) {
+                WorkerRow w{r->text(i, 0),    r->text(i, 1),    r->integer(i, 2),
+                            r->text(i, 3),    r->integer(i, 4), r->integer(i, 5),
+                            r->integer(i, 6), r->integer(i, 8), {}};
+                const std::string nodes = r->text(i, 7);
+                for (size_t a = 0; a < nodes.size();) {
+                    size_t b = nodes.find(',', a);
+                    if (b == std::string::npos) b = nodes.size();
+                    w.nodes.push_back(nodes.substr(a, b - a));
+                    a = b + 1;
+                }
+                out.push_back(std::move(w));
+            }
+            return out;
+        });
+    }
+
     Result<std::vector<LeaseRow>> lease_rows() override {
         using R = std::vector<LeaseRow>;
         return read<R>([&]() -> Result<R> {
@@ -725,6 +1060,16 @@ public:
     }
 
 private:
+    // Wakes listening workers (on_wake). A statement of its own, after the
+    // write it announces committed: a transaction that notifies holds a
+    // server-wide lock from its commit until its commit record is flushed,
+    // which would serialise every worker's commits behind one fsync; this
+    // one writes nothing, so it commits without a flush. Best effort: the
+    // bounded poll covers a lost wake-up.
+    void notify(const std::string& payload) {
+        (void)db_->exec("wake waiting workers", "SELECT pg_notify('" KILN_PG_CHANNEL "', $1)", Params().add(payload));
+    }
+
     // Inside a transaction: fails with "lease.lost" unless the node's lease
     // row still names this worker at the generation it claimed. FOR SHARE
     // holds off a takeover until this transaction ends.
@@ -755,26 +1100,40 @@ private:
         });
     }
 
-public:
-private:
+    // Whether an operation may be run again on a new connection after the
+    // old one broke under it. Always: reads and writes that land the same
+    // however often they run (updates to a value, deletes, upserts).
+    // Unsent: inserts, and transactions that bump counters; run again only
+    // when nothing of them can have committed (the break came before
+    // COMMIT); otherwise the transient error goes up and the engine's
+    // retry observes what really happened.
+    enum class Again { Always, Unsent };
+
     // One connection, one statement at a time: the engine's threads queue
-    // here, as they share the SQLite connection.
+    // here, as they share the SQLite connection. A broken connection is
+    // made again first (Connection::ready); an operation it broke under is
+    // run again on the new one, at most twice more, as `again` allows.
     template <class T, class F>
-    Result<T> read(F&& body) {
+    Result<T> read(F&& body, Again again = Again::Always, const char* what = "read the journal") {
         try {
             std::lock_guard<std::mutex> lock(mu_);
-            return body();
+            for (int tries = 1;; ++tries) {
+                if (auto s = db_->ready(what); !s) return s.error();
+                Result<T> r = body();
+                if (r.ok() || !db_->lost() || tries == 3) return r;
+                if (again == Again::Unsent && db_->commit_unknown()) return r;
+            }
         } catch (const std::exception& e) {
             return make_error("journal", "journal.internal", "cannot read " + db_->url() + ": " + e.what());
         }
     }
 
     template <class T, class F>
-    Result<T> write(const char* what, F&& body) {
+    Result<T> write(const char* what, F&& body, Again again = Again::Always) {
         if (read_only_)
             return make_error("journal", "journal.read_only",
                               std::string("cannot ") + what + " in " + db_->url() + ": the journal was opened read-only");
-        return read<T>(std::forward<F>(body));
+        return read<T>(std::forward<F>(body), again, what);
     }
 
     std::mutex mu_;
@@ -782,6 +1141,13 @@ private:
     bool read_only_;
     std::string worker_;
     std::map<std::string, Lease> held_;  // node -> the lease this process holds (guarded by mu_)
+    std::set<std::string> unavailable_;  // nodes holding an "unavailable" slot (guarded by mu_)
+    bool registered_ = false;            // listed in the workers table (guarded by mu_)
+    std::atomic<int64_t> renewals_{0}, losses_{0};  // the heartbeat's work
+    std::string url_;
+    PgOptions options_;
+    std::mutex listener_mu_;
+    std::unique_ptr<Listener> listener_;  // while someone waits for wake-ups
     // node -> when the server last confirmed it (sent time of the claim or
     // renewal, monotonic) and its ttl
     std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::chrono::milliseconds>> fresh_;
@@ -851,7 +1217,7 @@ Result<std::unique_ptr<Store>> open(const std::string& url, const PgOptions& opt
     } else if (*version < kSchemaVersion) {
         if (auto s = migrate(*db); !s) return s.error();
     }
-    return std::unique_ptr<Store>(std::make_unique<PgStore>(std::move(db), options.read_only));
+    return std::unique_ptr<Store>(std::make_unique<PgStore>(std::move(db), options.read_only, url, options));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // reference, so every message may name the URL as given.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,10 @@ struct PgOptions {
     std::optional<Secret> password;  // resolved when connecting, never kept
     int connect_timeout_s = 10;      // every connection attempt
     int statement_timeout_ms = 30000;  // every statement (a wedged server is an error, not a hang)
+    // How long an operation that finds the connection gone (a server
+    // restart, a failover) keeps connecting again before it fails with
+    // journal.unavailable. Zero: one attempt.
+    std::chrono::milliseconds reconnect_for{std::chrono::seconds(60)};
 };
 
 // Connects, and (unless read_only) brings the schema to this kiln's version

@@ -16,6 +16,8 @@
 namespace kiln::journal {
 
 class Leases;  // leases.h: node leases for stores several workers share
+struct LeaseRow;
+struct WorkerRow;
 
 // Milliseconds since the Unix epoch (wall clock).
 int64_t now_ms();
@@ -121,6 +123,12 @@ public:
     // Node leases, when several workers share this store (PostgreSQL);
     // null for a store one process owns under its run lock (SQLite).
     virtual Leases* leases() { return nullptr; }
+
+    // Who holds what, on a store workers share (a reader too): the leases
+    // live now (`kiln status`) and the live workers (`kiln workers`).
+    // Stores one process owns have neither and say so.
+    virtual Result<std::vector<LeaseRow>> live_leases();
+    virtual Result<std::vector<WorkerRow>> live_workers();
 };
 
 }  // namespace kiln::journal
