@@ -26,9 +26,11 @@
 // the BMC offers $expand, and verify notes the requests each flow sent
 // ("BMC requests: inventory 14, update 9, bios 6").
 // Resources: "bmc:<host:port>", so the scheduler's per_bmc limit applies.
-// Threads: the engine's worker pool runs node-stages (`limits.parallel` at
-// most); every wait here goes through StageContext::wait_for, so a stop or
-// the stage deadline cuts it short.
+// Threads: the engine's worker pool runs node-stages. The update task's
+// polls park between them (StageContext::park): a node waiting for its
+// BMC's update holds no thread. Other waits (running tasks found at start,
+// reset tasks, Dell jobs, the read-back's settle polls) still go through
+// StageContext::wait_for, so a stop or the stage deadline cuts them short.
 #pragma once
 
 #include <chrono>
@@ -108,7 +110,16 @@ private:
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
                                            const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
                                            const config::FirmwareProfile& fw, const nlohmann::json& targets);
-    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+    // Flash, after the update was sent: its task polled (parking between
+    // polls), then the version read back.
+    redfish::TaskOptions update_task_options(engine::StageContext& ctx, const config::FirmwareComponent& comp) const;
+    Status await_update(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
+                        nlohmann::json state);
+    Status poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
+                        nlohmann::json& state, const std::string& what);
+    Status read_back(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
+                     std::string seen, std::string task_note, std::string job_uri);
+    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const std::string& manager_uri,
                                        const redfish::VendorProfile& prof, const redfish::TaskResult& task,
                                        const redfish::TaskOptions& opts);
     bool update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,

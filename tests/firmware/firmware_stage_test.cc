@@ -362,6 +362,45 @@ TEST_CASE("kiln-bmc flashes the BIOS and the BMC once through SimpleUpdate and k
     CHECK(bmc_control(bmc, "GET", "state")["updates"].size() == 2);
 }
 
+TEST_CASE("an engine run parks each node between update task polls and flashes each kiln-bmc once") {
+    // Three BMCs flashed through the engine: the update task's polls park
+    // (the node holds no thread while the BMC works), and every BMC still
+    // gets each image exactly once, in this run and in a second one.
+    std::vector<std::unique_ptr<BmcChild>> bmcs;
+    std::vector<std::string> urls;
+    for (int i = 0; i < 3; ++i) {
+        bmcs.push_back(std::make_unique<BmcChild>());
+        start_updating(*bmcs.back(), "dmtf-public-rackmount1");
+        urls.push_back(bmcs.back()->url());
+    }
+    kiln::test::TempDir dir;
+    std::string fw = "[firmware.p]\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin") +
+                     image_toml(dir, "BMC", "1.46.0-kiln", "bmc.bin");
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = urls, .firmware_toml = fw}));
+    engine::StageRegistry registry;
+    registry.add(std::make_shared<FirmwareStage>(nullptr, fast_options()));
+    auto store = journal::open_sqlite_store(dir.file("journal.db"), {});
+    REQUIRE(store);
+    for (int round = 0; round < 2; ++round) {
+        CollectingSink sink;
+        engine::StopToken stop;
+        engine::Engine eng(fleet, registry, store->get(), &sink, stop);
+        auto report = eng.run({});
+        REQUIRE(report);
+        INFO(sink.text);
+        REQUIRE(report->status == "completed");
+        CHECK(report->actions == (round == 0 ? 6 : 0));
+        if (round == 0) {
+            // Each node parked on its update tasks at least once.
+            for (const auto& n : fleet.nodes) {
+                CHECK(sink.text.find(n.name + " firmware waiting: BIOS: update task") != std::string::npos);
+                CHECK(sink.text.find(n.name + " firmware waiting: BMC: update task") != std::string::npos);
+            }
+        }
+        for (const auto& b : bmcs) CHECK(bmc_control(*b, "GET", "state")["updates"].size() == 2);
+    }
+}
+
 TEST_CASE("a BMC restart in the middle of an update and 503s and dropped connections are waited out") {
     BmcChild bmc;
     start_updating(bmc, "hpe-dl325");
