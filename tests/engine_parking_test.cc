@@ -1,11 +1,10 @@
 // Parked waits (issue 20): a stage that waits hands the engine a wake-up
 // time and returns its thread. Thousands of nodes wait at once on a pool
-// sized to the cores; a wait's deadline, a stop and a kill -9 each end it
-// the way the stage contract says.
+// sized to the cores; a wait's deadline and a stop each end it the way
+// the stage contract says (kill -9 during parked waits: crash_test.cc).
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
-#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -18,7 +17,6 @@
 #include "provisioner/engine/parking_lot.h"
 #include "provisioner/engine/worker_pool.h"
 #include "provisioner/journal/sqlite_store.h"
-#include "tests/support/child.h"
 #include "tests/support/fleet_builder.h"
 #include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
@@ -300,49 +298,4 @@ TEST_CASE("engine: the open-file limit is checked against parallel before a run 
     rlimit now{};
     REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);
     REQUIRE(now.rlim_cur == saved.rlim_max);
-}
-
-TEST_CASE("crash: SIGKILL during parked waits, re-run waits again and starts no task twice", "[crash][parking]") {
-    TempDir dir;
-    const int nodes = 24;
-    dir.write("pipelines/park-node.toml", "schema = 1\nname = \"park-node\"\nstages = [\"t-park\"]\n");
-    std::string toml = "schema = 1\n\n[fleet]\nname = \"parktest\"\npipelines = \"pipelines\"\n\n[limits]\n"
-                       "parallel = 24\n\n[[racks]]\nname = \"r1\"\n";
-    for (int i = 1; i <= nodes; ++i)
-        toml += "\n[[nodes]]\nname = \"p" + std::to_string(i) +
-                "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" +
-                std::to_string(9100 + i) + "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
-    const std::string fleet = dir.write("fleet.toml", toml);
-    const std::string ledger = dir.file("ledger");
-    const std::map<std::string, std::string> env = {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "60000"}};
-
-    auto starts = [&] {
-        int n = 0;
-        for (const auto& [line, count] : LedgerStage::read_ledger(ledger)) {
-            INFO(line);
-            REQUIRE(count == 1);  // nothing ever happens twice
-            if (line.size() > 6 && line.compare(line.size() - 6, 6, " start") == 0) ++n;
-        }
-        return n;
-    };
-    // Each run starts a few more tasks than the last, then is killed while
-    // they wait (parked, with 60 s to go).
-    int kills = 0;
-    for (int target : {3, 9, 16, nodes}) {
-        kiln::test::RunningChild child({KILN_TEST_DRIVER, "apply", fleet}, env, dir.file("run" + std::to_string(kills)));
-        for (int i = 0; i < 3000 && starts() < target && !child.ended(); ++i) std::this_thread::sleep_for(10ms);
-        REQUIRE(starts() >= target);
-        REQUIRE(child.signal(SIGKILL));
-        auto r = child.wait(30);
-        REQUIRE(r.signal == SIGKILL);
-        ++kills;
-    }
-    REQUIRE(starts() == nodes);
-    // A run with short waits finishes every node: each task waited for, none started again.
-    auto final_run = kiln::test::run_child({KILN_TEST_DRIVER, "apply", fleet},
-                                           {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "20"}});
-    INFO(final_run.out << final_run.err);
-    REQUIRE(final_run.exit_code == 0);
-    REQUIRE(starts() == nodes);
-    REQUIRE(LedgerStage::read_ledger(ledger).size() == static_cast<size_t>(2 * nodes));
 }

@@ -311,7 +311,12 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
             }
         }
     };
-    int threads = std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(selection.size())));
+    // Observe cannot park, so plan blocks a thread per BMC read; but
+    // `parallel` is a limit on nodes in flight now (thousands), not a thread
+    // count: at most kPlanThreads reads at once.
+    constexpr int kPlanThreads = 64;
+    int threads = std::max(1, std::min({fleet_.limits.parallel, static_cast<int>(selection.size()),
+                                        std::max(kPlanThreads, WorkerPool::default_core())}));
     {
         std::vector<std::thread> pool;
         for (int t = 1; t < threads; ++t) pool.emplace_back(work);
