@@ -16,9 +16,22 @@ Duration Limits::timeout_for(const std::string& stage) const {
 }
 
 const Node* Fleet::find_node(const std::string& name) const {
+    if (nodes_indexed_ == nodes.size()) {
+        auto it = node_at_.find(name);
+        if (it != node_at_.end() && it->second < nodes.size() && nodes[it->second].name == name)
+            return &nodes[it->second];
+        // Not found, or renamed since the index was built: the scan decides.
+    }
     for (const auto& n : nodes)
         if (n.name == name) return &n;
     return nullptr;
+}
+
+void Fleet::index_nodes() {
+    node_at_.clear();
+    node_at_.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) node_at_.emplace(nodes[i].name, i);  // the first of a duplicate
+    nodes_indexed_ = nodes.size();
 }
 
 const Rack* Fleet::find_rack(const std::string& name) const {

@@ -351,7 +351,10 @@ struct Fleet {
     std::optional<StoreConfig> store;  // absent: the SQLite journal
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
 
+    // Indexed once index_nodes() has run (the loader runs it); linear
+    // before, or when `nodes` has changed size since (fleets built in code).
     const Node* find_node(const std::string& name) const;
+    void index_nodes();
     const Rack* find_rack(const std::string& name) const;
     const Switch* find_switch(const std::string& name) const;
     // The nodes whose VMs share one smoke ring with this node's, in fleet
@@ -364,6 +367,8 @@ struct Fleet {
     void index_cables();
 
 private:
+    std::unordered_map<std::string, size_t> node_at_;                      // positions in `nodes`
+    size_t nodes_indexed_ = static_cast<size_t>(-1);                       // nodes.size() when indexed
     std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;  // positions in `cabling`
     size_t cables_indexed_ = static_cast<size_t>(-1);                    // cabling.size() when indexed
 };

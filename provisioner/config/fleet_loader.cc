@@ -1260,6 +1260,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
                    std::tie(fb, b.pos.file, b.pos.line, b.pos.column);
         });
         if (result.errors.empty()) {
+            L.fleet.index_nodes();
             L.fleet.index_cables();
             result.fleet = std::move(L.fleet);
         }
@@ -1325,6 +1326,7 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.pipelines(pipelines_dir, pipelines_node);
     L.read_defaults(root);
     L.nodes(root);
+    L.fleet.index_nodes();  // cabling looks up a node per cable
     L.smoke_rings();
     L.cabling(root);
     L.uplinks(root);

@@ -47,6 +47,7 @@ struct ParkedAction {
     std::optional<std::string> last_verified;
     int64_t started = 0;                       // the attempt's start (its stage row)
     int actions_done = 0;                      // applied by this attempt before it
+    int parks = 1;                             // of this action in a row (one per poll)
     bool slots_held = false;
 };
 
@@ -645,6 +646,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 p->started = started;
                 p->actions_done = a.actions;
                 p->slots_held = std::exchange(slots.held, false);
+                p->parks = (resume && k == first) ? resume->parks + 1 : 1;
                 a.kind = Attempt::Kind::Parked;
                 a.parked = std::move(p);
                 return a;
@@ -790,8 +792,10 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                     const auto& req = c.attempt.parked->request;
                     const auto at = stop_.soft() ? Clock::now() : std::min(req.until, *r.deadline);
                     lot.park(c.index, at, req.key);
-                    emit({EngineEvent::Kind::Progress, r.outcome.node, r.sel->stages[r.next], "waiting: " + req.reason,
-                          "", -1, done_count.load(), total});
+                    // Said once per action: a stage that polls says more itself.
+                    if (c.attempt.parked->parks == 1)
+                        emit({EngineEvent::Kind::Progress, r.outcome.node, r.sel->stages[r.next],
+                              "waiting: " + req.reason, "", -1, done_count.load(), total});
                     r.parked = std::move(c.attempt.parked);
                     continue;
                 }
