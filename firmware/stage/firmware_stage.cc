@@ -594,6 +594,7 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     // Back from a park between two polls of the update task.
     const json* resumed = ctx.resumed();
     if (resumed && resumed->value("phase", "") == "update_task") return await_update(ctx, client, *comp, *resumed);
+    if (resumed && resumed->value("phase", "") == "read_back") return read_back(ctx, client, *comp, *resumed);
     if (resumed && resumed->value("phase", "") == "earlier_task") {
         // A task found running at the start: follow it to its end, then
         // flash as if it had just been found finished.
@@ -668,7 +669,7 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
             return await_update(ctx, client, *comp, state);
         }
     }
-    return read_back(ctx, client, *comp, cs.counts, task_note, job_uri);
+    return read_back(ctx, client, *comp, json{{"seen", cs.counts}, {"task_note", task_note}, {"job_uri", job_uri}});
 }
 
 redfish::TaskOptions FirmwareStage::update_task_options(engine::StageContext& ctx,
@@ -694,8 +695,10 @@ Status FirmwareStage::await_update(engine::StageContext& ctx, redfish::Client& c
         redfish::vendor_from_name(state.value("vendor", "")).value_or(redfish::Vendor::Generic));
     auto job = job_after_task(ctx, client, state.value("manager_uri", ""), prof, task, opts);
     if (!job) return job.error();
-    return read_back(ctx, client, comp, state.value("seen", ""), fmt::format("task {} {}", task.monitor, task.state),
-                     *job);
+    return read_back(ctx, client, comp,
+                     json{{"seen", state.value("seen", "")},
+                          {"task_note", fmt::format("task {} {}", task.monitor, task.state)},
+                          {"job_uri", *job}});
 }
 
 // Polls `poll` to its end. Between polls: parks where the engine can resume
@@ -721,18 +724,23 @@ Status FirmwareStage::poll_or_park(engine::StageContext& ctx, redfish::Client& c
 }
 
 // After the update was sent (and its task ended): read the version back.
+// `state`: seen (the member versions last read), task_note, job_uri; and,
+// when resumed from a park between reads, reset_done and until_ms.
 Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& client,
-                                const config::FirmwareComponent& comp_ref, std::string seen, std::string task_note,
-                                std::string job_uri) {
+                                const config::FirmwareComponent& comp_ref, const json& state) {
     const config::FirmwareComponent* comp = &comp_ref;
     const ComponentSelector sel = selector_of(*comp);
+    std::string seen = state.value("seen", ""), task_note = state.value("task_note", "");
+    const std::string job_uri = state.value("job_uri", "");
 
     // Read the version back; the BMC may be restarting (its own update) or
     // the update may wait for a host reset (apply time OnReset: the first
     // read finds the old version and resets; some BMCs wait for a reset
     // even when asked for Immediate).
-    bool reset_done = false;
-    auto until = Clock::now() + options_.settle_timeout;
+    bool reset_done = state.value("reset_done", false);
+    const auto until = state.contains("until_ms")
+                           ? Clock::time_point(milliseconds(state["until_ms"].get<int64_t>()))
+                           : Clock::now() + options_.settle_timeout;
     std::string last_error;
     // Read with every part verify needs: the read that finds it done is
     // handed on to the next action or verify.
@@ -777,6 +785,17 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
                                fmt::format("{} still {} after the update to {} ({})",
                                            comp->name, seen, comp->version, task_note),
                                true);
+        if (ctx.can_park()) {
+            // The BMC restarts or the host resets: read again after a park.
+            json next = {{"phase", "read_back"},
+                         {"seen", seen},
+                         {"task_note", task_note},
+                         {"job_uri", job_uri},
+                         {"reset_done", reset_done},
+                         {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()}};
+            return ctx.park_for(options_.settle_poll, std::move(next),
+                                fmt::format("{}: reading {} back ({})", comp->name, comp->version, seen));
+        }
         if (!ctx.wait_for(options_.settle_poll))
             return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
                                                                 comp->version));

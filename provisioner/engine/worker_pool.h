@@ -62,9 +62,7 @@ public:
         cv_.notify_one();
     }
 
-    // Threads started so far, and the most started at once (they never
-    // retire before the pool ends, so the two are equal; kept apart so a
-    // retiring pool would not change callers).
+    // Threads started so far (none retires before the pool ends).
     int threads() const {
         std::lock_guard<std::mutex> lock(mu_);
         return static_cast<int>(threads_.size());
