@@ -4,10 +4,19 @@
 // loading, peak RSS and journal size; and, as a baseline measured in the
 // same process, the same journal writes made directly without the engine,
 // so the figures can be read as ratios on a noisy shared machine.
+// Then parked waits (issue 20): --park-nodes nodes whose one stage waits
+// --park-ms, at parallel = park-nodes, once parking (the thread goes back to
+// the pool) and once holding its thread (ctx.wait_for, as stages did before
+// parking) at --park-parallel; wall time as a ratio of the wait itself (the
+// bound), and the peak thread count read from /proc/self/task.
 #include <sys/resource.h>
 
+#include <dirent.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -51,6 +60,94 @@ private:
     std::set<std::string> done_;
 };
 
+// One action per node that waits `wait` outside kiln: parks (or, with
+// `block`, sleeps in ctx.wait_for holding its thread), then is done.
+class WaitStage : public kiln::engine::Stage {
+public:
+    WaitStage(std::chrono::milliseconds wait, bool block) : wait_(wait), block_(block) {}
+    std::string name() const override { return "wait"; }
+    kiln::Result<kiln::engine::Observation> observe(kiln::engine::StageContext&) override {
+        return kiln::engine::Observation{};
+    }
+    kiln::Result<std::vector<kiln::engine::Action>> plan(kiln::engine::StageContext&,
+                                                         const kiln::engine::Observation&) override {
+        return std::vector<kiln::engine::Action>{{"wait", "wait"}};
+    }
+    kiln::Status apply(kiln::engine::StageContext& ctx, const kiln::engine::Action&) override {
+        if (ctx.resumed()) return {};
+        if (block_) {
+            ctx.wait_for(wait_);
+            return {};
+        }
+        return ctx.park_for(wait_, nlohmann::json::object(), "bench wait");
+    }
+    kiln::Status verify(kiln::engine::StageContext&) override { return {}; }
+
+private:
+    std::chrono::milliseconds wait_;
+    bool block_;
+};
+
+int thread_count() {
+    int n = 0;
+    if (DIR* d = ::opendir("/proc/self/task")) {
+        while (const dirent* e = ::readdir(d))
+            if (e->d_name[0] != '.') ++n;
+        ::closedir(d);
+    }
+    return n;
+}
+
+struct WaitFigures {
+    double wall_s = 0;
+    int peak_threads = 0;
+    bool ok = false;
+};
+
+// `nodes` nodes each waiting `wait_ms` at `parallel`, on a fresh journal.
+WaitFigures run_waits(const fs::path& work, int nodes, int parallel, int wait_ms, bool block) {
+    kiln::config::Fleet fleet;
+    fleet.name = "bench-wait";
+    fleet.path = (work / "wait-fleet.toml").string();
+    fleet.limits.parallel = parallel;
+    fleet.racks.push_back({"r0", {}, {}});
+    kiln::config::Pipeline p;
+    p.name = "wait";
+    p.stages = {"wait"};
+    fleet.pipelines[p.name] = p;
+    for (int i = 0; i < nodes; ++i) {
+        kiln::config::Node n;
+        n.name = "node-" + std::to_string(i);
+        n.rack = "r0";
+        n.role = "wait";
+        fleet.nodes.push_back(n);
+    }
+    kiln::engine::StageRegistry registry;
+    registry.add(std::make_shared<WaitStage>(std::chrono::milliseconds(wait_ms), block));
+    const fs::path journal = work / (block ? "wait-block.db" : "wait-park.db");
+    auto store = kiln::journal::open_sqlite_store(journal.string(), {});
+    WaitFigures f;
+    if (!store) return f;
+    kiln::engine::StopToken stop;
+    kiln::engine::Engine engine(fleet, registry, store->get(), nullptr, stop);
+    std::atomic<bool> done{false};
+    std::atomic<int> peak{0};
+    std::thread sampler([&] {
+        while (!done) {
+            peak = std::max(peak.load(), thread_count());
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    });
+    auto t = Clock::now();
+    auto r = engine.run({});
+    f.wall_s = std::chrono::duration<double>(Clock::now() - t).count();
+    done = true;
+    sampler.join();
+    f.peak_threads = peak;
+    f.ok = r && r->status == "completed" && r->actions == nodes;
+    return f;
+}
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 long peak_rss_kb() {
@@ -70,11 +167,15 @@ uintmax_t size_or_zero(const fs::path& p) {
 int main(int argc, char** argv) {
     CLI::App app{"kiln engine benchmark"};
     int nodes = 10000, parallel = 64;
+    int park_nodes = 2000, park_ms = 1000, park_parallel = 64;
     std::string out = "bench/results/engine.json", work = "build/bench-work";
     app.add_option("--nodes", nodes, "nodes in the generated fleet");
     app.add_option("--parallel", parallel, "limits.parallel");
     app.add_option("--out", out, "where to write the figures (JSON)");
     app.add_option("--work", work, "scratch folder on disk for the fleet and journal");
+    app.add_option("--park-nodes", park_nodes, "nodes in the parked-wait runs (0 = skip them)");
+    app.add_option("--park-ms", park_ms, "how long each of those nodes waits");
+    app.add_option("--park-parallel", park_parallel, "limits.parallel of the run whose waits hold their thread");
     CLI11_PARSE(app, argc, argv);
 
     const std::vector<std::string> stages = {"noop1", "noop2", "noop3", "noop4", "noop5", "noop6"};
@@ -159,7 +260,18 @@ int main(int argc, char** argv) {
     }
 
     const auto journal_bytes = size_or_zero(journal) + size_or_zero(journal.string() + "-wal");
-    const long rss_kb = peak_rss_kb();
+    const long rss_kb = peak_rss_kb();  // before the wait runs: the figure is the 6-stage run's
+
+    // Parked waits: the bound is one wait (every node waits at once).
+    WaitFigures parked, held;
+    if (park_nodes > 0) {
+        parked = run_waits(work, park_nodes, park_nodes, park_ms, false);
+        held = run_waits(work, park_nodes, park_parallel, park_ms, true);
+        if (!parked.ok || !held.ok) {
+            std::fprintf(stderr, "a parked-wait run did not complete every node\n");
+            return 1;
+        }
+    }
     nlohmann::json j = {
         {"benchmark", "engine"},
         {"nodes", nodes},
@@ -180,6 +292,23 @@ int main(int argc, char** argv) {
         {"journal_bytes", journal_bytes},
         {"journal_mb", journal_bytes / 1048576.0},
     };
+    if (park_nodes > 0) {
+        const double bound = park_ms / 1000.0;
+        j["waits"] = {
+            {"nodes", park_nodes},
+            {"wait_s", bound},
+            {"cores", std::thread::hardware_concurrency()},
+            {"parked", {{"parallel", park_nodes},
+                        {"wall_s", parked.wall_s},
+                        {"vs_wait_bound_ratio", parked.wall_s / bound},
+                        {"peak_threads", parked.peak_threads}}},
+            {"holding_threads", {{"parallel", park_parallel},
+                                 {"wall_s", held.wall_s},
+                                 {"vs_wait_bound_ratio", held.wall_s / bound},
+                                 {"peak_threads", held.peak_threads}}},
+            {"held_vs_parked_wall_ratio", held.wall_s / parked.wall_s},
+        };
+    }
     fs::create_directories(fs::path(out).parent_path());
     std::ofstream(out) << j.dump(2) << "\n";
     std::printf("%s\n", j.dump(2).c_str());

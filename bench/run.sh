@@ -4,9 +4,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
 mkdir -p bench/results
-echo "bench/engine: 10,000 nodes x 6 no-op stages"
+echo "bench/engine: 10,000 nodes x 6 no-op stages; 2,000 nodes waiting 1 s, parked (parallel 2,000) vs holding threads (parallel 64)"
 build/bench/kiln-bench-engine --nodes "${KILN_BENCH_NODES:-10000}" --out bench/results/engine.json \
   --work build/bench-work
+if [ "${KILN_BENCH_ENGINE_100K:-0}" = 1 ]; then
+  echo "bench/engine: 100,000 nodes x 6 no-op stages (peak RSS, time per node-stage against the 10,000-node run)"
+  build/bench/kiln-bench-engine --nodes 100000 --park-nodes 0 --out bench/results/engine-100k.json \
+    --work build/bench-work-100k
+  rm -rf build/bench-work-100k
+fi
 echo "bench/scale: ${KILN_BENCH_SCALE_NODES:-10000} nodes x 6 no-op stages on PostgreSQL with 1, 2 and 4 workers vs SQLite"
 bench/scale/run.sh > /dev/null
 echo "bench/smoke: kiln-smoke CPU path (1, 2 and 3 ranks) and the report's Chromium render"

@@ -329,6 +329,25 @@ TEST_CASE("config: small helpers", "[config]") {
     CHECK(l.timeout_for("image") == 5min);
 }
 
+TEST_CASE("config: find_node uses its index and still sees nodes renamed or added since", "[config]") {
+    kiln::config::Fleet f;
+    for (const char* n : {"a", "b", "c"}) {
+        kiln::config::Node node;
+        node.name = n;
+        f.nodes.push_back(node);
+    }
+    f.index_nodes();
+    REQUIRE(f.find_node("b") == &f.nodes[1]);
+    REQUIRE(f.find_node("zz") == nullptr);
+    f.nodes[1].name = "bb";  // renamed after indexing
+    CHECK(f.find_node("b") == nullptr);
+    CHECK(f.find_node("bb") == &f.nodes[1]);
+    f.nodes.push_back(f.nodes[0]);
+    f.nodes.back().name = "d";  // added after indexing
+    CHECK(f.find_node("d") == &f.nodes.back());
+    CHECK(f.find_node("c") == &f.nodes[2]);
+}
+
 TEST_CASE("config: a TOML syntax error is one diagnostic at its position", "[config][errors]") {
     // The unknown key before it is not reported: nothing is read after a syntax error.
     auto l = load_text("schema = 1\ncolour = 1\n[fleet]\nname = \n");

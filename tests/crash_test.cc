@@ -1,11 +1,14 @@
 // Crash safety: `kiln apply` killed with SIGKILL at many points (before and
 // after an action's side effect, so also between the effect and its
 // journal row) and re-run must end with every action done exactly once.
+// And killed while nodes are parked waiting for work they started (issue
+// 20): the re-run waits for it again and never starts it twice.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
 
 #include <random>
+#include <thread>
 
 #include "tests/support/child.h"
 #include "tests/support/cli_fleet.h"
@@ -13,6 +16,8 @@
 
 using kiln::test::run_child;
 using kiln::test::TempDir;
+using namespace std::chrono_literals;
+using kiln::test::LedgerStage;
 
 TEST_CASE("crash: SIGKILL at 20+ points, re-run finishes, every action exactly once", "[crash]") {
     TempDir dir;
@@ -66,4 +71,63 @@ TEST_CASE("crash: SIGKILL at 20+ points, re-run finishes, every action exactly o
     auto j = nlohmann::json::parse(status.out);
     REQUIRE(j["nodes"].size() == static_cast<size_t>(nodes));
     for (const auto& n : j["nodes"]) REQUIRE(n["state"] == "ready");
+}
+
+TEST_CASE("crash: SIGKILL during parked waits, re-run waits again and starts no task twice", "[crash][parking]") {
+    TempDir dir;
+    const int nodes = 24;
+    dir.write("pipelines/park-node.toml", "schema = 1\nname = \"park-node\"\nstages = [\"t-park\"]\n");
+    std::string toml = "schema = 1\n\n[fleet]\nname = \"parktest\"\npipelines = \"pipelines\"\n\n[limits]\n"
+                       "parallel = 6\n\n[[racks]]\nname = \"r1\"\n";
+    for (int i = 1; i <= nodes; ++i)
+        toml += "\n[[nodes]]\nname = \"p" + std::to_string(i) +
+                "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" +
+                std::to_string(9100 + i) + "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
+    const std::string fleet = dir.write("fleet.toml", toml);
+    const std::string ledger = dir.file("ledger");
+
+    // Tasks started and tasks seen done so far; nothing ever happens twice.
+    auto counts = [&] {
+        std::pair<int, int> n{0, 0};
+        for (const auto& [line, count] : LedgerStage::read_ledger(ledger)) {
+            INFO(line);
+            REQUIRE(count == 1);
+            const bool start = line.size() > 6 && line.compare(line.size() - 6, 6, " start") == 0;
+            ++(start ? n.first : n.second);
+        }
+        return n;
+    };
+    // Each run (6 nodes in flight, each task 300 ms) is killed as soon as it
+    // has started a task of its own that is not done: while nodes wait
+    // parked. The next run finds those tasks started and waits for them.
+    int kills = 0;
+    for (int round = 0; round < 30; ++round) {
+        const auto [starts_before, dones_before] = counts();
+        if (dones_before == nodes) break;
+        kiln::test::RunningChild child({KILN_TEST_DRIVER, "apply", fleet},
+                                       {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "300"}},
+                                       dir.file("run" + std::to_string(round)));
+        bool waiting = false;
+        for (int i = 0; i < 6000 && !waiting && !child.ended(); ++i) {
+            const auto [starts, dones] = counts();
+            waiting = starts > starts_before && starts > dones;
+            if (!waiting) std::this_thread::sleep_for(2ms);
+        }
+        if (!waiting) {
+            auto r = child.wait(60);
+            INFO(r.out << r.err);
+            REQUIRE(r.exit_code == 0);
+            continue;
+        }
+        REQUIRE(child.signal(SIGKILL));
+        auto r = child.wait(30);
+        REQUIRE(r.signal == SIGKILL);
+        ++kills;
+    }
+    REQUIRE(kills >= 3);
+    auto final_run = run_child({KILN_TEST_DRIVER, "apply", fleet},
+                               {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "20"}});
+    INFO(final_run.out << final_run.err);
+    REQUIRE(final_run.exit_code == 0);
+    REQUIRE(counts() == std::pair<int, int>{nodes, nodes});
 }

@@ -607,3 +607,37 @@ TEST_CASE("workers: a worker waiting on a held node is woken by LISTEN/NOTIFY, n
     REQUIRE(claimed_by(raw, "waiter") == std::set<std::string>{"n1"});
     REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = (SELECT max(id) FROM runs)") == 0);
 }
+
+TEST_CASE("workers: a node parked longer than its lease keeps the lease and finishes once", "[worker][pg][parking]") {
+    NEED_CLUSTER(cluster);
+    TempDir dir;
+    const int nodes = 4;
+    dir.write("pipelines/park-node.toml", "schema = 1\nname = \"park-node\"\nstages = [\"t-park\"]\n");
+    std::string toml = "schema = 1\n\n[fleet]\nname = \"parkworkers\"\npipelines = \"pipelines\"\n\n[limits]\n"
+                       "parallel = 4\n\n[[racks]]\nname = \"r1\"\n";
+    for (int i = 1; i <= nodes; ++i)
+        toml += "\n[[nodes]]\nname = \"p" + std::to_string(i) +
+                "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" +
+                std::to_string(9200 + i) + "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
+    const std::string fleet = dir.write("fleet.toml", toml);
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    // Each wait (5 s) outlasts the lease (2 s) more than twice: only the
+    // heartbeat, renewing while no thread runs the node, keeps it.
+    RunningChild worker(worker_argv(url, fleet, "wP"), {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "5000"}},
+                        dir.file("wP"));
+    bool timed_out = false;
+    auto r = worker.wait(120, &timed_out);
+    INFO(r.out << r.err);
+    REQUIRE_FALSE(timed_out);
+    REQUIRE(r.exit_code == 0);
+    auto done = LedgerStage::read_ledger(ledger);
+    REQUIRE(done.size() == static_cast<size_t>(2 * nodes));  // each start and done
+    for (const auto& [line, count] : done) REQUIRE(count == 1);
+    PgRaw raw(url);
+    // No resume found its lease unconfirmed (that ends the action
+    // "interrupted" and starts the stage over), none was lost.
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE outcome <> 'ok'") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions") == nodes);
+    REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
+}

@@ -90,102 +90,26 @@ std::string join(const std::vector<std::string>& v) {
     return out;
 }
 
-Result<TaskResult> poll(Client& client, std::string uri, milliseconds first_wait, const TaskOptions& options) {
-    TaskResult result;
-    result.monitor = uri;
-    auto deadline = Clock::now() + options.timeout;
-    milliseconds next = first_wait;
-    std::string last_error;
-    for (;;) {
-        if (next.count() > 0 && !client.wait(next))
-            return make_error("redfish", "redfish.stopped", fmt::format("task {}: stopped while waiting", uri));
-        if (Clock::now() >= deadline)
-            return make_error("redfish", "redfish.task_timeout",
-                              fmt::format("task {}: still {} after {} s{}", uri, result.state,
-                                          options.timeout.count() / 1000,
-                                          last_error.empty() ? "" : " (last error: " + last_error + ")"),
-                              true);
-        next = options.poll_interval;
-        ++result.polls;
-        auto r = client.get_any(uri);
-        if (!r) {
-            // A BMC restarting after its own update drops connections for a
-            // while: keep polling until the task timeout.
-            if (!r.error().transient) return r.error();
-            last_error = r.error().message;
-            continue;
-        }
-        if (r->status == 202) {
-            result.state = str_of(r->body, "TaskState").empty() ? "Running" : str_of(r->body, "TaskState");
-            if (r->body.is_object()) result.final_body = r->body;  // its Oem.Dell.Id names the job
-            if (options.progress) options.progress(result.state, percent_of(r->body));
-            if (dell_job_scheduled(r->body)) {
-                result.state = "Scheduled";
-                result.final_body = r->body;
-                return result;
-            }
-            next = retry_after(*r, options.poll_interval, options.max_poll_interval);
-            continue;
-        }
-        if (r->status >= 500 || r->status == 429 || r->status == 401) {
-            last_error = fmt::format("HTTP {}", r->status);
-            next = retry_after(*r, options.poll_interval, options.max_poll_interval);
-            continue;
-        }
-        if (r->status == 404 && result.polls > 1 && !result.final_body.is_null()) {
-            // Some BMCs drop a finished task monitor: the last state stands.
-            if (task_phase(result.state, result.status) == TaskPhase::Succeeded) return result;
-        }
-        if (r->status == 404 && result.polls > 1 && task_phase(result.state, "") == TaskPhase::Running) {
-            // Purged while it ran (Dell clears finished jobs): its outcome is
-            // unknown here, so the caller's read-back decides.
-            result.state = "Purged";
-            return result;
-        }
-        if (!r->ok()) return status_error(*r);
-        result.final_body = r->body;
-        std::string state = str_of(r->body, "TaskState");
-        if (state.empty()) {
-            // The monitor answered with the operation's own result: done.
-            result.state = "Completed";
-            return result;
-        }
-        result.state = state;
-        if (r->body.is_object() && r->body.contains("TaskStatus") && r->body["TaskStatus"].is_string())
-            result.status = r->body["TaskStatus"].get<std::string>();
-        if (options.progress) options.progress(state, percent_of(r->body));
-        TaskPhase phase = task_phase(state, result.status);
-        if (phase == TaskPhase::Running && dell_job_scheduled(r->body)) {
-            result.state = "Scheduled";
-            return result;
-        }
-        if (phase == TaskPhase::Running) {
-            next = retry_after(*r, options.poll_interval, options.max_poll_interval);
-            continue;
-        }
-        result.messages = messages_of(r->body);
-        if (phase == TaskPhase::Succeeded) return result;
-        return make_error("redfish", "redfish.task_failed",
-                          fmt::format("task {}: {}{}{}", uri, state,
-                                      result.status.empty() ? "" : " with status " + result.status,
-                                      result.messages.empty() ? "" : ": " + join(result.messages)));
-    }
-}
-
 }  // namespace
 
-Result<TaskResult> follow_task_uri(Client& client, const std::string& uri, const TaskOptions& options) {
-    return poll(client, uri, milliseconds(0), options);
+TaskPoll::TaskPoll(std::string uri, milliseconds first_wait, const TaskOptions& options)
+    : options_(options), next_(first_wait), deadline_(Clock::now() + options.timeout) {
+    result_.monitor = std::move(uri);
 }
 
-Result<TaskResult> follow_task(Client& client, const Response& accepted, const TaskOptions& options) {
+TaskPoll TaskPoll::of_uri(const std::string& uri, const TaskOptions& options) {
+    return TaskPoll(uri, milliseconds(0), options);
+}
+
+Result<TaskPoll> TaskPoll::start(Client& client, const Response& accepted, const TaskOptions& options) {
     if (!accepted.ok()) return status_error(accepted);
     std::string monitor = accepted.header("Location");
     if (monitor.empty()) monitor = str_of(accepted.body, "@odata.id");
     bool is_task = !str_of(accepted.body, "TaskState").empty();
     if (accepted.status != 202 && !is_task) {
-        TaskResult done;
-        done.final_body = accepted.body;
+        TaskPoll done("", milliseconds(0), options);
+        done.result_.final_body = accepted.body;
+        done.done_ = true;
         return done;
     }
     if (monitor.empty())
@@ -204,7 +128,143 @@ Result<TaskResult> follow_task(Client& client, const Response& accepted, const T
                                           accepted.uri, parts->host));
         monitor = parts->target;
     }
-    return poll(client, monitor, retry_after(accepted, milliseconds(0), options.max_poll_interval), options);
+    return TaskPoll(monitor, retry_after(accepted, milliseconds(0), options.max_poll_interval), options);
+}
+
+Status TaskPoll::step(Client& client) {
+    const std::string& uri = result_.monitor;
+    next_ = milliseconds(0);
+    if (Clock::now() >= deadline_)
+        return make_error("redfish", "redfish.task_timeout",
+                          fmt::format("task {}: still {} after {} s{}", uri, result_.state,
+                                      options_.timeout.count() / 1000,
+                                      last_error_.empty() ? "" : " (last error: " + last_error_ + ")"),
+                          true);
+    next_ = options_.poll_interval;
+    ++result_.polls;
+    auto r = client.get_any(uri);
+    if (!r) {
+        // A BMC restarting after its own update drops connections for a
+        // while: keep polling until the task timeout.
+        if (!r.error().transient) return r.error();
+        last_error_ = r.error().message;
+        return ok_status();
+    }
+    if (r->status == 202) {
+        result_.state = str_of(r->body, "TaskState").empty() ? "Running" : str_of(r->body, "TaskState");
+        if (r->body.is_object()) result_.final_body = r->body;  // its Oem.Dell.Id names the job
+        if (options_.progress) options_.progress(result_.state, percent_of(r->body));
+        if (dell_job_scheduled(r->body)) {
+            result_.state = "Scheduled";
+            result_.final_body = r->body;
+            done_ = true;
+            return ok_status();
+        }
+        next_ = retry_after(*r, options_.poll_interval, options_.max_poll_interval);
+        return ok_status();
+    }
+    if (r->status >= 500 || r->status == 429 || r->status == 401) {
+        last_error_ = fmt::format("HTTP {}", r->status);
+        next_ = retry_after(*r, options_.poll_interval, options_.max_poll_interval);
+        return ok_status();
+    }
+    if (r->status == 404 && result_.polls > 1 && !result_.final_body.is_null()) {
+        // Some BMCs drop a finished task monitor: the last state stands.
+        if (task_phase(result_.state, result_.status) == TaskPhase::Succeeded) {
+            done_ = true;
+            return ok_status();
+        }
+    }
+    if (r->status == 404 && result_.polls > 1 && task_phase(result_.state, "") == TaskPhase::Running) {
+        // Purged while it ran (Dell clears finished jobs): its outcome is
+        // unknown here, so the caller's read-back decides.
+        result_.state = "Purged";
+        done_ = true;
+        return ok_status();
+    }
+    if (!r->ok()) return status_error(*r);
+    result_.final_body = r->body;
+    std::string state = str_of(r->body, "TaskState");
+    if (state.empty()) {
+        // The monitor answered with the operation's own result: done.
+        result_.state = "Completed";
+        done_ = true;
+        return ok_status();
+    }
+    result_.state = state;
+    if (r->body.is_object() && r->body.contains("TaskStatus") && r->body["TaskStatus"].is_string())
+        result_.status = r->body["TaskStatus"].get<std::string>();
+    if (options_.progress) options_.progress(state, percent_of(r->body));
+    TaskPhase phase = task_phase(state, result_.status);
+    if (phase == TaskPhase::Running && dell_job_scheduled(r->body)) {
+        result_.state = "Scheduled";
+        done_ = true;
+        return ok_status();
+    }
+    if (phase == TaskPhase::Running) {
+        next_ = retry_after(*r, options_.poll_interval, options_.max_poll_interval);
+        return ok_status();
+    }
+    result_.messages = messages_of(r->body);
+    if (phase == TaskPhase::Succeeded) {
+        done_ = true;
+        return ok_status();
+    }
+    return make_error("redfish", "redfish.task_failed",
+                      fmt::format("task {}: {}{}{}", uri, state,
+                                  result_.status.empty() ? "" : " with status " + result_.status,
+                                  result_.messages.empty() ? "" : ": " + join(result_.messages)));
+}
+
+json TaskPoll::save() const {
+    const auto since = [](Clock::time_point t) {
+        return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+    };
+    return json{{"monitor", result_.monitor}, {"state", result_.state},       {"status", result_.status},
+                {"messages", result_.messages}, {"polls", result_.polls},     {"final_body", result_.final_body},
+                {"deadline_ms", since(deadline_)}, {"last_error", last_error_}, {"done", done_}};
+}
+
+Result<TaskPoll> TaskPoll::restore(const json& saved, const TaskOptions& options) {
+    try {
+        TaskPoll p(saved.at("monitor").get<std::string>(), milliseconds(0), options);
+        p.result_.state = saved.at("state").get<std::string>();
+        p.result_.status = saved.at("status").get<std::string>();
+        p.result_.messages = saved.at("messages").get<std::vector<std::string>>();
+        p.result_.polls = saved.at("polls").get<int>();
+        p.result_.final_body = saved.at("final_body");
+        p.deadline_ = Clock::time_point(milliseconds(saved.at("deadline_ms").get<int64_t>()));
+        p.last_error_ = saved.at("last_error").get<std::string>();
+        p.done_ = saved.at("done").get<bool>();
+        return p;
+    } catch (const json::exception& e) {
+        return make_error("redfish", "redfish.resume", std::string("task poll state unreadable: ") + e.what());
+    }
+}
+
+namespace {
+
+// Follows a poll to its end, sleeping in the client's wait between polls.
+Result<TaskResult> run_poll(Client& client, TaskPoll poll) {
+    while (!poll.done()) {
+        if (poll.wait().count() > 0 && !client.wait(poll.wait()))
+            return make_error("redfish", "redfish.stopped",
+                              fmt::format("task {}: stopped while waiting", poll.result().monitor));
+        if (auto s = poll.step(client); !s) return s.error();
+    }
+    return poll.result();
+}
+
+}  // namespace
+
+Result<TaskResult> follow_task_uri(Client& client, const std::string& uri, const TaskOptions& options) {
+    return run_poll(client, TaskPoll::of_uri(uri, options));
+}
+
+Result<TaskResult> follow_task(Client& client, const Response& accepted, const TaskOptions& options) {
+    auto poll = TaskPoll::start(client, accepted, options);
+    if (!poll) return poll.error();
+    return run_poll(client, std::move(*poll));
 }
 
 std::string dell_job_id(const TaskResult& task) {

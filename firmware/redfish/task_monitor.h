@@ -65,6 +65,38 @@ struct TaskResult {
     nlohmann::json final_body;     // the last body (the operation's result when the monitor returned it)
 };
 
+// One task followed a poll at a time, for callers that park between polls
+// (engine::StageContext::park) rather than hold a thread asleep: step()
+// polls once; then done(), or wait() says how long until the next poll
+// (Retry-After, else poll_interval). save()/restore() carry the poll across
+// a park (in memory: its deadline is a steady-clock time). follow_task is
+// this, run to the end with the client's wait between polls.
+class TaskPoll {
+public:
+    using Clock = std::chrono::steady_clock;
+    // From the reply that started the operation; done() at once for a
+    // 200/204 without a task. Errors as follow_task.
+    static Result<TaskPoll> start(Client& client, const Response& accepted, const TaskOptions& options);
+    static TaskPoll of_uri(const std::string& uri, const TaskOptions& options);
+    static Result<TaskPoll> restore(const nlohmann::json& saved, const TaskOptions& options);
+    nlohmann::json save() const;
+
+    bool done() const { return done_; }
+    std::chrono::milliseconds wait() const { return next_; }
+    const TaskResult& result() const { return result_; }
+    // One poll, at once (the caller has waited wait()). Errors as follow_task.
+    Status step(Client& client);
+
+private:
+    TaskPoll(std::string uri, std::chrono::milliseconds first_wait, const TaskOptions& options);
+    TaskOptions options_;
+    TaskResult result_;
+    std::chrono::milliseconds next_{0};
+    Clock::time_point deadline_;
+    std::string last_error_;
+    bool done_ = false;
+};
+
 // `accepted` is the 202 (or 2xx with a Task body) that started the
 // operation. A 200/204 with no task is done already.
 Result<TaskResult> follow_task(Client& client, const Response& accepted, const TaskOptions& options = {});

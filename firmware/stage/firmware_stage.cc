@@ -424,9 +424,13 @@ Result<bool> FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfis
         const std::string& uri = (*members)[i].uri;
         ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", uri, state));
         redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-        auto r = redfish::follow_task_uri(client, uri, opts);
+        auto poll = redfish::TaskPoll::of_uri(uri, opts);
+        // Parks between polls; the resume follows this poll, then flashes
+        // from the top (flash()).
+        json parked = {{"phase", "earlier_task"}};
+        auto r = poll_or_park(ctx, client, poll, parked, "task started before this run");
         waited = true;
-        if (!r && r.error().code == "redfish.stopped") return r.error();
+        if (!r && (r.error().code == "redfish.stopped" || r.error().code == "engine.parked")) return r.error();
         // A failed earlier task is the earlier run's business: we re-check versions.
     }
     return waited;
@@ -563,13 +567,13 @@ bool FirmwareStage::update_staged(redfish::Client& client, const BmcInventory& i
 // Completed or gone, the read-back decides; Failed, an error; Scheduled, it
 // waits for the reset like the first case).
 Result<std::string> FirmwareStage::job_after_task(engine::StageContext& ctx, redfish::Client& client,
-                                                   const BmcInventory& inv, const redfish::VendorProfile& prof,
+                                                   const std::string& manager_uri, const redfish::VendorProfile& prof,
                                                    const redfish::TaskResult& task, const redfish::TaskOptions& opts) {
-    if (prof.job_queue_suffix.empty() || inv.manager_uri.empty()) return std::string();
+    if (prof.job_queue_suffix.empty() || manager_uri.empty()) return std::string();
     if (task.state != "Scheduled" && task.state != "Purged") return std::string();
     std::string jid = redfish::dell_job_id(task);
     if (jid.empty()) return std::string();
-    std::string job_uri = inv.manager_uri + prof.job_queue_suffix + "/" + jid;
+    std::string job_uri = manager_uri + prof.job_queue_suffix + "/" + jid;
     if (task.state == "Scheduled") {
         ctx.event("note", fmt::format("update job {} is scheduled: resetting the host to run it", jid));
         return job_uri;
@@ -587,6 +591,21 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     std::string name = action.detail.value("component", "");
     const config::FirmwareComponent* comp = fw ? component_named(*fw, name) : nullptr;
     if (!comp) return stage_error("firmware.action", "action " + action.id + " names no component of the profile");
+    // Back from a park between two polls of the update task.
+    const json* resumed = ctx.resumed();
+    if (resumed && resumed->value("phase", "") == "update_task") return await_update(ctx, client, *comp, *resumed);
+    if (resumed && resumed->value("phase", "") == "read_back") return read_back(ctx, client, *comp, *resumed);
+    if (resumed && resumed->value("phase", "") == "earlier_task") {
+        // A task found running at the start: follow it to its end, then
+        // flash as if it had just been found finished.
+        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        auto poll = redfish::TaskPoll::restore(resumed->at("poll"), opts);
+        if (!poll) return poll.error();
+        json parked = *resumed;
+        auto r = poll_or_park(ctx, client, *poll, parked, "task started before this run");
+        if (!r && (r.error().code == "redfish.stopped" || r.error().code == "engine.parked")) return r;
+        reads_.drop(node_key(ctx));  // the task may have changed what a kept read shows
+    }
 
     // Crash safety: what is on the BMC now decides, not what the plan saw.
     // An update still running from a killed run is waited for, never repeated.
@@ -632,32 +651,97 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
             ctx.event("note", fmt::format("{}: {}; updating {}", comp->name, cs.counts, member_ids(cs.off)));
         auto started = start_update(ctx, client, *inv, prof, *comp, *fw, targets);
         if (!started) return started.error();
-        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-        opts.progress = [&](const std::string& state, int pct) {
-            ctx.progress(fmt::format("{}: update task {}", comp->name, state), pct);
-        };
         if (prof.update_without_task_monitor && !has_task_monitor(*started)) {
             // Some iLO firmware accepts the update with no task to follow:
             // the read-back below is the only word on it.
             task_note = "accepted without a task monitor";
             ctx.event("note", fmt::format("{}: the BMC gave no task monitor; reading the version back", comp->name));
         } else {
-            auto task = redfish::follow_task(client, *started, opts);
-            if (!task) return task.error();
-            task_note = fmt::format("task {} {}", task->monitor, task->state);
-            auto job = job_after_task(ctx, client, *inv, prof, *task, opts);
-            if (!job) return job.error();
-            job_uri = *job;
+            auto poll = redfish::TaskPoll::start(client, *started, update_task_options(ctx, *comp));
+            if (!poll) return poll.error();
+            // What the rest of the flash needs, so that it can go on after
+            // a park without reading the BMC again.
+            json state = {{"phase", "update_task"},
+                          {"poll", poll->save()},
+                          {"seen", cs.counts},
+                          {"manager_uri", inv->manager_uri},
+                          {"vendor", inv->vendor}};
+            return await_update(ctx, client, *comp, state);
         }
     }
+    return read_back(ctx, client, *comp, json{{"seen", cs.counts}, {"task_note", task_note}, {"job_uri", job_uri}});
+}
+
+redfish::TaskOptions FirmwareStage::update_task_options(engine::StageContext& ctx,
+                                                        const config::FirmwareComponent& comp) const {
+    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    opts.progress = [&ctx, name = comp.name](const std::string& state, int pct) {
+        ctx.progress(fmt::format("{}: update task {}", name, state), pct);
+    };
+    return opts;
+}
+
+// Polls the update task; between polls the node parks (its thread goes back
+// to the engine) where the engine allows, else waits here. `state` carries
+// the poll and what the read-back needs across parks.
+Status FirmwareStage::await_update(engine::StageContext& ctx, redfish::Client& client,
+                                   const config::FirmwareComponent& comp, json state) {
+    const auto opts = update_task_options(ctx, comp);
+    auto poll = redfish::TaskPoll::restore(state["poll"], opts);
+    if (!poll) return poll.error();
+    if (auto st = poll_or_park(ctx, client, *poll, state, comp.name + ": update task"); !st) return st;
+    const auto& task = poll->result();
+    const auto& prof = redfish::profile_for(
+        redfish::vendor_from_name(state.value("vendor", "")).value_or(redfish::Vendor::Generic));
+    auto job = job_after_task(ctx, client, state.value("manager_uri", ""), prof, task, opts);
+    if (!job) return job.error();
+    return read_back(ctx, client, comp,
+                     json{{"seen", state.value("seen", "")},
+                          {"task_note", fmt::format("task {} {}", task.monitor, task.state)},
+                          {"job_uri", *job}});
+}
+
+// Polls `poll` to its end. Between polls: parks where the engine can resume
+// the action (`state` with the poll saved under "poll" is what the resume
+// gets back), else waits in the client.
+Status FirmwareStage::poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
+                                   json& state, const std::string& what) {
+    while (!poll.done()) {
+        if (poll.wait().count() > 0) {
+            if (ctx.can_park()) {
+                // The resume polls at once: its wait is over.
+                state["poll"] = poll.save();
+                return ctx.park_for(poll.wait(), std::move(state),
+                                    fmt::format("{} {} ({})", what, poll.result().monitor, poll.result().state));
+            }
+            if (!client.wait(poll.wait()))
+                return make_error("redfish", "redfish.stopped",
+                                  fmt::format("task {}: stopped while waiting", poll.result().monitor));
+        }
+        if (auto st = poll.step(client); !st) return st.error();
+    }
+    return ok_status();
+}
+
+// After the update was sent (and its task ended): read the version back.
+// `state`: seen (the member versions last read), task_note, job_uri; and,
+// when resumed from a park between reads, reset_done and until_ms.
+Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& client,
+                                const config::FirmwareComponent& comp_ref, const json& state) {
+    const config::FirmwareComponent* comp = &comp_ref;
+    const ComponentSelector sel = selector_of(*comp);
+    std::string seen = state.value("seen", ""), task_note = state.value("task_note", "");
+    const std::string job_uri = state.value("job_uri", "");
 
     // Read the version back; the BMC may be restarting (its own update) or
     // the update may wait for a host reset (apply time OnReset: the first
     // read finds the old version and resets; some BMCs wait for a reset
     // even when asked for Immediate).
-    bool reset_done = false;
-    auto until = Clock::now() + options_.settle_timeout;
-    std::string seen = cs.counts, last_error;
+    bool reset_done = state.value("reset_done", false);
+    const auto until = state.contains("until_ms")
+                           ? Clock::time_point(milliseconds(state["until_ms"].get<int64_t>()))
+                           : Clock::now() + options_.settle_timeout;
+    std::string last_error;
     // Read with every part verify needs: the read that finds it done is
     // handed on to the next action or verify.
     const InventoryOptions full = full_options(ctx);
@@ -701,6 +785,17 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
                                fmt::format("{} still {} after the update to {} ({})",
                                            comp->name, seen, comp->version, task_note),
                                true);
+        if (ctx.can_park()) {
+            // The BMC restarts or the host resets: read again after a park.
+            json next = {{"phase", "read_back"},
+                         {"seen", seen},
+                         {"task_note", task_note},
+                         {"job_uri", job_uri},
+                         {"reset_done", reset_done},
+                         {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()}};
+            return ctx.park_for(options_.settle_poll, std::move(next),
+                                fmt::format("{}: reading {} back ({})", comp->name, comp->version, seen));
+        }
         if (!ctx.wait_for(options_.settle_poll))
             return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
                                                                 comp->version));

@@ -26,9 +26,12 @@
 // the BMC offers $expand, and verify notes the requests each flow sent
 // ("BMC requests: inventory 14, update 9, bios 6").
 // Resources: "bmc:<host:port>", so the scheduler's per_bmc limit applies.
-// Threads: the engine's worker pool runs node-stages (`limits.parallel` at
-// most); every wait here goes through StageContext::wait_for, so a stop or
-// the stage deadline cuts it short.
+// Threads: the engine's worker pool runs node-stages. The update task's
+// polls, a task found running at the start, and the read-back's reads after
+// an update park between them (StageContext::park): a node waiting for its
+// BMC holds no thread. Other waits (reset tasks, Dell job polls, BIOS and
+// boot) still go through StageContext::wait_for, so a stop or the stage
+// deadline cuts them short.
 #pragma once
 
 #include <chrono>
@@ -108,7 +111,16 @@ private:
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
                                            const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
                                            const config::FirmwareProfile& fw, const nlohmann::json& targets);
-    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+    // Flash, after the update was sent: its task polled (parking between
+    // polls), then the version read back (parking between reads).
+    redfish::TaskOptions update_task_options(engine::StageContext& ctx, const config::FirmwareComponent& comp) const;
+    Status await_update(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
+                        nlohmann::json state);
+    Status poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
+                        nlohmann::json& state, const std::string& what);
+    Status read_back(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
+                     const nlohmann::json& state);
+    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const std::string& manager_uri,
                                        const redfish::VendorProfile& prof, const redfish::TaskResult& task,
                                        const redfish::TaskOptions& opts);
     bool update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,

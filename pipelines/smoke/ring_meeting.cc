@@ -6,11 +6,17 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/engine/worker_pool.h"
+
 namespace kiln::smoke {
 
 Result<std::vector<std::string>> RingMeeting::meet(engine::StageContext& ctx, const std::vector<std::string>& ring) {
     const std::string key = fmt::format("{}", fmt::join(ring, ","));
     const std::string& self = ctx.node().name;
+    // Holds this thread until the ring meets: the engine's pool starts
+    // another, so the peers still queued can come (a ring larger than the
+    // pool's core would otherwise never meet).
+    engine::WorkerPool::BlockingRegion blocking;
     std::unique_lock<std::mutex> lock(mu_);
     auto& slot = open_[key];
     if (!slot) slot = std::make_shared<Meeting>();
@@ -56,6 +62,7 @@ Result<std::map<std::string, nlohmann::json>> RingMeeting::exchange(engine::Stag
                                                                     nlohmann::json value) {
     const std::string key = board_key(topic, members);
     const std::string& self = ctx.node().name;
+    engine::WorkerPool::BlockingRegion blocking;  // as in meet()
     std::unique_lock<std::mutex> lock(mu_);
     auto& slot = boards_[key];
     if (!slot) slot = std::make_shared<Board>();

@@ -371,7 +371,8 @@ struct Fleet {
     // fleet's plan quadratic. Before it, or once a vector has changed size
     // since, each lookup falls back to a linear scan.
     void index();
-    void index_cables() { index(); }  // the name earlier callers know
+    void index_cables() { index(); }  // the names earlier callers know
+    void index_nodes() { index(); }
 
 private:
     std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;  // positions in `cabling`

@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -17,6 +18,8 @@
 
 #include "provisioner/engine/backoff.h"
 #include "provisioner/engine/input_hash.h"
+#include "provisioner/engine/open_files.h"
+#include "provisioner/engine/parking_lot.h"
 #include "provisioner/engine/scheduler.h"
 #include "provisioner/engine/worker_pool.h"
 #include "provisioner/journal/leases.h"
@@ -35,12 +38,27 @@ std::string format_duration(std::chrono::milliseconds d) {
     return fmt::format("{}ms", ms);
 }
 
+// An action parked by StageContext::park, with what its resume needs. The
+// node keeps its scheduler slots, its lease and its fleet-wide slots.
+struct ParkedAction {
+    std::vector<Action> actions;               // the attempt's plan
+    size_t index = 0;                          // the parked one
+    int64_t row = 0;                           // its journal row, still open
+    StageContext::ParkRequest request;
+    std::optional<std::string> last_verified;
+    int64_t started = 0;                       // the attempt's start (its stage row)
+    int actions_done = 0;                      // applied by this attempt before it
+    int parks = 1;                             // of this action in a row (one per poll)
+    bool slots_held = false;
+};
+
 // How one attempt at a node-stage ended.
 struct Attempt {
     // Held: not this worker's turn (another holds the node's lease, a
     // fleet-wide limit is full, or the lease went unconfirmed): try later.
     // LeaseLost: this worker's lease was taken over (fenced).
-    enum class Kind { Verified, Skipped, Failed, Retry, Interrupted, TimedOut, Quarantined, Held, LeaseLost };
+    // Parked: an action waits in the parking lot, holding no thread.
+    enum class Kind { Verified, Skipped, Failed, Retry, Interrupted, TimedOut, Quarantined, Held, LeaseLost, Parked };
     Kind kind = Kind::Failed;
     std::string error;
     int actions = 0;
@@ -48,6 +66,7 @@ struct Attempt {
     bool out_of_service = false;      // ... and its fleet-wide max_unavailable slot
     bool awaits_unavailable = false;  // Held: the fleet-wide max_unavailable is full
     bool held_by_other = false;       // Held: another worker holds the node's lease
+    std::shared_ptr<ParkedAction> parked;
 };
 
 const char* outcome_name(Attempt::Kind k) {
@@ -61,6 +80,7 @@ const char* outcome_name(Attempt::Kind k) {
         case Attempt::Kind::Quarantined: return "quarantined";
         case Attempt::Kind::Held: return "held";
         case Attempt::Kind::LeaseLost: return "lease_lost";
+        case Attempt::Kind::Parked: return "parked";
     }
     return "failed";
 }
@@ -123,9 +143,15 @@ Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options)
     if (options.nodes.empty()) {
         for (const auto& n : fleet_.nodes) nodes.push_back(&n);
     } else {
+        // Indexed: a selection of many nodes from a large fleet is not a
+        // scan of the fleet per name.
+        std::unordered_map<std::string_view, const config::Node*> by_name;
+        by_name.reserve(fleet_.nodes.size());
+        for (const auto& n : fleet_.nodes) by_name.emplace(n.name, &n);
         std::set<std::string> seen;
         for (const auto& name : options.nodes) {
-            const auto* n = fleet_.find_node(name);
+            auto found = by_name.find(name);
+            const auto* n = found == by_name.end() ? nullptr : found->second;
             if (!n) {
                 std::string known;
                 for (size_t i = 0; i < fleet_.nodes.size() && i < 8; ++i)
@@ -294,7 +320,12 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
             }
         }
     };
-    int threads = std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(selection.size())));
+    // Observe cannot park, so plan blocks a thread per BMC read; but
+    // `parallel` is a limit on nodes in flight now (thousands), not a thread
+    // count: at most kPlanThreads reads at once.
+    constexpr int kPlanThreads = 64;
+    int threads = std::max(1, std::min({fleet_.limits.parallel, static_cast<int>(selection.size()),
+                                        std::max(kPlanThreads, WorkerPool::default_core())}));
     {
         std::vector<std::thread> pool;
         for (int t = 1; t < threads; ++t) pool.emplace_back(work);
@@ -313,6 +344,14 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     if (!sel) return sel.error();
     const auto& selection = *sel;
     if (auto s = check_implemented(selection); !s) return s.error();
+    // `parallel` bounds nodes in flight, not threads: the open-file limit
+    // must cover them (each holds connections while it waits).
+    const int in_flight = std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(selection.size())));
+    if (auto s = raise_open_file_limit(
+            in_flight, fmt::format("limits.parallel = {} in {}", fleet_.limits.parallel,
+                                   fleet_.limits.pos.line > 0 ? fleet_.limits.pos.str() : fleet_.path));
+        !s)
+        return s.error();
     const StageRegistry::RunScope scope(registry_, fleet_);
 
     // Everything is validated: from here on the run is journaled.
@@ -346,15 +385,17 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         bool handed_over = false;
         bool leased = false;   // this worker holds the node's lease (shared stores)
         bool out_of_service = false;  // ... and a fleet-wide max_unavailable slot for it
+        std::shared_ptr<ParkedAction> parked;  // set while an action waits in the parking lot
         NodeOutcome outcome;
     };
     std::vector<NodeRun> runs(selection.size());
-    std::unordered_map<std::string, size_t> run_of;  // node -> its index in runs
     int total = 0;
+    std::unordered_map<std::string_view, size_t> run_of;  // node name -> index in runs
+    run_of.reserve(selection.size());
     for (size_t i = 0; i < selection.size(); ++i) {
         runs[i].sel = &selection[i];
         runs[i].outcome.node = selection[i].node->name;
-        run_of.emplace(runs[i].outcome.node, i);
+        run_of.emplace(selection[i].node->name, i);
         total += static_cast<int>(selection[i].stages.size());
     }
 
@@ -377,6 +418,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         Attempt attempt;
     };
     std::deque<Completion> completions;
+    ParkingLot lot;            // parked actions, under mu
+    bool lot_woken = false;    // a stage called wake(key): the dispatcher looks at the lot
     stop_.add_listener([wake] {
         std::lock_guard<std::mutex> lock(wake->mu);
         wake->cv.notify_all();
@@ -392,15 +435,18 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         return Job{r.sel->node->name, r.sel->node->rack, stage->resources(fleet_, *r.sel->node)};
     };
 
-    // One attempt at one node-stage, on a worker thread.
+    // One attempt at one node-stage, on a worker thread; or the resume of
+    // its parked action (r.parked), which carries on from that action.
     auto execute = [&](size_t i) -> Attempt {
-        const NodeRun& r = runs[i];
+        NodeRun& r = runs[i];
+        // Only this task touches the node until it completes.
+        const std::shared_ptr<ParkedAction> resume = std::move(r.parked);
         const config::Node& node = *r.sel->node;
         const std::string& stage_name = r.sel->stages[r.next];
         const std::string& hash = r.sel->hashes[r.next];
         Stage* stage = registry_.find(stage_name);
         const auto timeout = fleet_.limits.timeout_for(stage_name);
-        const int64_t started = journal::now_ms();
+        const int64_t started = resume ? resume->started : journal::now_ms();
         const int done_before = done_count.load();
 
         StageContext ctx(
@@ -413,13 +459,22 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             });
         ctx.set_reimage(options.reimage);
         ctx.set_node_pending([&](const std::string& other) {
-            auto it = run_of.find(other);
-            if (it == run_of.end()) return false;
+            auto at = run_of.find(other);
+            if (at == run_of.end()) return false;
             std::lock_guard<std::mutex> l(mu);
-            return !runs[it->second].done;
+            return !runs[at->second].done;
+        });
+        ctx.set_can_park(true);
+        ctx.set_wake([&](const std::string& key) {
+            std::lock_guard<std::mutex> l(mu);
+            if (lot.wake(key) > 0) {
+                lot_woken = true;
+                cv.notify_all();
+            }
         });
 
         Attempt a;
+        a.actions = resume ? resume->actions_done : 0;
         auto classify = [&](const Error& err) {
             if (err.code == "lease.lost") {
                 a.kind = Attempt::Kind::LeaseLost;
@@ -450,62 +505,6 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             return a;
         };
 
-        if (leases) {
-            auto claimed = leases->claim(node.name, stage_name, options.lease_ttl);
-            if (!claimed) return classify(claimed.error());
-            if (const auto* holder = std::get_if<journal::LeaseHolder>(&*claimed)) {
-                a.kind = Attempt::Kind::Held;
-                a.error = "held by worker " + holder->worker;
-                a.held_by_other = true;
-                return a;
-            }
-            a.claimed = true;
-            // max_unavailable across workers: the node's slot, kept over
-            // its stages until it is back in service.
-            if (fleet_.limits.max_unavailable > 0) {
-                auto taken = leases->take_unavailable(node.name, fleet_.limits.max_unavailable, options.lease_ttl);
-                if (!taken) return classify(taken.error());
-                if (!*taken) {
-                    a.kind = Attempt::Kind::Held;
-                    a.error = "fleet-wide limit unavailable is full";
-                    a.awaits_unavailable = true;
-                    return a;
-                }
-                a.out_of_service = true;
-            }
-        }
-        // Fleet-wide limits, across workers: a slot of each for this stage,
-        // given back however the attempt ends.
-        struct SlotRelease {
-            journal::Leases* leases;
-            const std::string& node;
-            bool held = false;
-            ~SlotRelease() {
-                if (held) (void)leases->release_slots(node);
-            }
-        } slots{leases, node.name};
-        if (leases) {
-            const Job job{node.name, node.rack, stage->resources(fleet_, node)};
-            auto full = leases->take_slots(node.name, sched.limits_of(job), options.lease_ttl);
-            if (!full) return classify(full.error());
-            if (*full) {
-                a.kind = Attempt::Kind::Held;
-                a.error = "fleet-wide limit " + **full + " is full";
-                return a;
-            }
-            slots.held = true;
-        }
-        auto last = store_->last_verified_hash(node.name, stage_name);
-        if (!last) return classify(last.error());
-        ctx.set_hashes(hash, *last);
-        emit({EngineEvent::Kind::StageStart, node.name, stage_name, "", "", -1, done_before, total});
-        // The journal hears "running" once there is work: a converged stage
-        // costs one read and its result row, nothing more.
-        auto mark_running = [&] {
-            (void)store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name, "",
-                                          journal::now_ms(), run_id});
-        };
-
         auto finish = [&]() -> Attempt {
             if (a.kind == Attempt::Kind::Retry || a.kind == Attempt::Kind::LeaseLost) return a;
             journal::StageRecord rec{run_id,       node.name, stage_name, hash, outcome_name(a.kind), a.error,
@@ -528,43 +527,162 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             return finish();
         };
 
-        auto observed = stage->observe(ctx);
-        if (!observed) return fail(observed.error());
-        for (const auto& note : observed->notes) {
-            ctx.event("warning", note);
-            emit({EngineEvent::Kind::Warning, node.name, stage_name, note, "", -1, done_before, total});
-        }
-        auto planned = stage->plan(ctx, *observed);
-        if (!planned) return fail(planned.error());
-        if (planned->empty() && *last && **last == hash && !options.reimage) {
-            a.kind = Attempt::Kind::Skipped;
-            return finish();
-        }
-        mark_running();
-        const auto& actions = *planned;
-        for (size_t k = 0; k < actions.size(); ++k) {
-            const auto& action = actions[k];
+        // Fleet-wide limits, across workers: a slot of each for this stage,
+        // given back however the attempt ends, unless an action parks.
+        struct SlotRelease {
+            journal::Leases* leases;
+            const std::string& node;
+            bool held = false;
+            ~SlotRelease() {
+                if (held) (void)leases->release_slots(node);
+            }
+        } slots{leases, node.name, resume && resume->slots_held};
+
+        std::vector<Action> planned;
+        size_t first = 0;
+        if (resume) {
+            // A parked action comes back: its wait ended, or the deadline
+            // or a stop came first (then apply is not called again; the
+            // next run observes what the wait was for).
+            planned = std::move(resume->actions);
+            first = resume->index;
+            ctx.set_hashes(hash, resume->last_verified);
+            const Action& action = planned[first];
+            const std::string& why = resume->request.reason;
             if (stop_.soft()) {
+                (void)store_->end_action(resume->row, "interrupted", "stopped while waiting: " + why);
                 a.kind = Attempt::Kind::Interrupted;
-                a.error = fmt::format("stopped before action {} ({} of {} done)", action.id, k, actions.size());
+                a.error = fmt::format("stopped while waiting in action {} ({}; {} of {} done)", action.id, why, first,
+                                      planned.size());
                 return finish();
             }
-            auto row = store_->begin_action(run_id, node.name, stage_name, action.id, action.description);
-            if (!row) return fail(row.error());
+            if (ctx.deadline_passed()) {
+                auto msg = fmt::format("timed out after {} (waiting in action {}: {})", format_duration(timeout),
+                                       action.id, why);
+                (void)store_->end_action(resume->row, "failed", msg);
+                a.kind = Attempt::Kind::TimedOut;
+                a.error = msg;
+                return finish();
+            }
             if (leases) {
                 if (auto fresh = leases->check_fresh(node.name); !fresh) {
-                    // Not confirmed lately (this process stalled?): claim
-                    // again, then observe, rather than act on a lease that
-                    // may be someone else's by now.
-                    (void)store_->end_action(*row, "interrupted", fresh.error().message);
+                    (void)store_->end_action(resume->row, "interrupted", fresh.error().message);
                     a.kind = Attempt::Kind::Held;
                     a.error = fresh.error().message;
                     return a;
                 }
             }
-            emit({EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before, total});
+        } else {
+            if (leases) {
+                auto claimed = leases->claim(node.name, stage_name, options.lease_ttl);
+                if (!claimed) return classify(claimed.error());
+                if (const auto* holder = std::get_if<journal::LeaseHolder>(&*claimed)) {
+                    a.kind = Attempt::Kind::Held;
+                    a.error = "held by worker " + holder->worker;
+                    a.held_by_other = true;
+                    return a;
+                }
+                a.claimed = true;
+                // max_unavailable across workers: the node's slot, kept over
+                // its stages until it is back in service.
+                if (fleet_.limits.max_unavailable > 0) {
+                    auto taken =
+                        leases->take_unavailable(node.name, fleet_.limits.max_unavailable, options.lease_ttl);
+                    if (!taken) return classify(taken.error());
+                    if (!*taken) {
+                        a.kind = Attempt::Kind::Held;
+                        a.error = "fleet-wide limit unavailable is full";
+                        a.awaits_unavailable = true;
+                        return a;
+                    }
+                    a.out_of_service = true;
+                }
+            }
+            if (leases) {
+                const Job job{node.name, node.rack, stage->resources(fleet_, node)};
+                auto full = leases->take_slots(node.name, sched.limits_of(job), options.lease_ttl);
+                if (!full) return classify(full.error());
+                if (*full) {
+                    a.kind = Attempt::Kind::Held;
+                    a.error = "fleet-wide limit " + **full + " is full";
+                    return a;
+                }
+                slots.held = true;
+            }
+            auto last = store_->last_verified_hash(node.name, stage_name);
+            if (!last) return classify(last.error());
+            ctx.set_hashes(hash, *last);
+            emit({EngineEvent::Kind::StageStart, node.name, stage_name, "", "", -1, done_before, total});
+
+            auto observed = stage->observe(ctx);
+            if (!observed) return fail(observed.error());
+            for (const auto& note : observed->notes) {
+                ctx.event("warning", note);
+                emit({EngineEvent::Kind::Warning, node.name, stage_name, note, "", -1, done_before, total});
+            }
+            auto plan_r = stage->plan(ctx, *observed);
+            if (!plan_r) return fail(plan_r.error());
+            if (plan_r->empty() && *last && **last == hash && !options.reimage) {
+                a.kind = Attempt::Kind::Skipped;
+                return finish();
+            }
+            // The journal hears "running" once there is work: a converged
+            // stage costs one read and its result row, nothing more.
+            (void)store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name, "",
+                                          journal::now_ms(), run_id});
+            planned = std::move(*plan_r);
+        }
+
+        for (size_t k = first; k < planned.size(); ++k) {
+            const auto& action = planned[k];
+            int64_t row = 0;
+            if (resume && k == first) {
+                // Its start is journaled already; its end comes below.
+                row = resume->row;
+                ctx.set_resumed(resume->request.state);
+            } else {
+                if (stop_.soft()) {
+                    a.kind = Attempt::Kind::Interrupted;
+                    a.error = fmt::format("stopped before action {} ({} of {} done)", action.id, k, planned.size());
+                    return finish();
+                }
+                auto begun = store_->begin_action(run_id, node.name, stage_name, action.id, action.description);
+                if (!begun) return fail(begun.error());
+                row = *begun;
+                if (leases) {
+                    if (auto fresh = leases->check_fresh(node.name); !fresh) {
+                        // Not confirmed lately (this process stalled?): claim
+                        // again, then observe, rather than act on a lease that
+                        // may be someone else's by now.
+                        (void)store_->end_action(row, "interrupted", fresh.error().message);
+                        a.kind = Attempt::Kind::Held;
+                        a.error = fresh.error().message;
+                        return a;
+                    }
+                }
+                emit({EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before,
+                      total});
+            }
             auto applied = stage->apply(ctx, action);
-            (void)store_->end_action(*row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),
+            ctx.set_resumed(std::nullopt);
+            if (auto request = ctx.take_park(); request && !applied) {
+                // The action waits outside kiln: its thread goes back to the
+                // pool, its slots and lease stay held.
+                auto p = std::make_shared<ParkedAction>();
+                p->request = std::move(*request);
+                p->actions = std::move(planned);
+                p->index = k;
+                p->row = row;
+                p->last_verified = ctx.last_verified_hash();
+                p->started = started;
+                p->actions_done = a.actions;
+                p->slots_held = std::exchange(slots.held, false);
+                p->parks = (resume && k == first) ? resume->parks + 1 : 1;
+                a.kind = Attempt::Kind::Parked;
+                a.parked = std::move(p);
+                return a;
+            }
+            (void)store_->end_action(row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),
                                      applied ? "" : applied.error().message);
             if (!applied) return fail(applied.error());
             ++a.actions;
@@ -577,7 +695,11 @@ Result<RunReport> Engine::run(const RunOptions& options) {
 
     std::deque<size_t> ready;
     for (size_t i = 0; i < runs.size(); ++i) ready.push_back(i);
-    std::map<std::string, std::vector<size_t>> blocked;   // limit key -> nodes parked on it
+    // Nodes held back by a full limit, per limit key, in arrival order. A
+    // finish frees one unit of each limit its job held: it wakes one node
+    // of that key, not every one (which made a long rollout quadratic).
+    std::map<std::string, std::deque<size_t>> blocked;
+    std::vector<std::string> woken_from(runs.size());    // the key a ready node was woken for
     std::multimap<Clock::time_point, size_t> waiting;      // retry backoff
     // Nodes in `waiting` for another worker rather than for a backoff:
     // true when for a lease another worker holds, false for a fleet-wide
@@ -603,14 +725,17 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
         }
     };
-    int inflight = 0;
+    int inflight = 0;                                      // attempts on the pool
     int actions_total = 0, stages_run = 0, stages_skipped = 0;
 
     auto unpark = [&](const std::string& key) {
         auto it = blocked.find(key);
         if (it == blocked.end()) return;
-        for (auto idx = it->second.rbegin(); idx != it->second.rend(); ++idx) ready.push_front(*idx);
-        blocked.erase(it);
+        const size_t i = it->second.front();
+        it->second.pop_front();
+        if (it->second.empty()) blocked.erase(it);
+        ready.push_front(i);
+        woken_from[i] = key;
     };
 
     auto end_node = [&](NodeRun& r, const std::string& state, const std::string& detail, const std::string& stage,
@@ -653,12 +778,26 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         });
     }
     {
-        WorkerPool pool(std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(runs.size()))));
+        // Threads for the cores; `parallel` bounds nodes in flight, parked
+        // ones included (they keep their scheduler slots).
+        WorkerPool pool(std::min(WorkerPool::default_core(), in_flight), in_flight);
         std::unique_lock<std::mutex> lock(mu);
         bool stop_announced = false;
+        auto submit = [&](size_t i) {
+            ++inflight;
+            pool.submit([&, i] {
+                Attempt a = execute(i);
+                std::lock_guard<std::mutex> l(mu);
+                completions.push_back({i, std::move(a)});
+                cv.notify_all();
+            });
+        };
         for (;;) {
             if (stop_.soft() && !stop_announced) {
                 stop_announced = true;
+                // Parked waits are not actions in progress: they end now,
+                // as interrupted (docs/engine.md).
+                lot.wake_all();
                 (void)store_->record_event({run_id, journal::now_ms(), "", "", "stop",
                                             "stop requested: no new work; in-flight actions finish"});
                 emit({EngineEvent::Kind::Stop, "", "", "stopping: in-flight actions finish, nothing new starts", "",
@@ -674,37 +813,50 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 wake_held(wake->pokes);
                 wake->pokes.clear();
             }
+            // Parked actions whose wait is over (time, event, deadline or
+            // stop) resume on the pool; they hold their slots already.
+            lot_woken = false;
+            for (size_t i : lot.take_due(now)) submit(i);
             while (!stop_.soft() && !ready.empty()) {
                 size_t i = ready.front();
                 Job job = job_for(i);
                 std::string b = sched.blocker(job);
                 if (b == "parallel") break;
                 ready.pop_front();
+                const std::string from = std::exchange(woken_from[i], std::string());
                 if (!b.empty()) {
-                    blocked[b].push_back(i);
+                    // Back to the front when the unit it was woken for went
+                    // to another; else queue on the new limit and wake the
+                    // next node for the unit still free.
+                    if (b == from) {
+                        blocked[b].push_front(i);
+                    } else {
+                        blocked[b].push_back(i);
+                        if (!from.empty()) unpark(from);
+                    }
                     continue;
                 }
                 sched.start(job);
-                ++inflight;
                 if (!runs[i].deadline)
                     runs[i].deadline = Clock::now() + fleet_.limits.timeout_for(runs[i].sel->stages[runs[i].next]);
-                pool.submit([&, i] {
-                    Attempt a = execute(i);
-                    std::lock_guard<std::mutex> l(mu);
-                    completions.push_back({i, std::move(a)});
-                    cv.notify_all();
-                });
+                submit(i);
             }
-            if (inflight == 0 && completions.empty() &&
+            if (inflight == 0 && completions.empty() && lot.empty() &&
                 (stop_.soft() || (ready.empty() && waiting.empty())))
                 break;
 
             if (completions.empty()) {
-                if (!waiting.empty() && !stop_.soft()) {
-                    cv.wait_until(lock, waiting.begin()->first);
-                } else {
-                    cv.wait(lock, [&] { return !completions.empty() || (stop_.soft() && !stop_announced); });
-                }
+                std::optional<Clock::time_point> until;
+                if (!waiting.empty() && !stop_.soft()) until = waiting.begin()->first;
+                if (auto due = lot.next_due()) until = until ? std::min(*until, *due) : *due;
+                auto woken = [&] {
+                    return !completions.empty() || lot_woken || !wake->pokes.empty() ||
+                           (stop_.soft() && !stop_announced);
+                };
+                if (until)
+                    cv.wait_until(lock, *until, woken);
+                else
+                    cv.wait(lock, woken);
             }
             while (!completions.empty()) {
                 Completion c = std::move(completions.front());
@@ -713,6 +865,21 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 NodeRun& r = runs[c.index];
                 if (c.attempt.claimed) r.leased = true;
                 if (c.attempt.out_of_service) r.out_of_service = true;
+                if (c.attempt.kind == Attempt::Kind::Parked) {
+                    // Still in flight: its slots stay taken, its actions are
+                    // counted when the stage ends. A stop resumes it at once
+                    // (to end it); otherwise the earlier of its wake-up time
+                    // and the stage deadline.
+                    const auto& req = c.attempt.parked->request;
+                    const auto at = stop_.soft() ? Clock::now() : std::min(req.until, *r.deadline);
+                    lot.park(c.index, at, req.key);
+                    // Said once per action: a stage that polls says more itself.
+                    if (c.attempt.parked->parks == 1)
+                        emit({EngineEvent::Kind::Progress, r.outcome.node, r.sel->stages[r.next],
+                              "waiting: " + req.reason, "", -1, done_count.load(), total});
+                    r.parked = std::move(c.attempt.parked);
+                    continue;
+                }
                 Job job = job_for(c.index);
                 sched.finish(job);
                 unpark("rack:" + job.rack);
@@ -722,6 +889,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 r.actions += c.attempt.actions;
                 actions_total += c.attempt.actions;
                 switch (c.attempt.kind) {
+                    case Attempt::Kind::Parked:  // handled above
+                        break;
                     case Attempt::Kind::Held:
                         // Another worker has the node (its lease ends when it
                         // finishes the node or dies), a fleet-wide limit is

@@ -7,6 +7,12 @@
 // with jittered backoff; other errors fail that node only. A soft stop lets
 // in-flight actions finish and records where each node stopped.
 //
+// An action may park (StageContext::park): its node stays in flight,
+// holding its slots, while no thread runs it; a ParkingLot resumes it on
+// the pool at its wake-up time, an event, the stage deadline (timed out)
+// or a stop (interrupted). `limits.parallel` bounds nodes in flight; the
+// pool is sized to the cores (worker_pool.h). docs/engine.md "Parked waits".
+//
 // With a store shared by several workers (PostgreSQL), each node-stage is
 // first claimed as a lease (journal/leases.h): a node another worker holds
 // waits, and a lease lost to a takeover ends the node here ("lease.lost")

@@ -1,9 +1,23 @@
 #include "provisioner/engine/stage.h"
 
+#include "provisioner/engine/worker_pool.h"
+
 namespace kiln::engine {
 
 Result<nlohmann::json> Stage::inputs(const StageContext& ctx) const {
     return config::node_section_json(ctx.fleet(), ctx.node(), name());
+}
+
+bool StageContext::wait_for(std::chrono::milliseconds d) const {
+    // The pool may start another thread while this one sleeps.
+    WorkerPool::BlockingRegion blocking;
+    return stop_.wait_for(d, deadline_);
+}
+
+Status StageContext::park(Clock::time_point until, nlohmann::json state, std::string reason, std::string key) {
+    std::string message = "parked: " + reason;
+    park_ = ParkRequest{until, std::move(state), std::move(reason), std::move(key)};
+    return make_error("engine", "engine.parked", message);
 }
 
 std::vector<std::string> Stage::resources(const config::Fleet&, const config::Node&) const { return {}; }

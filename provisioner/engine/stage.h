@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -73,7 +74,48 @@ public:
     bool deadline_passed() const { return Clock::now() >= deadline_; }
     Clock::time_point deadline() const { return deadline_; }
     // Sleeps up to `d`; false when cut short by a hard stop or the deadline.
-    bool wait_for(std::chrono::milliseconds d) const { return stop_.wait_for(d, deadline_); }
+    // Holds this thread: a wait that can be resumed should park instead.
+    bool wait_for(std::chrono::milliseconds d) const;
+
+    // Parking (docs/engine.md "Parked waits"): an apply that has started
+    // something outside kiln and must wait for it (a Redfish task, a
+    // restart) may hand the engine a wake-up time, an optional event key and
+    // a small resume state, and return the Status that park() gives back.
+    // Its thread goes back to the pool; at `until` (or at wake(key), or at
+    // the stage deadline, or at a stop) the engine calls apply again with
+    // the same action, and resumed() returns `state`. A resumed apply goes
+    // on from there and must not repeat what it did before parking. When
+    // the deadline or a stop comes first, apply is not called again: the
+    // engine ends the action as timed out or interrupted, naming `reason`.
+    // The state lives in memory only: after a crash the next run observes
+    // afresh, so apply stays idempotent as ever.
+    // can_park() is false where nothing would resume it (plan, a context
+    // built by hand): wait with wait_for there.
+    struct ParkRequest {
+        Clock::time_point until;
+        nlohmann::json state;
+        std::string reason;   // one line: what is being waited for
+        std::string key;      // "" = time only
+    };
+    bool can_park() const { return can_park_; }
+    void set_can_park(bool on) { can_park_ = on; }
+    Status park(Clock::time_point until, nlohmann::json state, std::string reason, std::string key = "");
+    Status park_for(std::chrono::milliseconds d, nlohmann::json state, std::string reason, std::string key = "") {
+        return park(Clock::now() + d, std::move(state), std::move(reason), std::move(key));
+    }
+    // The state the previous park() left for this action; null when this
+    // apply is not a resume.
+    const nlohmann::json* resumed() const { return resumed_ ? &*resumed_ : nullptr; }
+    void set_resumed(std::optional<nlohmann::json> state) { resumed_ = std::move(state); }
+    // Taken by the engine after apply returns.
+    std::optional<ParkRequest> take_park() { return std::exchange(park_, std::nullopt); }
+    // Resumes every parked wait of this run on `key` (e.g. the last node to
+    // reach a meeting wakes those waiting for it). Callable from any node.
+    using WakeFn = std::function<void(const std::string& key)>;
+    void set_wake(WakeFn fn) { wake_ = std::move(fn); }
+    void wake(const std::string& key) const {
+        if (wake_) wake_(key);
+    }
 
     // Whether another node of this run may still reach its next stages:
     // selected, and its pipeline has not ended. Stages that meet across
@@ -103,6 +145,10 @@ private:
     std::optional<std::string> last_verified_;
     bool reimage_ = false;
     NodePendingFn node_pending_;
+    bool can_park_ = false;
+    std::optional<ParkRequest> park_;
+    std::optional<nlohmann::json> resumed_;
+    WakeFn wake_;
 };
 
 class Stage {

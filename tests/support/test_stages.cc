@@ -259,6 +259,66 @@ int ScriptedStage::successes(const std::string& node) const {
     return it == successes_.end() ? 0 : it->second;
 }
 
+// ---- ParkingStage ----------------------------------------------------------
+
+Status ParkingStage::append(const std::string& line) {
+    const std::string text = line + "\n";
+    int fd = ::open(o_.ledger.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return make_error(o_.name, "ledger.open", "cannot open ledger " + o_.ledger);
+    ssize_t w = ::write(fd, text.data(), text.size());
+    ::close(fd);
+    if (w != static_cast<ssize_t>(text.size())) return make_error(o_.name, "ledger.write", "short write");
+    return ok_status();
+}
+
+Result<engine::Observation> ParkingStage::observe(engine::StageContext& ctx) {
+    engine::Observation obs;
+    const std::string prefix = ctx.node().name + " " + o_.name + " ";
+    auto lines = LedgerStage::read_ledger(o_.ledger);
+    obs.state["started"] = lines.count(prefix + "start") != 0;
+    obs.state["done"] = lines.count(prefix + "done") != 0;
+    return obs;
+}
+
+Result<std::vector<engine::Action>> ParkingStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+    if (observed.state.value("done", false)) return std::vector<engine::Action>{};
+    return std::vector<engine::Action>{{"wait", "start a long task on " + ctx.node().name + " and wait for it"}};
+}
+
+Status ParkingStage::apply(engine::StageContext& ctx, const engine::Action&) {
+    const std::string prefix = ctx.node().name + " " + o_.name + " ";
+    if (const auto* state = ctx.resumed()) {
+        --parked_now_;
+        ++resumes_;
+        if (state->value("phase", "") != "waiting")
+            return make_error(o_.name, "resume.state", "resumed with an unexpected state " + state->dump());
+        return append(prefix + "done");
+    }
+    // Crash safety: a task started by an earlier (killed) run is waited
+    // for, not started again.
+    if (!LedgerStage::read_ledger(o_.ledger).count(prefix + "start")) {
+        if (auto s = append(prefix + "start"); !s) return s;
+        ++starts_;
+    }
+    const auto wait = std::chrono::milliseconds(wait_ms_.load());
+    if (o_.block || !ctx.can_park()) {
+        if (!ctx.wait_for(wait)) return make_error(o_.name, "cut", "wait cut short");
+        return append(prefix + "done");
+    }
+    ++parks_;
+    int now = ++parked_now_;
+    for (int peak = peak_parked_.load(); now > peak && !peak_parked_.compare_exchange_weak(peak, now);) {
+    }
+    return ctx.park_for(wait, nlohmann::json{{"phase", "waiting"}}, "the task on " + ctx.node().name);
+}
+
+Status ParkingStage::verify(engine::StageContext& ctx) {
+    auto obs = observe(ctx);
+    if (!obs) return obs.error();
+    if (!obs->state.value("done", false)) return make_error(o_.name, "verify", "the task has not ended");
+    return ok_status();
+}
+
 // ---- driver registry -------------------------------------------------------
 
 void register_driver_stages(engine::StageRegistry& registry) {
@@ -287,6 +347,10 @@ void register_driver_stages(engine::StageRegistry& registry) {
         o.resource_kind = std::string(name) == "alpha" ? "bmc" : "";
         registry.add(std::make_shared<LedgerStage>(o));
     }
+    ParkingStage::Options park;
+    park.ledger = ledger;
+    park.wait_ms = std::atoi(env("KILN_TEST_PARK_MS", "1000").c_str());
+    registry.add(std::make_shared<ParkingStage>(park));
 }
 
 }  // namespace kiln::test

@@ -116,10 +116,48 @@ private:
     std::set<std::string> converged_;
 };
 
+// A stage whose one action starts something outside kiln and waits for it,
+// as a firmware update does: apply appends "node stage start" to the ledger
+// (the side effect), then parks for `wait_ms` (or blocks in wait_for where
+// the context cannot park, or with `block` set); its resume appends "node
+// stage done". Observe reads the ledger: a node whose start is there and
+// done is not (a run killed during the wait) is waited for again, never
+// started twice. Counts parks, resumes and the most parked at once.
+class ParkingStage : public engine::Stage {
+public:
+    struct Options {
+        std::string name = "t-park";
+        std::string ledger;
+        int wait_ms = 1000;
+        bool block = false;            // wait in wait_for, holding the thread
+    };
+    explicit ParkingStage(Options o) : o_(std::move(o)), wait_ms_(o_.wait_ms) {}
+
+    std::string name() const override { return o_.name; }
+    Result<engine::Observation> observe(engine::StageContext& ctx) override;
+    Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
+    Status apply(engine::StageContext& ctx, const engine::Action& action) override;
+    Status verify(engine::StageContext& ctx) override;
+
+    void set_wait_ms(int ms) { wait_ms_ = ms; }
+    int starts() const { return starts_; }      // side effects done by this process
+    int parks() const { return parks_; }
+    int resumes() const { return resumes_; }
+    int parked_now() const { return parked_now_; }
+    int peak_parked() const { return peak_parked_; }
+
+private:
+    Status append(const std::string& line);
+    Options o_;
+    std::atomic<int> wait_ms_;
+    std::atomic<int> starts_{0}, parks_{0}, resumes_{0}, parked_now_{0}, peak_parked_{0};
+};
+
 // The driver's registry: ledger stages alpha, beta, gamma and t-handover,
 // configured from KILN_TEST_LEDGER, KILN_TEST_ACTIONS, KILN_TEST_KILL_AT,
 // KILN_TEST_KILL_PHASE (before|after), KILN_TEST_INTERRUPT_AT,
-// KILN_TEST_SLEEP_MS, KILN_TEST_PROBE (a file counting concurrent applies).
+// KILN_TEST_SLEEP_MS, KILN_TEST_PROBE (a file counting concurrent applies);
+// and a parking stage t-park waiting KILN_TEST_PARK_MS (default 1000).
 void register_driver_stages(engine::StageRegistry& registry);
 
 }  // namespace kiln::test

@@ -1,0 +1,301 @@
+// Parked waits (issue 20): a stage that waits hands the engine a wake-up
+// time and returns its thread. Thousands of nodes wait at once on a pool
+// sized to the cores; a wait's deadline and a stop each end it the way
+// the stage contract says (kill -9 during parked waits: crash_test.cc).
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "provisioner/engine/engine.h"
+#include "provisioner/engine/open_files.h"
+#include "provisioner/engine/parking_lot.h"
+#include "provisioner/engine/worker_pool.h"
+#include "provisioner/journal/sqlite_store.h"
+#include "tests/support/fleet_builder.h"
+#include "tests/support/skip.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_stages.h"
+
+using namespace std::chrono_literals;
+using kiln::engine::Engine;
+using kiln::engine::ParkingLot;
+using kiln::engine::RunOptions;
+using kiln::engine::StageRegistry;
+using kiln::engine::StopToken;
+using kiln::test::LedgerStage;
+using kiln::test::ParkingStage;
+using kiln::test::TempDir;
+
+namespace {
+
+int thread_count() {
+    int n = 0;
+    if (DIR* d = ::opendir("/proc/self/task")) {
+        while (const dirent* e = ::readdir(d))
+            if (e->d_name[0] != '.') ++n;
+        ::closedir(d);
+    }
+    return n;
+}
+
+// Samples /proc/self/task until destroyed; peak() is the most threads seen.
+class ThreadSampler {
+public:
+    ThreadSampler() : thread_([this] {
+        while (!done_) {
+            peak_ = std::max(peak_.load(), thread_count());
+            std::this_thread::sleep_for(10ms);
+        }
+    }) {}
+    ~ThreadSampler() { stop(); }
+    void stop() {
+        done_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    int peak() const { return peak_; }
+
+private:
+    std::atomic<bool> done_{false};
+    std::atomic<int> peak_{0};
+    std::thread thread_;
+};
+
+bool open_files_cover(int in_flight) {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return false;
+    return lim.rlim_max == RLIM_INFINITY ||
+           static_cast<long>(lim.rlim_max) >= kiln::engine::open_files_needed(in_flight);
+}
+
+struct Harness {
+    TempDir dir;
+    std::unique_ptr<kiln::journal::Store> store;
+    StageRegistry registry;
+    StopToken stop;
+    std::shared_ptr<ParkingStage> stage;
+    explicit Harness(int wait_ms, bool block = false) {
+        auto s = kiln::journal::open_sqlite_store(dir.file("journal.db"), {});
+        REQUIRE(s.ok());
+        store = std::move(*s);
+        ParkingStage::Options o;
+        o.ledger = dir.file("ledger");
+        o.wait_ms = wait_ms;
+        o.block = block;
+        stage = std::make_shared<ParkingStage>(o);
+        registry.add(stage);
+    }
+    kiln::engine::RunReport run(const kiln::config::Fleet& fleet) {
+        RunOptions opts;
+        opts.seed = 1;
+        Engine e(fleet, registry, store.get(), nullptr, stop);
+        auto r = e.run(opts);
+        INFO((r.ok() ? std::string() : r.error().str()));
+        REQUIRE(r.ok());
+        return *r;
+    }
+    std::map<std::string, int> ledger() const { return LedgerStage::read_ledger(dir.file("ledger")); }
+};
+
+kiln::config::Limits limits(int parallel) {
+    kiln::config::Limits l;
+    l.parallel = parallel;
+    return l;
+}
+
+}  // namespace
+
+TEST_CASE("parking lot: wakes by time, earliest first, and by key", "[engine][parking]") {
+    ParkingLot lot;
+    const auto t0 = ParkingLot::Clock::now();
+    lot.park(1, t0 + 30s);
+    lot.park(2, t0 + 10s);
+    lot.park(3, t0 + 20s, "ring");
+    lot.park(4, t0 + 40s, "ring");
+    REQUIRE(lot.size() == 4);
+    REQUIRE(*lot.next_due() == t0 + 10s);
+    REQUIRE(lot.take_due(t0 + 5s).empty());
+    REQUIRE(lot.take_due(t0 + 25s) == std::vector<size_t>{2, 3});
+    // Node 3 resumed already: the key wakes only node 4.
+    REQUIRE(lot.wake("ring") == 1);
+    REQUIRE(lot.take_due(ParkingLot::Clock::now()) == std::vector<size_t>{4});
+    REQUIRE(lot.wake("ring") == 0);
+    // Parking again replaces the earlier entry.
+    lot.park(1, t0 + 5s);
+    REQUIRE(lot.size() == 1);
+    REQUIRE(lot.take_due(t0 + 35s) == std::vector<size_t>{1});
+    REQUIRE(lot.empty());
+    REQUIRE_FALSE(lot.next_due());
+}
+
+TEST_CASE("worker pool: a blocking region lets another thread take queued work", "[engine][parking]") {
+    // Core of one thread: the first task blocks until the second has run,
+    // which only a thread started for the blocked one can do.
+    kiln::engine::WorkerPool pool(1, 4);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool second_ran = false;
+    bool first_done = false;
+    pool.submit([&] {
+        kiln::engine::WorkerPool::BlockingRegion blocking;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, 20s, [&] { return second_ran; });
+        first_done = second_ran;
+    });
+    pool.submit([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        second_ran = true;
+        cv.notify_all();
+    });
+    {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, 20s, [&] { return second_ran; });
+    }
+    REQUIRE(second_ran);
+    REQUIRE(pool.threads() == 2);
+}
+
+TEST_CASE("engine: 2000 nodes parked 5 s each at parallel 2000 run on a pool bounded by the cores",
+          "[engine][parking]") {
+    const int nodes = 2000;
+    if (!open_files_cover(nodes)) {
+        kiln::test::report_skipped("the hard open-file limit cannot cover 2000 nodes in flight");
+        return;
+    }
+    Harness h(5000);
+    auto fleet = kiln::test::make_fleet(nodes, 4, {"t-park"}, limits(nodes));
+    const int before = thread_count();
+    ThreadSampler sampler;
+    auto report = h.run(fleet);
+    sampler.stop();
+
+    REQUIRE(report.status == "completed");
+    REQUIRE(report.actions == nodes);
+    REQUIRE(h.stage->starts() == nodes);
+    REQUIRE(h.stage->resumes() == nodes);
+    for (const auto& [line, count] : h.ledger()) REQUIRE(count == 1);
+    REQUIRE(h.ledger().size() == static_cast<size_t>(2 * nodes));
+    // The waits overlapped far beyond the thread count: held threads would
+    // have allowed at most one wait per thread.
+    const int pool = kiln::engine::WorkerPool::default_core();
+    INFO("threads before " << before << ", peak " << sampler.peak() << ", pool core " << pool << ", peak parked "
+                           << h.stage->peak_parked());
+    REQUIRE(h.stage->peak_parked() >= 500);
+    // The pool, its supervisor and the sampler; never a thread per node.
+    REQUIRE(sampler.peak() <= before + pool + 2);
+}
+
+TEST_CASE("engine: a parked wait past its stage deadline ends with the stage's timeout error", "[engine][parking]") {
+    Harness h(60000);
+    auto l = limits(8);
+    l.stage_timeouts["t-park"] = 300ms;
+    auto fleet = kiln::test::make_fleet(4, 1, {"t-park"}, l);
+    auto report = h.run(fleet);
+    REQUIRE(report.status == "failed");
+    for (const auto& n : report.nodes) {
+        INFO(n.node << ": " << n.error);
+        REQUIRE(n.state == "failed");
+        REQUIRE(n.detail == "timed_out");
+        REQUIRE(n.error.find("t-park: timed out after 300ms (waiting in action wait: the task on " + n.node + ")") !=
+                std::string::npos);
+    }
+    // The stage was never resumed: the deadline ended the wait.
+    REQUIRE(h.stage->parks() == 4);
+    REQUIRE(h.stage->resumes() == 0);
+    auto states = h.store->node_states();
+    REQUIRE(states.ok());
+    for (const auto& s : *states) REQUIRE(s.state == "failed");
+}
+
+TEST_CASE("engine: a soft stop during 1000 parked waits ends them and records where each stopped",
+          "[engine][parking][stop]") {
+    const int nodes = 1000;
+    if (!open_files_cover(nodes)) {
+        kiln::test::report_skipped("the hard open-file limit cannot cover 1000 nodes in flight");
+        return;
+    }
+    Harness h(120000);
+    auto fleet = kiln::test::make_fleet(nodes, 4, {"t-park"}, limits(nodes));
+    // Stop once every node is parked (bounded: a run that never parks them
+    // all fails the assertions below instead of hanging).
+    std::thread stopper([&] {
+        for (int i = 0; i < 6000 && h.stage->parks() < nodes; ++i) std::this_thread::sleep_for(10ms);
+        h.stop.request_soft();
+    });
+    auto report = h.run(fleet);
+    stopper.join();
+    REQUIRE(h.stage->parks() == nodes);
+
+    REQUIRE(report.status == "interrupted");
+    REQUIRE(report.nodes.size() == static_cast<size_t>(nodes));
+    for (const auto& n : report.nodes) {
+        INFO(n.node << ": " << n.error);
+        REQUIRE(n.state == "pending");
+        REQUIRE(n.detail == "interrupted");
+        REQUIRE(n.stage == "t-park");
+        REQUIRE(n.error.find("stopped while waiting in action wait (the task on " + n.node + "; 0 of 1 done)") !=
+                std::string::npos);
+    }
+    REQUIRE(h.stage->resumes() == 0);
+    auto states = h.store->node_states();
+    REQUIRE(states.ok());
+    REQUIRE(states->size() == static_cast<size_t>(nodes));
+    for (const auto& s : *states) {
+        REQUIRE(s.state == "pending");
+        REQUIRE(s.detail == "interrupted");
+        REQUIRE(s.stage == "t-park");
+    }
+    // Every task was started once; a new run waits for them, starts none again.
+    h.stage->set_wait_ms(50);
+    StopToken fresh;
+    Engine e(fleet, h.registry, h.store.get(), nullptr, fresh);
+    auto again = e.run({});
+    REQUIRE(again.ok());
+    REQUIRE(again->status == "completed");
+    REQUIRE(h.stage->starts() == nodes);
+    auto ledger = h.ledger();
+    REQUIRE(ledger.size() == static_cast<size_t>(2 * nodes));
+    for (const auto& [line, count] : ledger) REQUIRE(count == 1);
+}
+
+TEST_CASE("engine: waits that hold their thread still all run, on threads up to parallel", "[engine][parking]") {
+    // A stage not converted to parking (block = true) behaves as before:
+    // the pool grows past its core for it, so the waits overlap.
+    Harness h(300, true);
+    const int nodes = 3 * kiln::engine::WorkerPool::default_core();
+    auto fleet = kiln::test::make_fleet(nodes, 2, {"t-park"}, limits(nodes));
+    auto report = h.run(fleet);
+    REQUIRE(report.status == "completed");
+    REQUIRE(h.ledger().size() == static_cast<size_t>(2 * nodes));
+}
+
+TEST_CASE("engine: the open-file limit is checked against parallel before a run starts", "[engine][parking]") {
+    rlimit saved{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    if (saved.rlim_max == RLIM_INFINITY || saved.rlim_max > 1000000) {
+        kiln::test::report_skipped("the hard open-file limit is too high to run out of");
+        return;
+    }
+    const int nodes = static_cast<int>(saved.rlim_max / kiln::engine::kFilesPerNode) + 10;
+    Harness h(10);
+    auto fleet = kiln::test::make_fleet(nodes, 1, {"t-park"}, limits(nodes));
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    auto r = e.run({});
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(r.error().code == "limits.open_files");
+    REQUIRE(r.error().message.find("lower parallel") != std::string::npos);
+    // Nothing ran, nothing was journaled.
+    REQUIRE(h.ledger().empty());
+    auto runs = h.store->runs(10);
+    REQUIRE(runs.ok());
+    REQUIRE(runs->empty());
+    // The soft limit was raised to the hard one.
+    rlimit now{};
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);
+    REQUIRE(now.rlim_cur == saved.rlim_max);
+}
