@@ -80,11 +80,11 @@ TEST_CASE("network stage: observe, one action per switch, apply, verify: then no
     // n2 is cabled to the second port of each switch: only those appear.
     CHECK_THAT((*plan)[1].description, Catch::Contains("swp2"));
     CHECK_FALSE(Catch::Contains("swp1").match((*plan)[1].description));
-    // 14: the dscp map (2), the watchdog's timeout, recovery, poll, action
-    // (4), and the port's mtu, trust, pfc, no-drop, watchdog and its queue's
-    // three ECN values (8).
+    // 21: the dscp map (9: 26 and 48, and 24, 25, 27-31 out of TC 3), the
+    // watchdog's timeout, recovery, poll, action (4), and the port's mtu,
+    // trust, pfc, no-drop, watchdog and its queue's three ECN values (8).
     CHECK_THAT((*plan)[0].description,
-               Catch::StartsWith("configure leaf-e (eos): 14 changes: Ethernet2/1 mtu: (absent) -> 9214"));
+               Catch::StartsWith("configure leaf-e (eos): 21 changes: Ethernet2/1 mtu: (absent) -> 9214"));
     CHECK_FALSE(stage.verify(ctx));
     for (const auto& a : *plan) {
         auto st = stage.apply(ctx, a);
