@@ -48,8 +48,8 @@ case "$target" in
     sources=(provisioner/config/fuzz/fleet_config_fuzz.cc provisioner/config/fleet_config.cc
              provisioner/config/fleet_loader.cc provisioner/config/toml_reader.cc provisioner/config/toml_text_check.cc
              provisioner/core/secret.cc provisioner/journal/store_url.cc
-             provisioner/core/sha256.cc)
-    watched=(scripts/fuzz.sh provisioner/config provisioner/journal/store_url.cc provisioner/core/secret.cc provisioner/core/secret.h provisioner/core/sha256.cc)
+             provisioner/core/sha256.cc provisioner/core/host_port.cc)
+    watched=(scripts/fuzz.sh provisioner/config provisioner/journal/store_url.cc provisioner/core/secret.cc provisioner/core/secret.h provisioner/core/sha256.cc provisioner/core/host_port.cc provisioner/core/host_port.h)
     libs=(-lfmt -lcrypto)
     max_len=16384
     ;;

@@ -16,6 +16,7 @@
 #include "firmware/bmc/bmc_state.h"
 #include "firmware/bmc/libvirt_power.h"
 #include "firmware/bmc/mockup_tree.h"
+#include "provisioner/core/host_port.h"
 #include "firmware/bmc/tls_certificate.h"
 #include "provisioner/core/secret.h"
 
@@ -90,14 +91,10 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     if (!listen.empty()) {
-        const auto colon = listen.rfind(':');
-        if (colon == std::string::npos) return fail("--listen wants HOST:PORT, not " + listen);
-        bind = listen.substr(0, colon);
-        try {
-            port = std::stoi(listen.substr(colon + 1));
-        } catch (const std::exception&) {
-            return fail("--listen wants HOST:PORT, not " + listen);
-        }
+        const auto hp = kiln::parse_host_port(listen);
+        if (!hp) return fail("--listen wants HOST:PORT, not " + listen);
+        bind = hp->host;
+        port = hp->port;
     }
     if (port < 0 && listen.empty()) return fail("give --port or --listen");
     if (!state_file.empty() && (count != 1 || !state_dir.empty())) {

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/host_port.h"
 #include "provisioner/core/sha256.h"
 
 namespace kiln::firmware {
@@ -80,26 +81,19 @@ std::string url_safe_name(const std::string& path) {
 }  // namespace
 
 Result<std::unique_ptr<ArtifactServer>> ArtifactServer::start(const ArtifactServerConfig& config) {
-    auto colon = config.listen.rfind(':');
-    if (colon == std::string::npos)
+    const auto hp = parse_host_port(config.listen);
+    if (!hp)
         return make_error("firmware", "firmware.artifact_server",
                           fmt::format("artifact server listen address '{}' is not HOST:PORT", config.listen));
-    std::string host = config.listen.substr(0, colon);
-    int port = 0;
-    try {
-        port = std::stoi(config.listen.substr(colon + 1));
-    } catch (...) {
-        port = -1;
-    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    if (port < 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+    if (inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr) != 1)
         return make_error("firmware", "firmware.artifact_server",
                           fmt::format("artifact server listen address '{}' is not IPv4 HOST:PORT", config.listen));
-    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_port = htons(static_cast<uint16_t>(hp->port));
 
     std::unique_ptr<ArtifactServer> s(new ArtifactServer());
-    s->daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(port),
+    s->daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(hp->port),
                                   nullptr, nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR,
                                   reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_TIMEOUT, 60u,
                                   MHD_OPTION_END);
@@ -112,7 +106,7 @@ Result<std::unique_ptr<ArtifactServer>> ArtifactServer::start(const ArtifactServ
     if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
         return make_error("firmware", "firmware.artifact_server", "artifact server: cannot read its bound port");
     s->port_ = ntohs(bound.sin_port);
-    s->base_url_ = config.advertise.empty() ? fmt::format("http://{}:{}", host, s->port_) : config.advertise;
+    s->base_url_ = config.advertise.empty() ? fmt::format("http://{}:{}", hp->host, s->port_) : config.advertise;
     while (!s->base_url_.empty() && s->base_url_.back() == '/') s->base_url_.pop_back();
     return s;
 }

@@ -24,6 +24,7 @@
 
 #include "network/emulator/emulated_switch.h"
 #include "network/emulator/switch_server.h"
+#include "provisioner/core/host_port.h"
 #include "provisioner/core/secret.h"
 
 namespace {
@@ -52,15 +53,11 @@ int main(int argc, char** argv) {
     app.add_option("--fault", faults, "NAME:delay=MS,fail-applies=N|all (repeatable; also PUT /_emulator/faults)");
     CLI11_PARSE(app, argc, argv);
 
-    const auto colon = listen.rfind(':');
-    if (colon == std::string::npos) return fail("--listen expects HOST:PORT");
-    const std::string host = listen.substr(0, colon);
-    int port = -1;
-    try {
-        port = std::stoi(listen.substr(colon + 1));
-    } catch (...) {
-    }
-    if (port < 0 || port + static_cast<int>(switches.size()) - 1 > 65535)
+    const auto hp = kiln::parse_host_port(listen);
+    if (!hp) return fail("--listen expects HOST:PORT, not " + listen);
+    const std::string host = hp->host;
+    const int port = hp->port;
+    if (port + static_cast<int>(switches.size()) - 1 > 65535)
         return fail("--listen port out of range: " + listen);
     if (tls_cert.empty() != tls_key.empty()) return fail("--tls-cert and --tls-key go together");
     auto secret = kiln::Secret::parse("env:" + password_env, ".");

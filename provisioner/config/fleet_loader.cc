@@ -1,6 +1,5 @@
 #include "provisioner/config/fleet_loader.h"
 
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <cctype>
@@ -16,6 +15,7 @@
 
 #include "provisioner/config/toml_reader.h"
 #include "provisioner/config/toml_text_check.h"
+#include "provisioner/core/host_port.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/journal/store_url.h"
 
@@ -79,13 +79,8 @@ bool url_has_userinfo(const std::string& url) {
 // The message for a bad URL; never echoes it (it may carry a password).
 // "10.0.0.5:8080", "127.0.0.1:0": what the artifact server can bind.
 bool valid_ipv4_listen(const std::string& text) {
-    auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon + 1 == text.size() || text.size() - colon > 6) return false;
-    for (size_t i = colon + 1; i < text.size(); ++i)
-        if (text[i] < '0' || text[i] > '9') return false;
-    if (std::stoi(text.substr(colon + 1)) > 65535) return false;
-    in_addr addr{};
-    return inet_pton(AF_INET, text.substr(0, colon).c_str(), &addr) == 1;
+    const auto hp = parse_host_port(text);
+    return hp && is_ipv4(hp->host);
 }
 
 std::string url_error(const std::string& url) {

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/host_port.h"
+
 namespace kiln::net {
 
 struct MetricsServerAccess {
@@ -49,29 +51,17 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
                                                             std::function<std::string()> render) {
-    const auto colon = listen.rfind(':');
-    int port = -1;
-    std::string host;
-    if (colon != std::string::npos) {
-        host = listen.substr(0, colon);
-        try {
-            size_t used = 0;
-            port = std::stoi(listen.substr(colon + 1), &used);
-            if (used != listen.size() - colon - 1) port = -1;
-        } catch (...) {
-            port = -1;
-        }
-    }
+    const auto hp = parse_host_port(listen);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    if (port < 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+    if (!hp || inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr) != 1)
         return make_error("metrics", "metrics.listen",
                           fmt::format("--metrics-listen '{}': expected IPv4 HOST:PORT, as 127.0.0.1:9464", listen));
-    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_port = htons(static_cast<uint16_t>(hp->port));
     std::unique_ptr<MetricsServer> s(new MetricsServer());
     s->render_ = std::move(render);
     s->daemon_ =
-        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(port), nullptr,
+        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(hp->port), nullptr,
                          nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
                          MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
     if (!s->daemon_)
@@ -83,7 +73,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& l
     if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
         return make_error("metrics", "metrics.listen", "metrics server: cannot read its bound port");
     s->port_ = ntohs(bound.sin_port);
-    s->url_ = fmt::format("http://{}:{}/metrics", host, s->port_);
+    s->url_ = fmt::format("http://{}:{}/metrics", hp->host, s->port_);
     return s;
 }
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "provisioner/core/host_port.h"
 #include "provisioner/net/url.h"
 
 using namespace kiln::net;
@@ -99,4 +100,23 @@ TEST_CASE("url_for_log drops userinfo query and fragment", "[net][url]") {
     CHECK(url_for_log("http://sw:8765/nvue_v1/revision?rev=changeset%2Fa") == "http://sw:8765/nvue_v1/revision");
     CHECK(url_for_log("https://[fd00::1]:8443") == "https://[fd00::1]:8443/");
     CHECK(url_for_log("not a url") == "<invalid url>");
+}
+
+TEST_CASE("parse_host_port takes HOST:PORT with a whole port in range, and nothing else", "[net][url]") {
+    auto hp = kiln::parse_host_port("127.0.0.1:9464");
+    REQUIRE(hp);
+    CHECK(hp->host == "127.0.0.1");
+    CHECK(hp->port == 9464);
+    CHECK(kiln::is_ipv4(hp->host));
+    hp = kiln::parse_host_port("[::1]:0");
+    REQUIRE(hp);
+    CHECK(hp->host == "::1");
+    CHECK(hp->port == 0);
+    CHECK_FALSE(kiln::is_ipv4(hp->host));
+    CHECK(kiln::parse_host_port(":65535")->host.empty());
+    // What the listeners' own parsers let through before (std::stoi takes a prefix).
+    for (const char* bad : {"8080", "host:", "host:80x", "host:70000", "host:-1", "host:123456", "host: 80"})
+        CHECK_FALSE(kiln::parse_host_port(bad).has_value());
+    CHECK_FALSE(kiln::is_ipv4("10.0.0"));
+    CHECK_FALSE(kiln::is_ipv4("leaf-1"));
 }
