@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/json_pointer.h"
+
 namespace kiln::redfish {
 
 using nlohmann::json;
@@ -34,13 +36,7 @@ int nesting_depth(std::string_view text, int limit) {
 
 // JSON pointer escaping (RFC 6901) for keys like "#Bios.ResetBios".
 std::string escape_key(std::string_view key) {
-    std::string out;
-    for (char c : key) {
-        if (c == '~') out += "~0";
-        else if (c == '/') out += "~1";
-        else out += c;
-    }
-    return out;
+    return json_pointer_escape(key);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/json_pointer.h"
+
 namespace kiln::network::emulator {
 
 namespace {
@@ -28,9 +30,7 @@ json::json_pointer pointer(const std::string& path) {
         if (end == std::string::npos) end = path.size();
         std::string seg = path.substr(start, end - start);
         if (!seg.empty()) {
-            std::string esc;
-            for (char c : seg) esc += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-            p += "/" + esc;
+            p += "/" + json_pointer_escape(seg);
         }
         start = end + 1;
     }

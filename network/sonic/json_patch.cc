@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/json_pointer.h"
+
 namespace kiln::network::sonic {
 
 namespace {
@@ -122,17 +124,7 @@ bool is_prefix(const std::vector<std::string>& a, const std::vector<std::string>
 }  // namespace
 
 std::string pointer_escape(const std::string& token) {
-    std::string out;
-    out.reserve(token.size());
-    for (char c : token) {
-        if (c == '~')
-            out += "~0";
-        else if (c == '/')
-            out += "~1";
-        else
-            out += c;
-    }
-    return out;
+    return json_pointer_escape(token);
 }
 
 Result<std::string> pointer_unescape(const std::string& token) {
