@@ -27,6 +27,10 @@ std::string slurp(const std::string& path) {
 
 Error boot_error(const std::string& code, const std::string& msg) { return make_error("image", code, msg); }
 
+std::string first_line(const std::string& text) {
+    return text.substr(0, text.find('\n'));
+}
+
 }  // namespace
 
 bool probe_kvm(CommandRunner& runner, const std::string& qemu, const std::string& work_dir, std::string* why) {
@@ -46,8 +50,11 @@ bool probe_kvm(CommandRunner& runner, const std::string& qemu, const std::string
     std::error_code ec;
     fs::remove(log, ec);
     CommandSpec spec;
-    spec.argv = {qemu, "-accel", "kvm", "-display", "none", "-nodefaults", "-no-reboot", "-serial", "file:" + log,
-                 "-drive", "file=" + img + ",format=raw,if=ide"};
+    // The machine and CPU the boot itself uses: a host whose KVM runs a
+    // default-CPU guest can still refuse "-cpu host" at start (failed to
+    // set MSR 0x10a), so a probe on other settings would say yes wrongly.
+    spec.argv = {qemu, "-accel", "kvm", "-machine", "q35", "-cpu", "host", "-display", "none", "-nodefaults",
+                 "-no-reboot", "-serial", "file:" + log, "-drive", "file=" + img + ",format=raw,if=ide"};
     spec.timeout = std::chrono::seconds(20);
     spec.kill_grace = std::chrono::seconds(2);
     auto r = runner.run(spec);  // runs until the timeout: the guest halts, QEMU does not exit
@@ -55,6 +62,7 @@ bool probe_kvm(CommandRunner& runner, const std::string& qemu, const std::string
     if (why) {
         if (ok) *why = "a KVM probe guest ran";
         else if (!r) *why = "cannot start " + qemu + ": " + r.error().message;
+        else if (!r->timed_out && !r->err.empty()) *why = "KVM refused the probe guest: " + first_line(r->err);
         else *why = "a KVM probe guest printed nothing within 20s (KVM hangs here)";
     }
     return ok;
@@ -125,6 +133,18 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
     const auto t0 = std::chrono::steady_clock::now();
     auto qr = runner.run(q);
     if (!qr) return qr.error();
+    if (!qr->success() && res.accel == "kvm" && o.accel != "kvm") {
+        // KVM passed the probe but refused this guest at start: TCG, and say why.
+        res.accel = "tcg";
+        res.accel_reason = "KVM refused the guest at start (" + first_line(qr->err) + "), so TCG";
+        for (size_t i = 0; i + 1 < q.argv.size(); ++i) {
+            if (q.argv[i] == "-accel") q.argv[i + 1] = "tcg";
+            if (q.argv[i] == "-cpu") q.argv[i + 1] = "max";
+        }
+        fs::remove(pidfile, ec);
+        qr = runner.run(q);
+        if (!qr) return qr.error();
+    }
     if (!qr->success()) return boot_error("boot-check", "qemu did not start: " + qr->err);
     pid_t pid = 0;
     {
