@@ -60,11 +60,19 @@ struct WorkerRow {
     std::vector<std::string> nodes;  // held now, by node name
 };
 
-// What a worker's heartbeat has done, for its metrics.
+// What a worker's heartbeat and its journal connection have done, for its
+// metrics and for bench/scale.
 struct LeaseCounters {
     int64_t renewals = 0;    // leases extended
     int64_t losses = 0;      // leases found taken over (fenced)
     int64_t reconnects = 0;  // connections made again after the server went away
+    // On the store's journal connection (not the wake-up listener's):
+    // statements sent, one round trip each (BEGIN and its SET LOCAL go as
+    // one), and commits (a transaction's, or a write sent on its own) that
+    // waited for the server to flush them or did not (docs/store.md).
+    int64_t statements = 0;
+    int64_t commits_flushed = 0;
+    int64_t commits_unflushed = 0;
 };
 
 class Leases {
