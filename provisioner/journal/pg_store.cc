@@ -121,7 +121,8 @@ std::string one_line(std::string s) {
 }
 
 // A PostgreSQL array literal of `items` ('{"a","b"}'), each quoted.
-std::string text_array(const std::set<std::string>& items) {
+template <class Strings>
+std::string text_array(const Strings& items) {
     std::string out = "{";
     for (const auto& item : items) {
         if (out.size() > 1) out += ',';
@@ -796,93 +797,63 @@ public:
             "claim a node",
             [&]() -> Result<R> {
                 const std::string what = "claim " + node + "/" + stage;
-                const int64_t ttl_ms = ttl.count();
                 const auto asked = std::chrono::steady_clock::now();
                 R out = LeaseHolder{};
                 // Flushed: the generation that fences this worker's writes.
                 // A refused claim rolls back ("lease.refused"): it wrote
                 // nothing and commits nothing.
-                auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
-                    // A node this worker holds has its row: no insert to try.
-                    std::optional<Rows> ins;
-                    if (!held_.count(node)) {
-                        auto tried = db_->exec(
-                            what,
-                            "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                            "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
-                            ") "
-                            "ON CONFLICT(node) DO NOTHING RETURNING generation",
-                            Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                        if (!tried) return tried.error();
-                        ins = std::move(*tried);
-                    }
-                    std::string previous, previous_stage;
-                    int64_t previous_generation = 0;
-                    if (!ins || ins->count() == 0) {
-                        // Row locked by another claimer right now: not waited on.
-                        auto row = db_->exec(what,
-                                             "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                             ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
-                                             Params().add(node));
-                        if (!row) return row.error();
-                        if (row->count() == 0) {
-                            out = LeaseHolder{"(claiming)", 0, 0};
-                            return make_error("journal", "lease.refused", node);
-                        }
-                        previous = row->text(0, 0);
-                        previous_generation = row->integer(0, 1);
-                        const bool expired = row->text(0, 3) == "t";
-                        previous_stage = row->text(0, 4);
-                        if (!previous.empty() && previous != worker_ && !expired) {
-                            out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
-                            return make_error("journal", "lease.refused", node);
-                        }
-                        auto up = db_->exec(what,
-                                            "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
-                                            "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
-                                            " WHERE node=$1 RETURNING generation",
-                                            Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                        if (!up) return up.error();
-                        out = Lease{node, stage, worker_, up->integer(0, 0)};
-                    } else {
-                        out = Lease{node, stage, worker_, ins->integer(0, 0)};
-                    }
-                    const auto& lease = std::get<Lease>(out);
-                    // Asking again for the stage it holds (waiting on a slot)
-                    // is not news for the journal.
-                    if (previous == worker_ && previous_stage == stage) return ok_status();
-                    std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
-                                          std::to_string(lease.generation) + ")";
-                    if (!previous.empty() && previous != worker_) {
-                        // Its holder died or stalled: what it started and never
-                        // ended is closed here; the stage observes what really
-                        // happened before planning anything.
-                        auto orphans = db_->exec(
-                            what,
-                            "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
-                            "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
-                            Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
-                                                                 std::to_string(previous_generation) +
-                                                                 ") before ending this action; re-observed"));
-                        if (!orphans) return orphans.error();
-                        message += ", taking over from " + previous + " (generation " +
-                                   std::to_string(previous_generation) + ", expired)";
-                        if (orphans->count() > 0)
-                            message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
-                    }
-                    auto ev = db_->exec(what,
-                                        "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                        "VALUES(0, $1, $2, $3, 'lease', $4)",
-                                        Params().add(now_ms()).add(node).add(stage).add(message));
-                    if (!ev) return ev.error();
-                    return ok_status();
-                });
+                auto s = db_->transaction(
+                    what, Commit::Flushed, [&]() -> Status { return claim_in(what, node, stage, ttl.count(), out); });
                 if (!s && s.error().code != "lease.refused") return s.error();
                 if (auto* lease = std::get_if<Lease>(&out)) {
                     held_[node] = *lease;
                     fresh_[node] = {asked, ttl};
                 }
                 return out;
+            },
+            Again::Unsent);
+    }
+
+    Result<StageClaim> claim_stage(const std::string& node, const std::string& stage, std::chrono::milliseconds ttl,
+                                   int unavailable_capacity,
+                                   std::vector<std::pair<std::string, int>> limits) override {
+        std::sort(limits.begin(), limits.end());  // one order for every worker (take_slots)
+        return write<StageClaim>(
+            "claim a node",
+            [&]() -> Result<StageClaim> {
+                const std::string what = "claim " + node + "/" + stage;
+                const auto asked = std::chrono::steady_clock::now();
+                StageClaim c{LeaseHolder{}, false, std::nullopt};
+                std::vector<std::pair<std::string, int>> making;
+                bool took_unavailable = false;
+                // One flushed transaction for the lease and every slot: what
+                // fences and what limits are durable before any side effect,
+                // for one flush. A full limit keeps what came before it (the
+                // lease; the unavailable slot), as separate calls would.
+                auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
+                    if (auto st = claim_in(what, node, stage, ttl.count(), c.lease); !st) return st;
+                    if (unavailable_capacity > 0) {
+                        std::optional<std::string> full;
+                        if (auto st = slots_in(what, node, {{kUnavailable, unavailable_capacity}}, ttl, full, making);
+                            !st)
+                            return st;
+                        if (full) {
+                            c.unavailable_full = true;
+                            return ok_status();
+                        }
+                        took_unavailable = true;
+                    }
+                    if (limits.empty()) return ok_status();
+                    return slots_in(what, node, limits, ttl, c.full, making);
+                });
+                if (!s && s.error().code != "lease.refused") return s.error();
+                if (auto* lease = std::get_if<Lease>(&c.lease)) {
+                    slot_rows_.insert(making.begin(), making.end());
+                    held_[node] = *lease;
+                    fresh_[node] = {asked, ttl};
+                    if (took_unavailable) unavailable_.insert(node);
+                }
+                return c;
             },
             Again::Unsent);
     }
@@ -965,45 +936,13 @@ public:
             [&]() -> Result<R> {
                 const std::string what = "take fleet-wide slots for " + node;
                 R full;
-                std::vector<std::pair<std::string, int>> making;  // slot rows made by this transaction
+                std::vector<std::pair<std::string, int>> making;
                 // Flushed: a slot must be durable before the side effects
                 // it limits (a reconnect after a crash carries on with them).
                 auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
-                    for (const auto& [key, capacity] : limits) {
-                        // Slot rows are never deleted: made once, known made.
-                        if (!slot_rows_.count({key, capacity})) {
-                            auto made = db_->exec(what,
-                                                  "INSERT INTO slots(key, slot) SELECT $1, g "
-                                                  "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
-                                                  Params().add(key).add(capacity));
-                            if (!made) return made.error();
-                            making.emplace_back(key, capacity);
-                        }
-                        // The node's own slot first: taking again keeps it.
-                        auto free =
-                            db_->exec(what,
-                                      "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
-                                      "lease_until_ms < " KILN_PG_NOW
-                                      " OR (worker=$3 AND node=$4)) "
-                                      "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
-                                      Params().add(key).add(capacity).add(worker_).add(node));
-                        if (!free) return free.error();
-                        if (free->count() == 0) {
-                            full = key;
-                            // Undo the slots taken so far: all or none.
-                            return make_error("journal", "slots.full", key);
-                        }
-                        auto took = db_->exec(what,
-                                              "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
-                                              " + $5::bigint WHERE key=$1 AND slot=$2::int",
-                                              Params()
-                                                  .add(key)
-                                                  .add(free->integer(0, 0))
-                                                  .add(worker_)
-                                                  .add(node)
-                                                  .add(static_cast<int64_t>(ttl.count())));
-                        if (!took) return took.error();
-                    }
+                    if (auto st = slots_in(what, node, limits, ttl, full, making); !st) return st;
+                    // Full: roll back the rows made meanwhile too.
+                    if (full) return make_error("journal", "slots.full", *full);
                     return ok_status();
                 });
                 if (!s && !full) return s.error();
@@ -1170,6 +1109,133 @@ public:
     }
 
 private:
+    // Inside a transaction: claims `node` for `stage` (Leases::claim) into
+    // `out`; a node another live worker holds fails with "lease.refused",
+    // so that the transaction rolls back having written nothing.
+    Status claim_in(const std::string& what, const std::string& node, const std::string& stage, int64_t ttl_ms,
+                    std::variant<Lease, LeaseHolder>& out) {
+            // A node this worker holds has its row: no insert to try.
+            std::optional<Rows> ins;
+            if (!held_.count(node)) {
+                auto tried = db_->exec(
+                    what,
+                    "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                    "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                    ") "
+                    "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                    Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                if (!tried) return tried.error();
+                ins = std::move(*tried);
+            }
+            std::string previous, previous_stage;
+            int64_t previous_generation = 0;
+            if (!ins || ins->count() == 0) {
+                // Row locked by another claimer right now: not waited on.
+                auto row = db_->exec(what,
+                                     "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
+                                     ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                     Params().add(node));
+                if (!row) return row.error();
+                if (row->count() == 0) {
+                    out = LeaseHolder{"(claiming)", 0, 0};
+                    return make_error("journal", "lease.refused", node);
+                }
+                previous = row->text(0, 0);
+                previous_generation = row->integer(0, 1);
+                const bool expired = row->text(0, 3) == "t";
+                previous_stage = row->text(0, 4);
+                if (!previous.empty() && previous != worker_ && !expired) {
+                    out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                    return make_error("journal", "lease.refused", node);
+                }
+                auto up = db_->exec(what,
+                                    "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
+                                    "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                                    " WHERE node=$1 RETURNING generation",
+                                    Params().add(node).add(stage).add(worker_).add(ttl_ms));
+                if (!up) return up.error();
+                out = Lease{node, stage, worker_, up->integer(0, 0)};
+            } else {
+                out = Lease{node, stage, worker_, ins->integer(0, 0)};
+            }
+            const auto& lease = std::get<Lease>(out);
+            // Asking again for the stage it holds (waiting on a slot)
+            // is not news for the journal.
+            if (previous == worker_ && previous_stage == stage) return ok_status();
+            std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
+                                  std::to_string(lease.generation) + ")";
+            if (!previous.empty() && previous != worker_) {
+                // Its holder died or stalled: what it started and never
+                // ended is closed here; the stage observes what really
+                // happened before planning anything.
+                auto orphans = db_->exec(
+                    what,
+                    "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                    "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                    Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
+                                                         std::to_string(previous_generation) +
+                                                         ") before ending this action; re-observed"));
+                if (!orphans) return orphans.error();
+                message += ", taking over from " + previous + " (generation " +
+                           std::to_string(previous_generation) + ", expired)";
+                if (orphans->count() > 0)
+                    message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
+            }
+            auto ev = db_->exec(what,
+                                "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                "VALUES(0, $1, $2, $3, 'lease', $4)",
+                                Params().add(now_ms()).add(node).add(stage).add(message));
+            if (!ev) return ev.error();
+            return ok_status();
+    }
+
+    // Inside a transaction: picks a free slot of every (key, capacity) for
+    // `node` (its own first: taking again keeps it), locked FOR UPDATE SKIP
+    // LOCKED, then takes them all in one statement; when one is full, sets
+    // `full` to its key and takes none. `making`: slot rows this
+    // transaction made (known made once it commits).
+    Status slots_in(const std::string& what, const std::string& node,
+                    const std::vector<std::pair<std::string, int>>& limits, std::chrono::milliseconds ttl,
+                    std::optional<std::string>& full, std::vector<std::pair<std::string, int>>& making) {
+        std::vector<std::string> keys, slots;
+        for (const auto& [key, capacity] : limits) {
+            // Slot rows are never deleted: made once, known made.
+            if (!slot_rows_.count({key, capacity})) {
+                auto made = db_->exec(what,
+                                      "INSERT INTO slots(key, slot) SELECT $1, g "
+                                      "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
+                                      Params().add(key).add(capacity));
+                if (!made) return made.error();
+                making.emplace_back(key, capacity);
+            }
+            auto free = db_->exec(what,
+                                  "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
+                                  "lease_until_ms < " KILN_PG_NOW
+                                  " OR (worker=$3 AND node=$4)) "
+                                  "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
+                                  Params().add(key).add(capacity).add(worker_).add(node));
+            if (!free) return free.error();
+            if (free->count() == 0) {
+                full = key;
+                return ok_status();
+            }
+            keys.push_back(key);
+            slots.push_back(free->text(0, 0));
+        }
+        auto took = db_->exec(what,
+                              "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
+                              " + $5::bigint FROM unnest($1::text[], $2::int[]) AS t(key, slot) "
+                              "WHERE slots.key=t.key AND slots.slot=t.slot",
+                              Params()
+                                  .add(text_array(keys))
+                                  .add(text_array(slots))
+                                  .add(worker_)
+                                  .add(node)
+                                  .add(static_cast<int64_t>(ttl.count())));
+        if (!took) return took.error();
+        return ok_status();
+    }
+
     // Wakes listening workers (on_wake). A statement of its own, after the
     // write it announces committed: a transaction that notifies holds a
     // server-wide lock from its commit until its commit record is flushed,
