@@ -85,6 +85,9 @@ for w in (1, 2, 4):
         "statements_per_node_stage": journal["statements"] / node_stages,
         "flushed_commits_per_node_stage": journal["commits_flushed"] / node_stages,
         "unflushed_commits_per_node_stage": journal["commits_unflushed"] / node_stages,
+        # Stage attempts that ran or skipped, all workers: above 1 when
+        # workers observe and skip nodes another worker brought up.
+        "stage_attempts_per_node_stage": sum(p["stages_run"] + p["stages_skipped"] for p in procs) / node_stages,
         "peak_connections": r["peak_connections"],
         "peak_rss_mb_per_worker": [p["peak_rss_mb"] for p in procs],
         "actions_per_worker": [p["actions"] for p in procs],

@@ -93,6 +93,14 @@ CREATE TABLE workers(
 )sql"},
 };
 
+// After "WITH freed AS (UPDATE ... RETURNING 1)": wakes listening workers
+// (Leases::on_wake) with `payload` when the update freed anything, in the
+// release's own statement. A transaction that notifies holds a server-wide
+// lock until it ends; releases commit unflushed, so that is not the length
+// of a flush (which serialised every worker's commits when it was).
+#define KILN_PG_WAKE(payload) \
+    "SELECT pg_notify('" KILN_PG_CHANNEL "', " payload ") FROM (SELECT 1 FROM freed LIMIT 1) one"
+
 // The server's clock in milliseconds: leases never depend on workers'
 // clocks agreeing.
 #define KILN_PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -259,7 +267,10 @@ public:
                             "; SET idle_in_transaction_session_timeout = " +
                             std::to_string(options_.statement_timeout_ms) + "; SET client_min_messages = warning";
         if (options_.read_only) setup += "; SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY";
-        else setup += "; SET synchronous_commit = off";
+        else {
+            setup += "; SET synchronous_commit = off";
+            session_unflushed_ = true;
+        }
         Rows r(PQexec(conn_, setup.c_str()));
         if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
             return make_error("journal", "journal.open", "cannot configure the session on " + url_ + ": " +
@@ -383,7 +394,7 @@ private:
         return false;
     }
     // Writing sessions default to unflushed commits (connect()).
-    bool session_flushes() const { return options_.read_only && server_flushes_; }
+    bool session_flushes() const { return server_flushes_ && !session_unflushed_; }
 
     bool readable() const {
         pollfd p{PQsocket(conn_), POLLIN, 0};
@@ -428,6 +439,7 @@ private:
     bool commit_unknown_ = false;         // ... after sending what could have committed
     std::atomic<int64_t> reconnects_{0};  // read by metrics scrapes without the store's lock
     bool server_flushes_ = true;          // the server's own synchronous_commit is not off
+    bool session_unflushed_ = false;      // this session set synchronous_commit off
     // What went to the server (StoreCounters), read without the store's lock.
     std::atomic<int64_t> statements_{0}, commits_flushed_{0}, commits_unflushed_{0};
 };
@@ -580,13 +592,16 @@ public:
     }
 
     Status record_stage(const StageRecord& rec) override {
-        // One transaction, flushed: the result row and the verified hash
-        // land together and are the stage's durable end.
+        // One transaction: the result row and the verified hash land
+        // together. Flushed: the stage's durable end. A skipped stage is
+        // not flushed: it did nothing, and the verified hash it upserts is
+        // the one already there (a converged stage is skipped only then).
+        const Commit commit = rec.outcome == "skipped" ? Commit::Unflushed : Commit::Flushed;
         return write<void>(
             "record a stage",
             [&]() -> Status {
                 const std::string what = "record stage " + rec.node + "/" + rec.stage;
-                return db_->transaction(what, Commit::Flushed, [&]() -> Status {
+                return db_->transaction(what, commit, [&]() -> Status {
                     auto r = fenced_exec(rec.node, what,
                                          "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
                                          "attempts, actions, started_ms, ended_ms) SELECT $4::bigint, $1, $5, $6, $7, "
@@ -832,9 +847,11 @@ public:
                 // lease; the unavailable slot), as separate calls would.
                 auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
                     if (auto st = claim_in(what, node, stage, ttl.count(), c.lease); !st) return st;
+                    std::vector<std::string> keys, slots;  // picked, taken together
                     if (unavailable_capacity > 0) {
                         std::optional<std::string> full;
-                        if (auto st = slots_in(what, node, {{kUnavailable, unavailable_capacity}}, ttl, full, making);
+                        if (auto st = pick_slots(what, node, {{kUnavailable, unavailable_capacity}}, full, making,
+                                                 keys, slots);
                             !st)
                             return st;
                         if (full) {
@@ -843,8 +860,8 @@ public:
                         }
                         took_unavailable = true;
                     }
-                    if (limits.empty()) return ok_status();
-                    return slots_in(what, node, limits, ttl, c.full, making);
+                    if (auto st = pick_slots(what, node, limits, c.full, making, keys, slots); !st) return st;
+                    return take_picked(what, node, keys, slots, ttl);
                 });
                 if (!s && s.error().code != "lease.refused") return s.error();
                 if (auto* lease = std::get_if<Lease>(&c.lease)) {
@@ -914,11 +931,10 @@ public:
             }
             if (!generation) return ok_status();
             auto r = db_->exec("release the lease of " + node,
-                               "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
-                               "AND generation=$3",
+                               "WITH freed AS (UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND "
+                               "worker=$2 AND generation=$3::bigint RETURNING 1) " KILN_PG_WAKE("'node:' || $1"),
                                Params().add(node).add(worker_).add(*generation));
             if (!r) return r.error();
-            if (r->affected() > 0) notify("node:" + node);
             return ok_status();
         });
     }
@@ -940,10 +956,11 @@ public:
                 // Flushed: a slot must be durable before the side effects
                 // it limits (a reconnect after a crash carries on with them).
                 auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
-                    if (auto st = slots_in(what, node, limits, ttl, full, making); !st) return st;
+                    std::vector<std::string> keys, slots;
+                    if (auto st = pick_slots(what, node, limits, full, making, keys, slots); !st) return st;
                     // Full: roll back the rows made meanwhile too.
                     if (full) return make_error("journal", "slots.full", *full);
-                    return ok_status();
+                    return take_picked(what, node, keys, slots, ttl);
                 });
                 if (!s && !full) return s.error();
                 if (s) slot_rows_.insert(making.begin(), making.end());
@@ -955,11 +972,10 @@ public:
     Status release_slots(const std::string& node) override {
         return write<void>("release slots", [&]() -> Status {
             auto r = db_->exec("release the slots of " + node,
-                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
-                               "node=$2 AND key <> $3",
+                               "WITH freed AS (UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 "
+                               "AND node=$2 AND key <> $3 RETURNING 1) " KILN_PG_WAKE("'slots'"),
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
-            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -977,11 +993,10 @@ public:
         return write<void>("release an unavailable slot", [&]() -> Status {
             unavailable_.erase(node);
             auto r = db_->exec("give back the unavailable slot of " + node,
-                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
-                               "node=$2 AND key=$3",
+                               "WITH freed AS (UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 "
+                               "AND node=$2 AND key=$3 RETURNING 1) " KILN_PG_WAKE("'slots'"),
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
-            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -1191,13 +1206,14 @@ private:
 
     // Inside a transaction: picks a free slot of every (key, capacity) for
     // `node` (its own first: taking again keeps it), locked FOR UPDATE SKIP
-    // LOCKED, then takes them all in one statement; when one is full, sets
-    // `full` to its key and takes none. `making`: slot rows this
+    // LOCKED, appending them to `keys`/`slots`; when one is full, sets
+    // `full` to its key and appends none. `making`: slot rows this
     // transaction made (known made once it commits).
-    Status slots_in(const std::string& what, const std::string& node,
-                    const std::vector<std::pair<std::string, int>>& limits, std::chrono::milliseconds ttl,
-                    std::optional<std::string>& full, std::vector<std::pair<std::string, int>>& making) {
-        std::vector<std::string> keys, slots;
+    Status pick_slots(const std::string& what, const std::string& node,
+                      const std::vector<std::pair<std::string, int>>& limits, std::optional<std::string>& full,
+                      std::vector<std::pair<std::string, int>>& making, std::vector<std::string>& keys,
+                      std::vector<std::string>& slots) {
+        std::vector<std::string> k, n;
         for (const auto& [key, capacity] : limits) {
             // Slot rows are never deleted: made once, known made.
             if (!slot_rows_.count({key, capacity})) {
@@ -1219,9 +1235,19 @@ private:
                 full = key;
                 return ok_status();
             }
-            keys.push_back(key);
-            slots.push_back(free->text(0, 0));
+            k.push_back(key);
+            n.push_back(free->text(0, 0));
         }
+        keys.insert(keys.end(), k.begin(), k.end());
+        slots.insert(slots.end(), n.begin(), n.end());
+        return ok_status();
+    }
+
+    // Inside a transaction: takes the picked slots for `node`, all in one
+    // statement.
+    Status take_picked(const std::string& what, const std::string& node, const std::vector<std::string>& keys,
+                       const std::vector<std::string>& slots, std::chrono::milliseconds ttl) {
+        if (keys.empty()) return ok_status();
         auto took = db_->exec(what,
                               "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
                               " + $5::bigint FROM unnest($1::text[], $2::int[]) AS t(key, slot) "
