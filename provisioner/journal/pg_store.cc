@@ -601,37 +601,38 @@ public:
             "record a stage",
             [&]() -> Status {
                 const std::string what = "record stage " + rec.node + "/" + rec.stage;
-                return db_->transaction(what, commit, [&]() -> Status {
-                    auto r = fenced_exec(rec.node, what,
-                                         "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
-                                         "attempts, actions, started_ms, ended_ms) SELECT $4::bigint, $1, $5, $6, $7, "
-                                         "$8, $9::int, $10::int, $11::bigint, $12::bigint FROM fence",
-                                         Params()
-                                             .add(rec.run_id)
-                                             .add(rec.stage)
-                                             .add(rec.input_hash)
-                                             .add(rec.outcome)
-                                             .add(rec.error)
-                                             .add(rec.attempts)
-                                             .add(rec.actions)
-                                             .add(rec.started_ms)
-                                             .add(rec.ended_ms));
+                auto record = [&]() -> Status {
+                    // The verified hash rides on the result row's insert:
+                    // one statement, behind the same fence (so unflushed, it
+                    // needs no transaction around it).
+                    const bool verified = rec.outcome == "verified" || rec.outcome == "skipped";
+                    auto r = fenced_exec(
+                        rec.node, what,
+                        ", result AS (INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
+                        "attempts, actions, started_ms, ended_ms) SELECT $4::bigint, $1, $5, $6, $7, $8, $9::int, "
+                        "$10::int, $11::bigint, $12::bigint FROM fence RETURNING 1), "
+                        "hash AS (INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
+                        "SELECT $1, $5, $6, $4::bigint, $13::bigint FROM result WHERE $14::boolean "
+                        "ON CONFLICT(node, stage) DO UPDATE SET input_hash=excluded.input_hash, "
+                        "run_id=excluded.run_id, verified_ms=excluded.verified_ms) "
+                        "SELECT 1 FROM result",
+                        Params()
+                            .add(rec.run_id)
+                            .add(rec.stage)
+                            .add(rec.input_hash)
+                            .add(rec.outcome)
+                            .add(rec.error)
+                            .add(rec.attempts)
+                            .add(rec.actions)
+                            .add(rec.started_ms)
+                            .add(rec.ended_ms)
+                            .add(rec.ended_ms ? rec.ended_ms : now_ms())
+                            .add(std::string(verified ? "true" : "false")));
                     if (!r) return r.error();
-                    if (rec.outcome != "verified" && rec.outcome != "skipped") return ok_status();
-                    auto v = db_->exec(what,
-                                       "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
-                                       "VALUES($1,$2,$3,$4,$5) ON CONFLICT(node, stage) DO UPDATE SET "
-                                       "input_hash=excluded.input_hash, run_id=excluded.run_id, "
-                                       "verified_ms=excluded.verified_ms",
-                                       Params()
-                                           .add(rec.node)
-                                           .add(rec.stage)
-                                           .add(rec.input_hash)
-                                           .add(rec.run_id)
-                                           .add(rec.ended_ms ? rec.ended_ms : now_ms()));
-                    if (!v) return v.error();
                     return ok_status();
-                });
+                };
+                if (commit == Commit::Unflushed) return record();
+                return db_->transaction(what, commit, record);
             },
             Again::Unsent);
     }
@@ -1129,79 +1130,111 @@ private:
     // so that the transaction rolls back having written nothing.
     Status claim_in(const std::string& what, const std::string& node, const std::string& stage, int64_t ttl_ms,
                     std::variant<Lease, LeaseHolder>& out) {
-            // A node this worker holds has its row: no insert to try.
-            std::optional<Rows> ins;
-            if (!held_.count(node)) {
-                auto tried = db_->exec(
-                    what,
-                    "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                    "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
-                    ") "
-                    "ON CONFLICT(node) DO NOTHING RETURNING generation",
-                    Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                if (!tried) return tried.error();
-                ins = std::move(*tried);
+        // The next stage of a node this worker holds: one statement, when
+        // the row still names this worker at the generation it holds
+        // (whether or not the lease ran out meanwhile, as below). The new
+        // generation is the held one plus one, so the journal's line is
+        // known before it is written; the stage it holds already is not news.
+        if (auto it = held_.find(node); it != held_.end()) {
+            const int64_t next = it->second.generation + 1;
+            auto r = db_->exec(
+                what,
+                "WITH up AS (UPDATE leases SET stage=$2, generation=generation+1, lease_until_ms=" KILN_PG_NOW
+                " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                " WHERE node=$1 AND worker=$3 AND generation=$5::bigint RETURNING generation), "
+                "ev AS (INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                "SELECT 0, $6::bigint, $1, $2, 'lease', $7 FROM up WHERE $8::boolean) "
+                "SELECT generation FROM up",
+                Params()
+                    .add(node)
+                    .add(stage)
+                    .add(worker_)
+                    .add(ttl_ms)
+                    .add(it->second.generation)
+                    .add(now_ms())
+                    .add("worker " + worker_ + " claimed stage " + stage + " (generation " + std::to_string(next) +
+                         ")")
+                    .add(std::string(it->second.stage == stage ? "false" : "true")));
+            if (!r) return r.error();
+            if (r->count() == 1) {
+                out = Lease{node, stage, worker_, r->integer(0, 0)};
+                return ok_status();
             }
-            std::string previous, previous_stage;
-            int64_t previous_generation = 0;
-            if (!ins || ins->count() == 0) {
-                // Row locked by another claimer right now: not waited on.
-                auto row = db_->exec(what,
-                                     "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                     ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
-                                     Params().add(node));
-                if (!row) return row.error();
-                if (row->count() == 0) {
-                    out = LeaseHolder{"(claiming)", 0, 0};
-                    return make_error("journal", "lease.refused", node);
-                }
-                previous = row->text(0, 0);
-                previous_generation = row->integer(0, 1);
-                const bool expired = row->text(0, 3) == "t";
-                previous_stage = row->text(0, 4);
-                if (!previous.empty() && previous != worker_ && !expired) {
-                    out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
-                    return make_error("journal", "lease.refused", node);
-                }
-                auto up = db_->exec(what,
-                                    "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
-                                    "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
-                                    " WHERE node=$1 RETURNING generation",
-                                    Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                if (!up) return up.error();
-                out = Lease{node, stage, worker_, up->integer(0, 0)};
-            } else {
-                out = Lease{node, stage, worker_, ins->integer(0, 0)};
+            // Taken over, or claimed again elsewhere: the general way.
+        }
+        // A node this worker holds has its row: no insert to try.
+        std::optional<Rows> ins;
+        if (!held_.count(node)) {
+            auto tried = db_->exec(
+                what,
+                "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                ") "
+                "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                Params().add(node).add(stage).add(worker_).add(ttl_ms));
+            if (!tried) return tried.error();
+            ins = std::move(*tried);
+        }
+        std::string previous, previous_stage;
+        int64_t previous_generation = 0;
+        if (!ins || ins->count() == 0) {
+            // Row locked by another claimer right now: not waited on.
+            auto row = db_->exec(what,
+                                 "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
+                                 ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                 Params().add(node));
+            if (!row) return row.error();
+            if (row->count() == 0) {
+                out = LeaseHolder{"(claiming)", 0, 0};
+                return make_error("journal", "lease.refused", node);
             }
-            const auto& lease = std::get<Lease>(out);
-            // Asking again for the stage it holds (waiting on a slot)
-            // is not news for the journal.
-            if (previous == worker_ && previous_stage == stage) return ok_status();
-            std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
-                                  std::to_string(lease.generation) + ")";
-            if (!previous.empty() && previous != worker_) {
-                // Its holder died or stalled: what it started and never
-                // ended is closed here; the stage observes what really
-                // happened before planning anything.
-                auto orphans = db_->exec(
-                    what,
-                    "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
-                    "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
-                    Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
-                                                         std::to_string(previous_generation) +
-                                                         ") before ending this action; re-observed"));
-                if (!orphans) return orphans.error();
-                message += ", taking over from " + previous + " (generation " +
-                           std::to_string(previous_generation) + ", expired)";
-                if (orphans->count() > 0)
-                    message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
+            previous = row->text(0, 0);
+            previous_generation = row->integer(0, 1);
+            const bool expired = row->text(0, 3) == "t";
+            previous_stage = row->text(0, 4);
+            if (!previous.empty() && previous != worker_ && !expired) {
+                out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                return make_error("journal", "lease.refused", node);
             }
-            auto ev = db_->exec(what,
-                                "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                "VALUES(0, $1, $2, $3, 'lease', $4)",
-                                Params().add(now_ms()).add(node).add(stage).add(message));
-            if (!ev) return ev.error();
-            return ok_status();
+            auto up = db_->exec(what,
+                                "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
+                                "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                                " WHERE node=$1 RETURNING generation",
+                                Params().add(node).add(stage).add(worker_).add(ttl_ms));
+            if (!up) return up.error();
+            out = Lease{node, stage, worker_, up->integer(0, 0)};
+        } else {
+            out = Lease{node, stage, worker_, ins->integer(0, 0)};
+        }
+        const auto& lease = std::get<Lease>(out);
+        // Asking again for the stage it holds (waiting on a slot)
+        // is not news for the journal.
+        if (previous == worker_ && previous_stage == stage) return ok_status();
+        std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
+                              std::to_string(lease.generation) + ")";
+        if (!previous.empty() && previous != worker_) {
+            // Its holder died or stalled: what it started and never
+            // ended is closed here; the stage observes what really
+            // happened before planning anything.
+            auto orphans = db_->exec(
+                what,
+                "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
+                                                     std::to_string(previous_generation) +
+                                                     ") before ending this action; re-observed"));
+            if (!orphans) return orphans.error();
+            message += ", taking over from " + previous + " (generation " +
+                       std::to_string(previous_generation) + ", expired)";
+            if (orphans->count() > 0)
+                message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
+        }
+        auto ev = db_->exec(what,
+                            "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                            "VALUES(0, $1, $2, $3, 'lease', $4)",
+                            Params().add(now_ms()).add(node).add(stage).add(message));
+        if (!ev) return ev.error();
+        return ok_status();
     }
 
     // Inside a transaction: picks a free slot of every (key, capacity) for
@@ -1296,8 +1329,9 @@ private:
     // lease on the node, `fence` has one row only if the lease row still
     // names this worker at its generation, locked FOR SHARE until the
     // statement's transaction ends (a takeover waits for it); otherwise
-    // one row always. The body writes "... FROM fence" with its own
-    // parameters from $4 ($1 is the node). A write that found no fence row
+    // one row always. The body writes "... FROM fence" (or, starting with
+    // ",", more CTEs first) with its own parameters from $4 ($1 is the
+    // node). A write that found no fence row
     // fails with fence()'s "lease.lost"; `expect_row`: every write that
     // passed the fence touches a row (false where the caller judges).
     Result<Rows> fenced_exec(const std::string& node, const std::string& what, const std::string& body,
@@ -1309,10 +1343,10 @@ private:
         p.append(tail);
         const std::string sql =
             std::string(held ? "WITH fence AS (SELECT 1 FROM leases WHERE node=$1 AND worker=$2 AND "
-                               "generation=$3::bigint FOR SHARE) "
+                               "generation=$3::bigint FOR SHARE)"
                              : "WITH fence AS (SELECT 1 WHERE $1::text IS NOT NULL AND $2::text IS NOT NULL AND "
-                               "$3::bigint IS NOT NULL) ") +
-            body;
+                               "$3::bigint IS NOT NULL)") +
+            (body.rfind(",", 0) == 0 ? "" : " ") + body;
         auto r = db_->exec(what, sql.c_str(), p);
         if (!r || !held) return r;
         if (r->affected() > 0 || !expect_row) return r;
