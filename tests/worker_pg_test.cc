@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -67,6 +68,21 @@ void require_exactly_once(const std::string& ledger, int nodes) {
         REQUIRE(count == 1);
     }
     REQUIRE(done.size() == static_cast<size_t>(nodes * kStages * kActions));
+}
+
+// Three workers w1..w3 over the fleet until each exits 0.
+void run_three_workers(const std::string& url, const std::string& fleet, const std::map<std::string, std::string>& env,
+                       const TempDir& dir) {
+    std::vector<std::unique_ptr<RunningChild>> workers;
+    for (const char* id : {"w1", "w2", "w3"})
+        workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), env, dir.file(id)));
+    for (auto& w : workers) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
 }
 
 void require_converged(const std::string& url, const std::string& fleet, const std::string& ledger) {
@@ -430,16 +446,7 @@ TEST_CASE("workers: parallel and per_rack hold fleet-wide across three workers",
         const auto url = cluster->create_database();
         auto env = ledger_env(ledger, 30);
         env["KILN_TEST_PROBE"] = probe;
-        std::vector<std::unique_ptr<RunningChild>> workers;
-        for (const char* id : {"w1", "w2", "w3"})
-            workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), env, dir.file(id)));
-        for (auto& w : workers) {
-            bool timed_out = false;
-            auto r = w->wait(300, &timed_out);
-            INFO(r.out << r.err);
-            REQUIRE_FALSE(timed_out);
-            REQUIRE(r.exit_code == 0);
-        }
+        run_three_workers(url, fleet, env, dir);
         require_exactly_once(ledger, nodes);
         auto peaks = LedgerStage::read_probe_peaks(probe);
         INFO("peak total " << peaks["total"] << ", rack r1 " << peaks["rack:r1"] << ", rack r2 " << peaks["rack:r2"]);
@@ -555,17 +562,7 @@ TEST_CASE("workers: max_unavailable holds fleet-wide across three workers", "[wo
             kiln::test::write_cli_fleet(dir, nodes, "parallel = 4\nmax_unavailable = " + std::to_string(limit));
         const auto ledger = dir.file("ledger");
         const auto url = cluster->create_database();
-        std::vector<std::unique_ptr<RunningChild>> workers;
-        for (const char* id : {"w1", "w2", "w3"})
-            workers.push_back(
-                std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 30), dir.file(id)));
-        for (auto& w : workers) {
-            bool timed_out = false;
-            auto r = w->wait(300, &timed_out);
-            INFO(r.out << r.err);
-            REQUIRE_FALSE(timed_out);
-            REQUIRE(r.exit_code == 0);
-        }
+        run_three_workers(url, fleet, ledger_env(ledger, 30), dir);
         require_exactly_once(ledger, nodes);
         const int peak = peak_out_of_service(ledger);
         INFO("peak out of service " << peak);
@@ -640,4 +637,46 @@ TEST_CASE("workers: a node parked longer than its lease keeps the lease and fini
     REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE outcome <> 'ok'") == 0);
     REQUIRE(raw.integer("SELECT count(*) FROM actions") == nodes);
     REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
+}
+
+TEST_CASE("workers: a name held exclusively (a spine) is held by one worker at a time, and a killed holder's "
+          "hold expires",
+          "[worker][pg][exclusive]") {
+    NEED_CLUSTER(cluster);
+    const std::string name = "switch:spine-1";
+    TempDir dir;
+    const int nodes = 6;
+    // Each worker alone would run 4 at once: the spine is what holds them back.
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 4");
+    const auto ledger = dir.file("ledger");
+    const auto probe = dir.file("probe");
+    const auto url = cluster->create_database();
+    auto env = ledger_env(ledger, 30);
+    env["KILN_TEST_PROBE"] = probe;
+    env["KILN_TEST_EXCLUSIVE"] = name;
+    PgRaw raw(url);
+
+    // A worker killed right after its first side effect, holding the name.
+    {
+        auto e = env;
+        e["KILN_TEST_KILL_AT"] = "1";
+        e["KILN_TEST_KILL_PHASE"] = "after";
+        RunningChild killed(worker_argv(url, fleet, "wK"), e, dir.file("wK"));
+        bool timed_out = false;
+        auto r = killed.wait(120, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code != 0);
+        REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE key = 'lock:" + name + "' AND worker = 'wK'") == 1);
+    }
+    // The probe counted the dead worker's apply as still running: start over.
+    std::remove(probe.c_str());
+
+    run_three_workers(url, fleet, env, dir);
+    require_exactly_once(ledger, nodes);
+    auto peaks = LedgerStage::read_probe_peaks(probe);
+    INFO("peak applies at once " << peaks["total"]);
+    REQUIRE(peaks["total"] == 1);
+    REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // every hold given back
+    require_converged(url, fleet, ledger);
 }

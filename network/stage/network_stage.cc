@@ -270,26 +270,13 @@ SwitchProfileFn NetworkStage::FabricView::profiles() const {
 std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, const config::Node& node) const {
     // The node's leaves only. Spines and super-spines carry every node's
     // traffic: holding them for a node's whole stage would run the fabric's
-    // nodes one at a time. apply changes them under kiln's own lock, held
-    // only for that switch's read, diff and write (switch_apply_lock).
+    // nodes one at a time. apply changes them under an exclusive hold,
+    // kept only for that switch's read, diff and write (hold_exclusive).
     std::set<std::string> names;
     for (const config::Cable* c : fleet.cables_of(node.name)) names.insert(c->switch_name);
     std::vector<std::string> out;
     for (const auto& n : names) out.push_back("switch:" + n);
     return out;
-}
-
-bool NetworkStage::cabled_to(const config::Fleet& fleet, const config::Node& node, const std::string& switch_name) {
-    for (const config::Cable* c : fleet.cables_of(node.name))
-        if (c->switch_name == switch_name) return true;
-    return false;
-}
-
-std::mutex& NetworkStage::switch_apply_lock(const std::string& switch_name) const {
-    std::lock_guard<std::mutex> lock(apply_locks_mu_);
-    auto& slot = apply_locks_[switch_name];
-    if (!slot) slot = std::make_unique<std::mutex>();
-    return *slot;
 }
 
 Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
@@ -609,12 +596,11 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
         if (!driver) return driver.error();
         // Read and diff again, never from the shared read: the switch may
         // have changed since the plan, or an earlier run may have done this
-        // already. On the node's own leaves the engine holds "switch:<name>"
-        // for the whole stage (resources()); on any other switch kiln's own
-        // lock holds it from here to the end.
-        std::unique_lock<std::mutex> not_held;
-        if (!cabled_to(ctx.fleet(), ctx.node(), name))
-            not_held = std::unique_lock<std::mutex>(switch_apply_lock(name));
+        // already. One change per switch at a time, whatever per_switch
+        // lets through on the leaves and on the spines that every node
+        // shares: in this process and across workers on a shared store.
+        auto held = ctx.hold_exclusive("switch:" + name);
+        if (!held) return held.error();
         auto state = (*driver)->read_state();
         if (!state) return state.error();
         if (cache) cache->refresh(cache->index_of(name), *state);  // the freshest read, for the readers after

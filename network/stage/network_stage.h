@@ -91,17 +91,11 @@ private:
     Status apply_host(engine::StageContext& ctx);
     Status apply_firmware(engine::StageContext& ctx);
     Status verify_host(engine::StageContext& ctx);
-    // The engine holds "switch:<name>" only for the switches a node is cabled to.
-    static bool cabled_to(const config::Fleet& fleet, const config::Node& node, const std::string& switch_name);
-    // Serialises the changes to one switch outside the engine's locks (spines).
-    std::mutex& switch_apply_lock(const std::string& switch_name) const;
 
     DriverFactory factory_;
     HostRunnerFactory hosts_;
     mutable std::mutex runs_mu_;
     std::map<const config::Fleet*, std::pair<int, std::shared_ptr<RunCache>>> runs_;  // holders, cache
-    mutable std::mutex apply_locks_mu_;
-    mutable std::map<std::string, std::unique_ptr<std::mutex>> apply_locks_;  // switch -> its apply lock
 };
 
 }  // namespace kiln::network

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "provisioner/engine/backoff.h"
+#include "provisioner/engine/exclusive_locks.h"
 #include "provisioner/engine/input_hash.h"
 #include "provisioner/engine/open_files.h"
 #include "provisioner/engine/parking_lot.h"
@@ -403,6 +404,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     Scheduler sched(fleet_.limits);
     // Null for a store this process owns (SQLite, under its run lock).
     journal::Leases* const leases = store_->leases();
+    // A spine's read, diff and write, one node at a time in this process
+    // and, on a shared store, across workers (stage.h hold_exclusive).
+    const ExclusiveLocks exclusive(leases, options.lease_ttl);
     // Shared with the stop listener, which may fire from another thread
     // while this run is returning.
     struct Wake {
@@ -463,6 +467,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             if (at == run_of.end()) return false;
             std::lock_guard<std::mutex> l(mu);
             return !runs[at->second].done;
+        });
+        ctx.set_hold_exclusive([&exclusive](const StageContext& c, const std::string& key) {
+            return exclusive.acquire(c, key);
         });
         ctx.set_can_park(true);
         ctx.set_wake([&](const std::string& key) {

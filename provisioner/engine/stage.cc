@@ -1,5 +1,6 @@
 #include "provisioner/engine/stage.h"
 
+#include "provisioner/engine/exclusive_locks.h"
 #include "provisioner/engine/worker_pool.h"
 
 namespace kiln::engine {
@@ -18,6 +19,11 @@ Status StageContext::park(Clock::time_point until, nlohmann::json state, std::st
     std::string message = "parked: " + reason;
     park_ = ParkRequest{until, std::move(state), std::move(reason), std::move(key)};
     return make_error("engine", "engine.parked", message);
+}
+
+Result<std::unique_ptr<StageContext::Hold>> StageContext::hold_exclusive(const std::string& key) const {
+    if (hold_) return hold_(*this, key);
+    return ExclusiveLocks(nullptr, std::chrono::milliseconds(0)).acquire(*this, key);
 }
 
 std::vector<std::string> Stage::resources(const config::Fleet&, const config::Node&) const { return {}; }

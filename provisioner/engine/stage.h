@@ -126,6 +126,20 @@ public:
     void set_node_pending(NodePendingFn fn) { node_pending_ = std::move(fn); }
     bool node_pending(const std::string& node) const { return node_pending_ && node_pending_(node); }
 
+    // An exclusive hold by name ("switch:spine-1") for a short critical
+    // section on a shared thing that resources() do not hold for the whole
+    // stage: in this process and, on a store shared by workers, across
+    // every worker (engine/exclusive_locks.h). Waits until the deadline or
+    // a hard stop; the hold ends when the returned object is destroyed.
+    class Hold {
+    public:
+        virtual ~Hold() = default;
+    };
+    using HoldFn = std::function<Result<std::unique_ptr<Hold>>(const StageContext& ctx, const std::string& key)>;
+    void set_hold_exclusive(HoldFn fn) { hold_ = std::move(fn); }
+    // Without an engine (a context built by hand): this process only.
+    Result<std::unique_ptr<Hold>> hold_exclusive(const std::string& key) const;
+
     void progress(const std::string& message, int percent = -1) const {
         if (progress_) progress_(message, percent);
     }
@@ -149,6 +163,7 @@ private:
     std::optional<ParkRequest> park_;
     std::optional<nlohmann::json> resumed_;
     WakeFn wake_;
+    HoldFn hold_;
 };
 
 class Stage {

@@ -145,6 +145,18 @@ public:
     virtual Result<bool> take_unavailable(const std::string& node, int capacity, std::chrono::milliseconds ttl) = 0;
     virtual Status release_unavailable(const std::string& node) = 0;
 
+    // Named exclusive locks across workers ("switch:spine-1"): held for a
+    // short critical section on a shared thing that no node's slots cover
+    // (a spine's read, diff and write), on behalf of `node`, renewed by the
+    // heartbeat like every slot and given back when a dead worker's expire.
+    // Not waited on: nullopt when taken, else who holds it ("worker w2 for
+    // node n7"), so the caller waits with its own deadline. One holder per
+    // name per worker: callers serialise their own threads first
+    // (engine/exclusive_locks.h).
+    virtual Result<std::optional<std::string>> take_lock(const std::string& key, const std::string& node,
+                                                         std::chrono::milliseconds ttl) = 0;
+    virtual Status release_lock(const std::string& key) = 0;
+
     virtual Result<std::vector<LeaseRow>> lease_rows() = 0;
 
     // Lists this worker as live (`kiln workers`) until ttl after its last

@@ -33,6 +33,9 @@ constexpr int kRunLock = 2;
 // The slot key of max_unavailable (leases.h take_unavailable); no stage
 // resource is named so ("kind:id").
 constexpr const char* kUnavailable = "unavailable";
+// Named locks (leases.h take_lock) live in the slots table under this
+// prefix, apart from every limit's key.
+constexpr const char* kLockPrefix = "lock:";
 
 // The LISTEN/NOTIFY channel that wakes waiting workers (leases.h on_wake).
 #define KILN_PG_CHANNEL "kiln_work"
@@ -998,6 +1001,38 @@ public:
                                "AND node=$2 AND key=$3 RETURNING 1) " KILN_PG_WAKE("'slots'"),
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
+            return ok_status();
+        });
+    }
+
+    Result<std::optional<std::string>> take_lock(const std::string& key, const std::string& node,
+                                                 std::chrono::milliseconds ttl) override {
+        using R = std::optional<std::string>;
+        // A slot of capacity 1 under its own key space: the heartbeat renews
+        // it and a dead worker's expires, as every slot does.
+        const std::string slot_key = std::string(kLockPrefix) + key;
+        auto full = take_slots(node, {{slot_key, 1}}, ttl);
+        if (!full) return full.error();
+        if (!*full) return R{};
+        return read<R>(
+            [&]() -> Result<R> {
+                auto r = db_->exec("read who holds " + key,
+                                   "SELECT worker, node FROM slots WHERE key=$1 AND worker <> '' LIMIT 1",
+                                   Params().add(slot_key));
+                if (!r) return r.error();
+                if (r->count() == 0) return R{"a worker taking it at the same moment"};
+                return R{"worker " + r->text(0, 0) + " for node " + r->text(0, 1)};
+            },
+            Again::Always, "read a lock's holder");
+    }
+
+    Status release_lock(const std::string& key) override {
+        return write<void>("release a lock", [&]() -> Status {
+            auto r = db_->exec("release the lock " + key,
+                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND key=$2",
+                               Params().add(worker_).add(std::string(kLockPrefix) + key));
+            if (!r) return r.error();
+            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }

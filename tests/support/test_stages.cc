@@ -108,6 +108,12 @@ Result<std::vector<engine::Action>> LedgerStage::plan(engine::StageContext& ctx,
 }
 
 Status LedgerStage::apply(engine::StageContext& ctx, const engine::Action& action) {
+    std::unique_ptr<engine::StageContext::Hold> held;
+    if (!o_.exclusive.empty()) {
+        auto h = ctx.hold_exclusive(o_.exclusive);
+        if (!h) return h.error();
+        held = std::move(*h);
+    }
     const std::vector<std::string> probe_keys = {"total", "rack:" + ctx.node().rack};
     if (!o_.probe.empty()) probe_step(o_.probe, probe_keys, +1);
     struct Leave {
@@ -333,6 +339,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
     const int interrupt_at = std::atoi(env("KILN_TEST_INTERRUPT_AT", "0").c_str());
     const int sleep_ms = std::atoi(env("KILN_TEST_SLEEP_MS", "0").c_str());
     const std::string probe = env("KILN_TEST_PROBE", "");
+    const std::string exclusive = env("KILN_TEST_EXCLUSIVE", "");
     for (const char* name : {"alpha", "beta", "gamma", "t-handover"}) {
         LedgerStage::Options o;
         o.name = name;
@@ -344,6 +351,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
         o.interrupt_at = interrupt_at;
         o.sleep_ms = sleep_ms;
         o.probe = probe;
+        o.exclusive = exclusive;
         o.resource_kind = std::string(name) == "alpha" ? "bmc" : "";
         registry.add(std::make_shared<LedgerStage>(o));
     }
