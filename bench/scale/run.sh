@@ -8,7 +8,9 @@
 # saw (sampled every 0.2 s). Writes bench/results/scale.json (or
 # KILN_BENCH_SCALE_OUT). KILN_BENCH_SCALE_SYNC_COMMIT=off runs the server
 # with synchronous_commit off (commits are not flushed one by one), to tell
-# flush-bound from round-trip-bound.
+# flush-bound from round-trip-bound. Each run also records the statements
+# and the flushed and unflushed commits its workers' journal connections
+# made, per node-stage (LeaseCounters).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 nodes=${KILN_BENCH_SCALE_NODES:-10000}
@@ -76,8 +78,16 @@ for w in (1, 2, 4):
     procs = [load(f"w{w}-{i}.json") for i in range(1, w + 1)]
     verified = int(open(f"{work}/w{w}.verified").read())
     actions = int(open(f"{work}/w{w}.actions").read())
+    journal = {k: sum(p[k] for p in procs) for k in ("statements", "commits_flushed", "commits_unflushed")}
     runs.append({
         "workers": w, "wall_s": r["wall_s"], "node_stages_per_s": node_stages / r["wall_s"],
+        # The journal connections' work, all workers together, per node-stage.
+        "statements_per_node_stage": journal["statements"] / node_stages,
+        "flushed_commits_per_node_stage": journal["commits_flushed"] / node_stages,
+        "unflushed_commits_per_node_stage": journal["commits_unflushed"] / node_stages,
+        # Stage attempts that ran or skipped, all workers: above 1 when
+        # workers observe and skip nodes another worker brought up.
+        "stage_attempts_per_node_stage": sum(p["stages_run"] + p["stages_skipped"] for p in procs) / node_stages,
         "peak_connections": r["peak_connections"],
         "peak_rss_mb_per_worker": [p["peak_rss_mb"] for p in procs],
         "actions_per_worker": [p["actions"] for p in procs],

@@ -107,7 +107,14 @@ int main(int argc, char** argv) {
     if (!report) return std::fprintf(stderr, "%s\n", report.error().str().c_str()), 1;
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    // The journal connection's work (PostgreSQL only): statements sent and
+    // commits flushed or not, for the per-node-stage figures run.sh derives.
+    kiln::journal::LeaseCounters c;
+    if (auto* leases = (*store)->leases()) c = leases->counters();
     nlohmann::json j = {{"worker", worker_id},
+                        {"statements", c.statements},
+                        {"commits_flushed", c.commits_flushed},
+                        {"commits_unflushed", c.commits_unflushed},
                         {"store", store_url.empty() ? "sqlite" : "postgresql"},
                         {"status", report->status},
                         {"wall_s", wall},

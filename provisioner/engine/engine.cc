@@ -581,37 +581,30 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
         } else {
             if (leases) {
-                auto claimed = leases->claim(node.name, stage_name, options.lease_ttl);
+                // The lease, max_unavailable across workers (the node's slot,
+                // kept over its stages until it is back in service) and the
+                // stage's fleet-wide slots: one transaction (Leases::claim_stage).
+                const Job job{node.name, node.rack, stage->resources(fleet_, node)};
+                auto claimed = leases->claim_stage(node.name, stage_name, options.lease_ttl,
+                                                   fleet_.limits.max_unavailable, sched.limits_of(job));
                 if (!claimed) return classify(claimed.error());
-                if (const auto* holder = std::get_if<journal::LeaseHolder>(&*claimed)) {
+                if (const auto* holder = std::get_if<journal::LeaseHolder>(&claimed->lease)) {
                     a.kind = Attempt::Kind::Held;
                     a.error = "held by worker " + holder->worker;
                     a.held_by_other = true;
                     return a;
                 }
                 a.claimed = true;
-                // max_unavailable across workers: the node's slot, kept over
-                // its stages until it is back in service.
-                if (fleet_.limits.max_unavailable > 0) {
-                    auto taken =
-                        leases->take_unavailable(node.name, fleet_.limits.max_unavailable, options.lease_ttl);
-                    if (!taken) return classify(taken.error());
-                    if (!*taken) {
-                        a.kind = Attempt::Kind::Held;
-                        a.error = "fleet-wide limit unavailable is full";
-                        a.awaits_unavailable = true;
-                        return a;
-                    }
-                    a.out_of_service = true;
-                }
-            }
-            if (leases) {
-                const Job job{node.name, node.rack, stage->resources(fleet_, node)};
-                auto full = leases->take_slots(node.name, sched.limits_of(job), options.lease_ttl);
-                if (!full) return classify(full.error());
-                if (*full) {
+                if (claimed->unavailable_full) {
                     a.kind = Attempt::Kind::Held;
-                    a.error = "fleet-wide limit " + **full + " is full";
+                    a.error = "fleet-wide limit unavailable is full";
+                    a.awaits_unavailable = true;
+                    return a;
+                }
+                if (fleet_.limits.max_unavailable > 0) a.out_of_service = true;
+                if (claimed->full) {
+                    a.kind = Attempt::Kind::Held;
+                    a.error = "fleet-wide limit " + *claimed->full + " is full";
                     return a;
                 }
                 slots.held = true;

@@ -115,6 +115,15 @@ std::string RunMetrics::render() const {
             "# HELP kiln_journal_reconnects_total Connections to the store made again after it went away.\n"
             "# TYPE kiln_journal_reconnects_total counter\n";
         out += fmt::format("kiln_journal_reconnects_total {}\n", c.reconnects);
+        out +=
+            "# HELP kiln_journal_statements_total Statements sent on the journal connection (one round trip each).\n"
+            "# TYPE kiln_journal_statements_total counter\n";
+        out += fmt::format("kiln_journal_statements_total {}\n", c.statements);
+        out +=
+            "# HELP kiln_journal_commits_total Journal commits, by whether they waited for the server's flush.\n"
+            "# TYPE kiln_journal_commits_total counter\n";
+        out += fmt::format("kiln_journal_commits_total{{flushed=\"true\"}} {}\n", c.commits_flushed);
+        out += fmt::format("kiln_journal_commits_total{{flushed=\"false\"}} {}\n", c.commits_unflushed);
     }
     return out;
 }

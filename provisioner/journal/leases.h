@@ -60,11 +60,31 @@ struct WorkerRow {
     std::vector<std::string> nodes;  // held now, by node name
 };
 
-// What a worker's heartbeat has done, for its metrics.
+// What claim_stage found. `lease` is the claim's answer; when it is a
+// Lease, `unavailable_full` says the node's max_unavailable slot could not
+// be taken (no stage slot was tried), else `full` names a full stage limit
+// (none of the stage's slots taken). The lease, and the unavailable slot
+// once taken, are kept either way, as claim() and take_unavailable() keep
+// them.
+struct StageClaim {
+    std::variant<Lease, LeaseHolder> lease;
+    bool unavailable_full = false;
+    std::optional<std::string> full;
+};
+
+// What a worker's heartbeat and its journal connection have done, for its
+// metrics and for bench/scale.
 struct LeaseCounters {
     int64_t renewals = 0;    // leases extended
     int64_t losses = 0;      // leases found taken over (fenced)
     int64_t reconnects = 0;  // connections made again after the server went away
+    // On the store's journal connection (not the wake-up listener's):
+    // statements sent, one round trip each (BEGIN and its SET LOCAL go as
+    // one), and commits (a transaction's, or a write sent on its own) that
+    // waited for the server to flush them or did not (docs/store.md).
+    int64_t statements = 0;
+    int64_t commits_flushed = 0;
+    int64_t commits_unflushed = 0;
 };
 
 class Leases {
@@ -83,6 +103,13 @@ public:
     // stage re-observes them; nothing is re-run blindly).
     virtual Result<std::variant<Lease, LeaseHolder>> claim(const std::string& node, const std::string& stage,
                                                            std::chrono::milliseconds ttl) = 0;
+    // The gate before a node-stage, in one transaction (one flushed
+    // commit): claim(), then take_unavailable() when `unavailable_capacity`
+    // is above 0 and the claim succeeded, then take_slots() for `limits`
+    // when that succeeded, each as the call of that name does it.
+    virtual Result<StageClaim> claim_stage(const std::string& node, const std::string& stage,
+                                           std::chrono::milliseconds ttl, int unavailable_capacity,
+                                           std::vector<std::pair<std::string, int>> limits) = 0;
     // Extends every lease this worker holds; returns the nodes it no longer
     // holds (taken over while this process was stalled).
     virtual Result<std::vector<std::string>> renew(std::chrono::milliseconds ttl) = 0;

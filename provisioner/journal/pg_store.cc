@@ -96,6 +96,14 @@ CREATE TABLE workers(
 )sql"},
 };
 
+// After "WITH freed AS (UPDATE ... RETURNING 1)": wakes listening workers
+// (Leases::on_wake) with `payload` when the update freed anything, in the
+// release's own statement. A transaction that notifies holds a server-wide
+// lock until it ends; releases commit unflushed, so that is not the length
+// of a flush (which serialised every worker's commits when it was).
+#define KILN_PG_WAKE(payload) \
+    "SELECT pg_notify('" KILN_PG_CHANNEL "', " payload ") FROM (SELECT 1 FROM freed LIMIT 1) one"
+
 // The server's clock in milliseconds: leases never depend on workers'
 // clocks agreeing.
 #define KILN_PG_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -123,6 +131,22 @@ std::string one_line(std::string s) {
     return s;
 }
 
+// A PostgreSQL array literal of `items` ('{"a","b"}'), each quoted.
+template <class Strings>
+std::string text_array(const Strings& items) {
+    std::string out = "{";
+    for (const auto& item : items) {
+        if (out.size() > 1) out += ',';
+        out += '"';
+        for (char c : item) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
+        }
+        out += '"';
+    }
+    return out + "}";
+}
+
 // A statement's parameters, as text (NULL where absent).
 class Params {
 public:
@@ -144,6 +168,11 @@ public:
         return p;
     }
     int size() const { return static_cast<int>(values_.size()); }
+    Params& append(const Params& more) {
+        values_.insert(values_.end(), more.values_.begin(), more.values_.end());
+        null_.insert(null_.end(), more.null_.begin(), more.null_.end());
+        return *this;
+    }
 
 private:
     std::vector<std::string> values_;
@@ -180,6 +209,9 @@ private:
 };
 
 void quiet(void*, const char*) {}  // NOTICEs ("already exists, skipping") are not for users
+
+// How a transaction commits (Connection::transaction).
+enum class Commit { Flushed, Unflushed };
 
 // One connection, with the password passed beside the URL (never in it).
 // When the server dropped it (a restart, a failover), the next operation
@@ -224,12 +256,24 @@ public:
             return make_error("journal", "journal.unavailable", "cannot connect to " + url_ + ": " + why, true);
         }
         PQsetNoticeProcessor(conn_, quiet, nullptr);
+        // What the server flushes by default (its synchronous_commit, as
+        // the operator set it): the commits kiln asks to be durable run at
+        // that setting; every other commit of this session runs unflushed
+        // (docs/store.md, "Which commits are flushed").
+        {
+            Rows sc(PQexec(conn_, "SHOW synchronous_commit"));
+            server_flushes_ = !(PQresultStatus(sc.get()) == PGRES_TUPLES_OK && sc.count() == 1 && sc.text(0, 0) == "off");
+        }
         // A process stalled inside a transaction (SIGSTOP) must not keep
         // row locks that a worker taking over its leases waits behind.
         std::string setup = "SET statement_timeout = " + std::to_string(options_.statement_timeout_ms) +
                             "; SET idle_in_transaction_session_timeout = " +
                             std::to_string(options_.statement_timeout_ms) + "; SET client_min_messages = warning";
         if (options_.read_only) setup += "; SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY";
+        else {
+            setup += "; SET synchronous_commit = off";
+            session_unflushed_ = true;
+        }
         Rows r(PQexec(conn_, setup.c_str()));
         if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
             return make_error("journal", "journal.open", "cannot configure the session on " + url_ + ": " +
@@ -260,6 +304,9 @@ public:
     // that could have committed went out and its answer was lost (then it
     // is not re-sent blindly: whether it committed is unknown).
     bool lost() const { return lost_ || !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+    int64_t statements() const { return statements_.load(); }
+    int64_t commits_flushed() const { return commits_flushed_.load(); }
+    int64_t commits_unflushed() const { return commits_unflushed_.load(); }
     bool commit_unknown() const { return commit_unknown_; }
     int64_t reconnects() const { return reconnects_.load(); }
 
@@ -274,20 +321,26 @@ public:
             if (auto s = connect(); !s) return s.error();
         }
         // Without parameters, the simple protocol: it takes several
-        // statements at once (the migrations).
+        // statements at once (the migrations, BEGIN with its SET LOCAL).
+        ++statements_;
         auto ptrs = params.pointers();
         Rows r(params.size() == 0 ? PQexec(conn_, sql)
                                   : PQexecParams(conn_, sql, params.size(), nullptr, ptrs.data(), nullptr, nullptr, 0));
         const auto st = PQresultStatus(r.get());
-        if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+        const std::string_view text(sql);
+        if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+            // A write outside a transaction commits by itself, at the
+            // session's default: unflushed.
+            if (!in_transaction_ && writes(text)) ++(session_flushes() ? commits_flushed_ : commits_unflushed_);
+            return r;
+        }
         Error e = error_of(r, what);
         if (e.code == "journal.unavailable") {
             lost_ = true;
             // A statement outside a transaction commits by itself, and so
             // does COMMIT: lost on the way back, its fate is unknown. Inside
             // a transaction nothing commits before COMMIT.
-            const std::string_view text(sql);
-            if (text == "COMMIT" || (!in_transaction_ && text != "BEGIN")) commit_unknown_ = true;
+            if (text == "COMMIT" || (!in_transaction_ && text.rfind("BEGIN", 0) != 0)) commit_unknown_ = true;
         }
         return e;
     }
@@ -313,15 +366,23 @@ public:
         return make_error("journal", code, "cannot " + what + " in " + url_ + ": " + msg, transient);
     }
 
-    // Runs `body` in one transaction; rolls back when it fails.
+    // Runs `body` in one transaction; rolls back when it fails. Flushed:
+    // its commit waits for the server's default flush (synchronous_commit
+    // as configured: a write that must be durable before a side effect);
+    // Unflushed: at the session's default, which does not wait (a write
+    // whose loss on a server crash is harmless). The SET LOCAL travels
+    // with BEGIN: no round trip of its own.
     template <class F>
-    Status transaction(const std::string& what, F&& body) {
-        if (auto b = exec(what, "BEGIN"); !b) return b.error();
+    Status transaction(const std::string& what, Commit commit, F&& body) {
+        const bool flush = commit == Commit::Flushed && !options_.read_only;
+        if (auto b = exec(what, flush ? "BEGIN; SET LOCAL synchronous_commit TO DEFAULT" : "BEGIN"); !b)
+            return b.error();
         in_transaction_ = true;
         Status s = body();
         if (s) {
             auto c = exec(what, "COMMIT");
             if (!c) s = c.error();
+            else ++((flush ? server_flushes_ : session_flushes()) ? commits_flushed_ : commits_unflushed_);
         }
         if (!s && PQstatus(conn_) == CONNECTION_OK) Rows(PQexec(conn_, "ROLLBACK"));
         in_transaction_ = false;
@@ -329,6 +390,15 @@ public:
     }
 
 private:
+    // Whether a statement sent on its own writes (and so commits).
+    static bool writes(std::string_view sql) {
+        for (std::string_view verb : {"INSERT", "UPDATE", "DELETE", "WITH"})
+            if (sql.rfind(verb, 0) == 0) return true;
+        return false;
+    }
+    // Writing sessions default to unflushed commits (connect()).
+    bool session_flushes() const { return server_flushes_ && !session_unflushed_; }
+
     bool readable() const {
         pollfd p{PQsocket(conn_), POLLIN, 0};
         return p.fd >= 0 && ::poll(&p, 1, 0) > 0;
@@ -371,6 +441,10 @@ private:
     bool lost_ = false;                   // the connection broke during this operation
     bool commit_unknown_ = false;         // ... after sending what could have committed
     std::atomic<int64_t> reconnects_{0};  // read by metrics scrapes without the store's lock
+    bool server_flushes_ = true;          // the server's own synchronous_commit is not off
+    bool session_unflushed_ = false;      // this session set synchronous_commit off
+    // What went to the server (StoreCounters), read without the store's lock.
+    std::atomic<int64_t> statements_{0}, commits_flushed_{0}, commits_unflushed_{0};
 };
 
 // Listens on KILN_PG_CHANNEL on a connection of its own and hands every
@@ -475,14 +549,19 @@ public:
     }
 
     Status end_run(int64_t run_id, const std::string& status) override {
+        // Flushed: the run's last word, and the commit that makes every
+        // unflushed one before it durable.
         return write<void>("end a run", [&]() -> Status {
-            auto r = db_->exec("end run " + std::to_string(run_id), "UPDATE runs SET status=$1, ended_ms=$2 WHERE id=$3",
-                               Params().add(status).add(now_ms()).add(run_id));
-            if (!r) return r.error();
-            if (r->affected() == 0)
-                return make_error("journal", "journal.unknown_run",
-                                  "cannot end run " + std::to_string(run_id) + " in " + db_->url() + ": no such run");
-            return ok_status();
+            const std::string what = "end run " + std::to_string(run_id);
+            return db_->transaction(what, Commit::Flushed, [&]() -> Status {
+                auto r = db_->exec(what, "UPDATE runs SET status=$1, ended_ms=$2 WHERE id=$3",
+                                   Params().add(status).add(now_ms()).add(run_id));
+                if (!r) return r.error();
+                if (r->affected() == 0)
+                    return make_error("journal", "journal.unknown_run",
+                                      "cannot end run " + std::to_string(run_id) + " in " + db_->url() + ": no such run");
+                return ok_status();
+            });
         });
     }
 
@@ -516,44 +595,47 @@ public:
     }
 
     Status record_stage(const StageRecord& rec) override {
-        // One transaction: the result row and the verified hash land together.
+        // One transaction: the result row and the verified hash land
+        // together. Flushed: the stage's durable end. A skipped stage is
+        // not flushed: it did nothing, and the verified hash it upserts is
+        // the one already there (a converged stage is skipped only then).
+        const Commit commit = rec.outcome == "skipped" ? Commit::Unflushed : Commit::Flushed;
         return write<void>(
             "record a stage",
             [&]() -> Status {
                 const std::string what = "record stage " + rec.node + "/" + rec.stage;
-                return db_->transaction(what, [&]() -> Status {
-                    if (auto f = fence(rec.node); !f) return f;
-                    auto r =
-                        db_->exec(what,
-                                  "INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
-                                  "attempts, actions, started_ms, ended_ms) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
-                                  Params()
-                                      .add(rec.run_id)
-                                      .add(rec.node)
-                                      .add(rec.stage)
-                                      .add(rec.input_hash)
-                                      .add(rec.outcome)
-                                      .add(rec.error)
-                                      .add(rec.attempts)
-                                      .add(rec.actions)
-                                      .add(rec.started_ms)
-                                      .add(rec.ended_ms));
+                auto record = [&]() -> Status {
+                    // The verified hash rides on the result row's insert:
+                    // one statement, behind the same fence (so unflushed, it
+                    // needs no transaction around it).
+                    const bool verified = rec.outcome == "verified" || rec.outcome == "skipped";
+                    auto r = fenced_exec(
+                        rec.node, what,
+                        ", result AS (INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
+                        "attempts, actions, started_ms, ended_ms) SELECT $4::bigint, $1, $5, $6, $7, $8, $9::int, "
+                        "$10::int, $11::bigint, $12::bigint FROM fence RETURNING 1), "
+                        "hash AS (INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
+                        "SELECT $1, $5, $6, $4::bigint, $13::bigint FROM result WHERE $14::boolean "
+                        "ON CONFLICT(node, stage) DO UPDATE SET input_hash=excluded.input_hash, "
+                        "run_id=excluded.run_id, verified_ms=excluded.verified_ms) "
+                        "SELECT 1 FROM result",
+                        Params()
+                            .add(rec.run_id)
+                            .add(rec.stage)
+                            .add(rec.input_hash)
+                            .add(rec.outcome)
+                            .add(rec.error)
+                            .add(rec.attempts)
+                            .add(rec.actions)
+                            .add(rec.started_ms)
+                            .add(rec.ended_ms)
+                            .add(rec.ended_ms ? rec.ended_ms : now_ms())
+                            .add(std::string(verified ? "true" : "false")));
                     if (!r) return r.error();
-                    if (rec.outcome != "verified" && rec.outcome != "skipped") return ok_status();
-                    auto v = db_->exec(what,
-                                       "INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
-                                       "VALUES($1,$2,$3,$4,$5) ON CONFLICT(node, stage) DO UPDATE SET "
-                                       "input_hash=excluded.input_hash, run_id=excluded.run_id, "
-                                       "verified_ms=excluded.verified_ms",
-                                       Params()
-                                           .add(rec.node)
-                                           .add(rec.stage)
-                                           .add(rec.input_hash)
-                                           .add(rec.run_id)
-                                           .add(rec.ended_ms ? rec.ended_ms : now_ms()));
-                    if (!v) return v.error();
                     return ok_status();
-                });
+                };
+                if (commit == Commit::Unflushed) return record();
+                return db_->transaction(what, commit, record);
             },
             Again::Unsent);
     }
@@ -572,31 +654,52 @@ public:
     Result<int64_t> begin_action(int64_t run_id, const std::string& node, const std::string& stage,
                                  const std::string& action_id, const std::string& description) override {
         // The gate before every side effect: under a lease, the row is
-        // written only while the lease's generation is still ours.
+        // written only while the lease's generation is still ours, and
+        // its commit is flushed before the effect can happen (which also
+        // flushes every earlier commit of this session: the WAL is one
+        // sequence).
         return write<int64_t>(
             "record an action",
             [&]() -> Result<int64_t> {
                 const std::string what = "record action " + action_id + " of " + node;
                 int64_t id = 0;
-                auto s = fenced(node, what, [&]() -> Status {
-                    auto r = db_->exec(
-                        what,
-                        "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
-                        "VALUES($1,$2,$3,$4,$5,$6) RETURNING id",
-                        Params().add(run_id).add(node).add(stage).add(action_id).add(description).add(now_ms()));
+                auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
+                    auto r = fenced_exec(node, what,
+                                         "INSERT INTO actions(run_id, node, stage, action_id, description, started_ms) "
+                                         "SELECT $4::bigint, $1, $5, $6, $7, $8::bigint FROM fence RETURNING id",
+                                         Params().add(run_id).add(stage).add(action_id).add(description).add(now_ms()));
                     if (!r) return r.error();
                     id = r->integer(0, 0);
                     return ok_status();
                 });
                 if (!s) return s.error();
+                action_node_[id] = node;
                 return id;
             },
             Again::Unsent);
     }
 
     Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
+        // Unflushed: the next flushed commit of this session (the stage's
+        // result, the next action) carries it; lost with a server crash
+        // before that, the action reads as unfinished and is re-observed.
         return write<void>("end an action", [&]() -> Status {
             const std::string what = "end action row " + std::to_string(row);
+            auto mapped = action_node_.find(row);
+            if (mapped != action_node_.end() && held_.count(mapped->second)) {
+                auto r = fenced_exec(mapped->second, what,
+                                     "UPDATE actions SET ended_ms=$4::bigint, outcome=$5, error=$6 FROM fence "
+                                     "WHERE id=$7::bigint",
+                                     Params().add(now_ms()).add(outcome).add(error).add(row), false);
+                if (!r) return r.error();
+                if (r->affected() == 0) {
+                    if (auto f = fence(mapped->second); !f) return f;
+                    return make_error("journal", "journal.unknown_action",
+                                      "cannot " + what + " in " + db_->url() + ": no such row");
+                }
+                action_node_.erase(mapped);
+                return ok_status();
+            }
             auto end = [&]() -> Status {
                 auto r = db_->exec(what, "UPDATE actions SET ended_ms=$1, outcome=$2, error=$3 WHERE id=$4 "
                                          "RETURNING node",
@@ -608,45 +711,44 @@ public:
                 return fence(r->text(0, 0));  // rolls the end back when the lease is gone
             };
             if (held_.empty()) return end();
-            return db_->transaction(what, end);
+            return db_->transaction(what, Commit::Unflushed, end);
         });
     }
 
     Status record_event(const EventRecord& e) override {
+        // Unflushed: an event lost with a server crash costs a line of history.
         return write<void>(
             "record an event",
             [&]() -> Status {
-                return fenced(e.node, "record event " + e.kind, [&]() -> Status {
-                    auto r = db_->exec("record event " + e.kind,
-                                       "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                       "VALUES($1,$2,$3,$4,$5,$6)",
-                                       Params()
-                                           .add(e.run_id)
-                                           .add(e.ts_ms ? e.ts_ms : now_ms())
-                                           .add(e.node)
-                                           .add(e.stage)
-                                           .add(e.kind)
-                                           .add(e.message));
-                    if (!r) return r.error();
-                    return ok_status();
-                });
+                auto r = fenced_exec(e.node, "record event " + e.kind,
+                                     "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                                     "SELECT $4::bigint, $5::bigint, $1, $6, $7, $8 FROM fence",
+                                     Params()
+                                         .add(e.run_id)
+                                         .add(e.ts_ms ? e.ts_ms : now_ms())
+                                         .add(e.stage)
+                                         .add(e.kind)
+                                         .add(e.message));
+                if (!r) return r.error();
+                return ok_status();
             },
             Again::Unsent);
     }
 
     Status set_node_state(const NodeState& s) override {
+        // Unflushed: a node's state is progress; its durable facts are the
+        // stage results and actions.
         return write<void>("set a node state", [&]() -> Status {
-            return fenced(s.node, "set the state of " + s.node, [&]() -> Status {
-                auto r = db_->exec("set the state of " + s.node,
-                                   "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
-                                   "VALUES($1,$2,$3,$4,$5,$6,$7) ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
-                                   "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
-                                   "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
-                                   Params().add(s.node).add(s.state).add(s.detail).add(s.stage).add(s.error)
-                                       .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
-                if (!r) return r.error();
-                return ok_status();
-            });
+            auto r = fenced_exec(s.node, "set the state of " + s.node,
+                                 "INSERT INTO node_state(node, state, detail, stage, error, updated_ms, run_id) "
+                                 "SELECT $1, $4, $5, $6, $7, $8::bigint, $9::bigint FROM fence "
+                                 "ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
+                                 "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
+                                 "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
+                                 Params().add(s.state).add(s.detail).add(s.stage).add(s.error)
+                                     .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
+            if (!r) return r.error();
+            return ok_status();
         });
     }
 
@@ -714,85 +816,65 @@ public:
             "claim a node",
             [&]() -> Result<R> {
                 const std::string what = "claim " + node + "/" + stage;
-                const int64_t ttl_ms = ttl.count();
                 const auto asked = std::chrono::steady_clock::now();
                 R out = LeaseHolder{};
-                auto s = db_->transaction(what, [&]() -> Status {
-                    auto ins =
-                        db_->exec(what,
-                                  "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                                  "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
-                                  ") "
-                                  "ON CONFLICT(node) DO NOTHING RETURNING generation",
-                                  Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                    if (!ins) return ins.error();
-                    std::string previous, previous_stage;
-                    int64_t previous_generation = 0;
-                    if (ins->count() == 0) {
-                        // Row locked by another claimer right now: not waited on.
-                        auto row = db_->exec(what,
-                                             "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                             ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
-                                             Params().add(node));
-                        if (!row) return row.error();
-                        if (row->count() == 0) {
-                            out = LeaseHolder{"(claiming)", 0, 0};
-                            return ok_status();
-                        }
-                        previous = row->text(0, 0);
-                        previous_generation = row->integer(0, 1);
-                        const bool expired = row->text(0, 3) == "t";
-                        previous_stage = row->text(0, 4);
-                        if (!previous.empty() && previous != worker_ && !expired) {
-                            out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
-                            return ok_status();
-                        }
-                        auto up = db_->exec(what,
-                                            "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
-                                            "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
-                                            " WHERE node=$1 RETURNING generation",
-                                            Params().add(node).add(stage).add(worker_).add(ttl_ms));
-                        if (!up) return up.error();
-                        out = Lease{node, stage, worker_, up->integer(0, 0)};
-                    } else {
-                        out = Lease{node, stage, worker_, ins->integer(0, 0)};
-                    }
-                    const auto& lease = std::get<Lease>(out);
-                    // Asking again for the stage it holds (waiting on a slot)
-                    // is not news for the journal.
-                    if (previous == worker_ && previous_stage == stage) return ok_status();
-                    std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
-                                          std::to_string(lease.generation) + ")";
-                    if (!previous.empty() && previous != worker_) {
-                        // Its holder died or stalled: what it started and never
-                        // ended is closed here; the stage observes what really
-                        // happened before planning anything.
-                        auto orphans = db_->exec(
-                            what,
-                            "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
-                            "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
-                            Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
-                                                                 std::to_string(previous_generation) +
-                                                                 ") before ending this action; re-observed"));
-                        if (!orphans) return orphans.error();
-                        message += ", taking over from " + previous + " (generation " +
-                                   std::to_string(previous_generation) + ", expired)";
-                        if (orphans->count() > 0)
-                            message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
-                    }
-                    auto ev = db_->exec(what,
-                                        "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                        "VALUES(0, $1, $2, $3, 'lease', $4)",
-                                        Params().add(now_ms()).add(node).add(stage).add(message));
-                    if (!ev) return ev.error();
-                    return ok_status();
-                });
-                if (!s) return s.error();
+                // Flushed: the generation that fences this worker's writes.
+                // A refused claim rolls back ("lease.refused"): it wrote
+                // nothing and commits nothing.
+                auto s = db_->transaction(
+                    what, Commit::Flushed, [&]() -> Status { return claim_in(what, node, stage, ttl.count(), out); });
+                if (!s && s.error().code != "lease.refused") return s.error();
                 if (auto* lease = std::get_if<Lease>(&out)) {
                     held_[node] = *lease;
                     fresh_[node] = {asked, ttl};
                 }
                 return out;
+            },
+            Again::Unsent);
+    }
+
+    Result<StageClaim> claim_stage(const std::string& node, const std::string& stage, std::chrono::milliseconds ttl,
+                                   int unavailable_capacity,
+                                   std::vector<std::pair<std::string, int>> limits) override {
+        std::sort(limits.begin(), limits.end());  // one order for every worker (take_slots)
+        return write<StageClaim>(
+            "claim a node",
+            [&]() -> Result<StageClaim> {
+                const std::string what = "claim " + node + "/" + stage;
+                const auto asked = std::chrono::steady_clock::now();
+                StageClaim c{LeaseHolder{}, false, std::nullopt};
+                std::vector<std::pair<std::string, int>> making;
+                bool took_unavailable = false;
+                // One flushed transaction for the lease and every slot: what
+                // fences and what limits are durable before any side effect,
+                // for one flush. A full limit keeps what came before it (the
+                // lease; the unavailable slot), as separate calls would.
+                auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
+                    if (auto st = claim_in(what, node, stage, ttl.count(), c.lease); !st) return st;
+                    std::vector<std::string> keys, slots;  // picked, taken together
+                    if (unavailable_capacity > 0) {
+                        std::optional<std::string> full;
+                        if (auto st = pick_slots(what, node, {{kUnavailable, unavailable_capacity}}, full, making,
+                                                 keys, slots);
+                            !st)
+                            return st;
+                        if (full) {
+                            c.unavailable_full = true;
+                            return ok_status();
+                        }
+                        took_unavailable = true;
+                    }
+                    if (auto st = pick_slots(what, node, limits, c.full, making, keys, slots); !st) return st;
+                    return take_picked(what, node, keys, slots, ttl);
+                });
+                if (!s && s.error().code != "lease.refused") return s.error();
+                if (auto* lease = std::get_if<Lease>(&c.lease)) {
+                    slot_rows_.insert(making.begin(), making.end());
+                    held_[node] = *lease;
+                    fresh_[node] = {asked, ttl};
+                    if (took_unavailable) unavailable_.insert(node);
+                }
+                return c;
             },
             Again::Unsent);
     }
@@ -811,14 +893,19 @@ public:
             // A failed node keeps its unavailable slot with no lease held.
             if (held_.empty() && unavailable_.empty()) return lost;
             const auto asked = std::chrono::steady_clock::now();
+            // Only the nodes held now: a release lost with a server crash
+            // (releases are unflushed) then expires instead of being kept.
+            std::set<std::string> nodes = unavailable_;
+            for (const auto& [node, lease] : held_) nodes.insert(node);
             auto slots = db_->exec("renew the slots of " + worker_,
-                                   "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1",
-                                   Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
+                                   "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1 "
+                                   "AND node = ANY($3::text[])",
+                                   Params().add(worker_).add(static_cast<int64_t>(ttl.count())).add(text_array(nodes)));
             if (!slots) return slots.error();
             auto r = db_->exec("renew the leases of " + worker_,
                                "UPDATE leases SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1 "
-                               "RETURNING node, generation",
-                               Params().add(worker_).add(static_cast<int64_t>(ttl.count())));
+                               "AND node = ANY($3::text[]) RETURNING node, generation",
+                               Params().add(worker_).add(static_cast<int64_t>(ttl.count())).add(text_array(nodes)));
             if (!r) return r.error();
             std::map<std::string, int64_t> kept;
             for (int i = 0; i < r->count(); ++i) kept[r->text(i, 0)] = r->integer(i, 1);
@@ -848,11 +935,10 @@ public:
             }
             if (!generation) return ok_status();
             auto r = db_->exec("release the lease of " + node,
-                               "UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND worker=$2 "
-                               "AND generation=$3",
+                               "WITH freed AS (UPDATE leases SET worker='', lease_until_ms=0 WHERE node=$1 AND "
+                               "worker=$2 AND generation=$3::bigint RETURNING 1) " KILN_PG_WAKE("'node:' || $1"),
                                Params().add(node).add(worker_).add(*generation));
             if (!r) return r.error();
-            if (r->affected() > 0) notify("node:" + node);
             return ok_status();
         });
     }
@@ -864,46 +950,24 @@ public:
         // One order for every worker: concurrent first inserts of the same
         // keys cannot deadlock.
         std::sort(limits.begin(), limits.end());
+        if (limits.empty()) return R();
         return write<R>(
             "take slots",
             [&]() -> Result<R> {
                 const std::string what = "take fleet-wide slots for " + node;
                 R full;
-                auto s = db_->transaction(what, [&]() -> Status {
-                    for (const auto& [key, capacity] : limits) {
-                        auto made = db_->exec(what,
-                                              "INSERT INTO slots(key, slot) SELECT $1, g "
-                                              "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
-                                              Params().add(key).add(capacity));
-                        if (!made) return made.error();
-                        // The node's own slot first: taking again keeps it.
-                        auto free =
-                            db_->exec(what,
-                                      "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
-                                      "lease_until_ms < " KILN_PG_NOW
-                                      " OR (worker=$3 AND node=$4)) "
-                                      "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
-                                      Params().add(key).add(capacity).add(worker_).add(node));
-                        if (!free) return free.error();
-                        if (free->count() == 0) {
-                            full = key;
-                            // Undo the slots taken so far: all or none.
-                            return make_error("journal", "slots.full", key);
-                        }
-                        auto took = db_->exec(what,
-                                              "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
-                                              " + $5::bigint WHERE key=$1 AND slot=$2::int",
-                                              Params()
-                                                  .add(key)
-                                                  .add(free->integer(0, 0))
-                                                  .add(worker_)
-                                                  .add(node)
-                                                  .add(static_cast<int64_t>(ttl.count())));
-                        if (!took) return took.error();
-                    }
-                    return ok_status();
+                std::vector<std::pair<std::string, int>> making;
+                // Flushed: a slot must be durable before the side effects
+                // it limits (a reconnect after a crash carries on with them).
+                auto s = db_->transaction(what, Commit::Flushed, [&]() -> Status {
+                    std::vector<std::string> keys, slots;
+                    if (auto st = pick_slots(what, node, limits, full, making, keys, slots); !st) return st;
+                    // Full: roll back the rows made meanwhile too.
+                    if (full) return make_error("journal", "slots.full", *full);
+                    return take_picked(what, node, keys, slots, ttl);
                 });
                 if (!s && !full) return s.error();
+                if (s) slot_rows_.insert(making.begin(), making.end());
                 return full;
             },
             Again::Unsent);
@@ -912,11 +976,10 @@ public:
     Status release_slots(const std::string& node) override {
         return write<void>("release slots", [&]() -> Status {
             auto r = db_->exec("release the slots of " + node,
-                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
-                               "node=$2 AND key <> $3",
+                               "WITH freed AS (UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 "
+                               "AND node=$2 AND key <> $3 RETURNING 1) " KILN_PG_WAKE("'slots'"),
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
-            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -934,11 +997,10 @@ public:
         return write<void>("release an unavailable slot", [&]() -> Status {
             unavailable_.erase(node);
             auto r = db_->exec("give back the unavailable slot of " + node,
-                               "UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 AND "
-                               "node=$2 AND key=$3",
+                               "WITH freed AS (UPDATE slots SET worker='', node='', lease_until_ms=0 WHERE worker=$1 "
+                               "AND node=$2 AND key=$3 RETURNING 1) " KILN_PG_WAKE("'slots'"),
                                Params().add(worker_).add(node).add(std::string(kUnavailable)));
             if (!r) return r.error();
-            if (r->affected() > 0) notify("slots");
             return ok_status();
         });
     }
@@ -1036,7 +1098,10 @@ public:
     }
 
     // Without the store's lock: a scrape must not wait on a reconnect.
-    LeaseCounters counters() override { return {renewals_.load(), losses_.load(), db_->reconnects()}; }
+    LeaseCounters counters() override {
+        return {renewals_.load(),  losses_.load(),          db_->reconnects(),
+                db_->statements(), db_->commits_flushed(), db_->commits_unflushed()};
+    }
 
     Result<std::vector<LeaseRow>> live_leases() override {
         using R = std::vector<LeaseRow>;
@@ -1095,6 +1160,176 @@ public:
     }
 
 private:
+    // Inside a transaction: claims `node` for `stage` (Leases::claim) into
+    // `out`; a node another live worker holds fails with "lease.refused",
+    // so that the transaction rolls back having written nothing.
+    Status claim_in(const std::string& what, const std::string& node, const std::string& stage, int64_t ttl_ms,
+                    std::variant<Lease, LeaseHolder>& out) {
+        // The next stage of a node this worker holds: one statement, when
+        // the row still names this worker at the generation it holds
+        // (whether or not the lease ran out meanwhile, as below). The new
+        // generation is the held one plus one, so the journal's line is
+        // known before it is written; the stage it holds already is not news.
+        if (auto it = held_.find(node); it != held_.end()) {
+            const int64_t next = it->second.generation + 1;
+            auto r = db_->exec(
+                what,
+                "WITH up AS (UPDATE leases SET stage=$2, generation=generation+1, lease_until_ms=" KILN_PG_NOW
+                " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                " WHERE node=$1 AND worker=$3 AND generation=$5::bigint RETURNING generation), "
+                "ev AS (INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                "SELECT 0, $6::bigint, $1, $2, 'lease', $7 FROM up WHERE $8::boolean) "
+                "SELECT generation FROM up",
+                Params()
+                    .add(node)
+                    .add(stage)
+                    .add(worker_)
+                    .add(ttl_ms)
+                    .add(it->second.generation)
+                    .add(now_ms())
+                    .add("worker " + worker_ + " claimed stage " + stage + " (generation " + std::to_string(next) +
+                         ")")
+                    .add(std::string(it->second.stage == stage ? "false" : "true")));
+            if (!r) return r.error();
+            if (r->count() == 1) {
+                out = Lease{node, stage, worker_, r->integer(0, 0)};
+                return ok_status();
+            }
+            // Taken over, or claimed again elsewhere: the general way.
+        }
+        // A node this worker holds has its row: no insert to try.
+        std::optional<Rows> ins;
+        if (!held_.count(node)) {
+            auto tried = db_->exec(
+                what,
+                "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                ") "
+                "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                Params().add(node).add(stage).add(worker_).add(ttl_ms));
+            if (!tried) return tried.error();
+            ins = std::move(*tried);
+        }
+        std::string previous, previous_stage;
+        int64_t previous_generation = 0;
+        if (!ins || ins->count() == 0) {
+            // Row locked by another claimer right now: not waited on.
+            auto row = db_->exec(what,
+                                 "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
+                                 ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                 Params().add(node));
+            if (!row) return row.error();
+            if (row->count() == 0) {
+                out = LeaseHolder{"(claiming)", 0, 0};
+                return make_error("journal", "lease.refused", node);
+            }
+            previous = row->text(0, 0);
+            previous_generation = row->integer(0, 1);
+            const bool expired = row->text(0, 3) == "t";
+            previous_stage = row->text(0, 4);
+            if (!previous.empty() && previous != worker_ && !expired) {
+                out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                return make_error("journal", "lease.refused", node);
+            }
+            auto up = db_->exec(what,
+                                "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
+                                "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                                " WHERE node=$1 RETURNING generation",
+                                Params().add(node).add(stage).add(worker_).add(ttl_ms));
+            if (!up) return up.error();
+            out = Lease{node, stage, worker_, up->integer(0, 0)};
+        } else {
+            out = Lease{node, stage, worker_, ins->integer(0, 0)};
+        }
+        const auto& lease = std::get<Lease>(out);
+        // Asking again for the stage it holds (waiting on a slot)
+        // is not news for the journal.
+        if (previous == worker_ && previous_stage == stage) return ok_status();
+        std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
+                              std::to_string(lease.generation) + ")";
+        if (!previous.empty() && previous != worker_) {
+            // Its holder died or stalled: what it started and never
+            // ended is closed here; the stage observes what really
+            // happened before planning anything.
+            auto orphans = db_->exec(
+                what,
+                "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
+                                                     std::to_string(previous_generation) +
+                                                     ") before ending this action; re-observed"));
+            if (!orphans) return orphans.error();
+            message += ", taking over from " + previous + " (generation " +
+                       std::to_string(previous_generation) + ", expired)";
+            if (orphans->count() > 0)
+                message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
+        }
+        auto ev = db_->exec(what,
+                            "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                            "VALUES(0, $1, $2, $3, 'lease', $4)",
+                            Params().add(now_ms()).add(node).add(stage).add(message));
+        if (!ev) return ev.error();
+        return ok_status();
+    }
+
+    // Inside a transaction: picks a free slot of every (key, capacity) for
+    // `node` (its own first: taking again keeps it), locked FOR UPDATE SKIP
+    // LOCKED, appending them to `keys`/`slots`; when one is full, sets
+    // `full` to its key and appends none. `making`: slot rows this
+    // transaction made (known made once it commits).
+    Status pick_slots(const std::string& what, const std::string& node,
+                      const std::vector<std::pair<std::string, int>>& limits, std::optional<std::string>& full,
+                      std::vector<std::pair<std::string, int>>& making, std::vector<std::string>& keys,
+                      std::vector<std::string>& slots) {
+        std::vector<std::string> k, n;
+        for (const auto& [key, capacity] : limits) {
+            // Slot rows are never deleted: made once, known made.
+            if (!slot_rows_.count({key, capacity})) {
+                auto made = db_->exec(what,
+                                      "INSERT INTO slots(key, slot) SELECT $1, g "
+                                      "FROM generate_series(0, $2::int - 1) g ON CONFLICT DO NOTHING",
+                                      Params().add(key).add(capacity));
+                if (!made) return made.error();
+                making.emplace_back(key, capacity);
+            }
+            auto free = db_->exec(what,
+                                  "SELECT slot FROM slots WHERE key=$1 AND slot < $2::int AND (worker='' OR "
+                                  "lease_until_ms < " KILN_PG_NOW
+                                  " OR (worker=$3 AND node=$4)) "
+                                  "ORDER BY (worker=$3 AND node=$4) DESC, slot LIMIT 1 FOR UPDATE SKIP LOCKED",
+                                  Params().add(key).add(capacity).add(worker_).add(node));
+            if (!free) return free.error();
+            if (free->count() == 0) {
+                full = key;
+                return ok_status();
+            }
+            k.push_back(key);
+            n.push_back(free->text(0, 0));
+        }
+        keys.insert(keys.end(), k.begin(), k.end());
+        slots.insert(slots.end(), n.begin(), n.end());
+        return ok_status();
+    }
+
+    // Inside a transaction: takes the picked slots for `node`, all in one
+    // statement.
+    Status take_picked(const std::string& what, const std::string& node, const std::vector<std::string>& keys,
+                       const std::vector<std::string>& slots, std::chrono::milliseconds ttl) {
+        if (keys.empty()) return ok_status();
+        auto took = db_->exec(what,
+                              "UPDATE slots SET worker=$3, node=$4, lease_until_ms=" KILN_PG_NOW
+                              " + $5::bigint FROM unnest($1::text[], $2::int[]) AS t(key, slot) "
+                              "WHERE slots.key=t.key AND slots.slot=t.slot",
+                              Params()
+                                  .add(text_array(keys))
+                                  .add(text_array(slots))
+                                  .add(worker_)
+                                  .add(node)
+                                  .add(static_cast<int64_t>(ttl.count())));
+        if (!took) return took.error();
+        return ok_status();
+    }
+
     // Wakes listening workers (on_wake). A statement of its own, after the
     // write it announces committed: a transaction that notifies holds a
     // server-wide lock from its commit until its commit record is flushed,
@@ -1124,15 +1359,35 @@ private:
                               std::to_string(lease.generation) + " superseded" + by + "); this worker stops there");
     }
 
-    // A write about `node`: fenced in one transaction while a lease on it
-    // is held, as it always was otherwise.
-    template <class F>
-    Status fenced(const std::string& node, const std::string& what, F&& body) {
-        if (node.empty() || !held_.count(node)) return body();
-        return db_->transaction(what, [&]() -> Status {
-            if (auto f = fence(node); !f) return f;
-            return body();
-        });
+    // A write about `node` in one statement (one round trip), as
+    // `body` reads behind "WITH fence AS (...)": while this worker holds a
+    // lease on the node, `fence` has one row only if the lease row still
+    // names this worker at its generation, locked FOR SHARE until the
+    // statement's transaction ends (a takeover waits for it); otherwise
+    // one row always. The body writes "... FROM fence" (or, starting with
+    // ",", more CTEs first) with its own parameters from $4 ($1 is the
+    // node). A write that found no fence row
+    // fails with fence()'s "lease.lost"; `expect_row`: every write that
+    // passed the fence touches a row (false where the caller judges).
+    Result<Rows> fenced_exec(const std::string& node, const std::string& what, const std::string& body,
+                             const Params& tail, bool expect_row = true) {
+        auto it = node.empty() ? held_.end() : held_.find(node);
+        const bool held = it != held_.end();
+        Params p;
+        p.add(node).add(worker_).add(held ? it->second.generation : int64_t{0});
+        p.append(tail);
+        const std::string sql =
+            std::string(held ? "WITH fence AS (SELECT 1 FROM leases WHERE node=$1 AND worker=$2 AND "
+                               "generation=$3::bigint FOR SHARE)"
+                             : "WITH fence AS (SELECT 1 WHERE $1::text IS NOT NULL AND $2::text IS NOT NULL AND "
+                               "$3::bigint IS NOT NULL)") +
+            (body.rfind(",", 0) == 0 ? "" : " ") + body;
+        auto r = db_->exec(what, sql.c_str(), p);
+        if (!r || !held) return r;
+        if (r->affected() > 0 || !expect_row) return r;
+        if (auto f = fence(node); !f) return f.error();
+        return make_error("journal", "lease.lost", "cannot " + what + " in " + db_->url() + ": the lease of " +
+                                                       node + " changed under the write; this worker stops there");
     }
 
     // Whether an operation may be run again on a new connection after the
@@ -1177,6 +1432,8 @@ private:
     std::string worker_;
     std::map<std::string, Lease> held_;  // node -> the lease this process holds (guarded by mu_)
     std::set<std::string> unavailable_;  // nodes holding an "unavailable" slot (guarded by mu_)
+    std::map<int64_t, std::string> action_node_;  // action row -> node, begun and not yet ended (guarded by mu_)
+    std::set<std::pair<std::string, int>> slot_rows_;  // (key, capacity) whose slot rows exist (guarded by mu_)
     bool registered_ = false;            // listed in the workers table (guarded by mu_)
     std::atomic<int64_t> renewals_{0}, losses_{0};  // the heartbeat's work
     std::string url_;
@@ -1211,7 +1468,7 @@ Status refuse_newer(const std::string& url, int version) {
 }
 
 Status migrate(Connection& db) {
-    return db.transaction("migrate the schema", [&]() -> Status {
+    return db.transaction("migrate the schema", Commit::Flushed, [&]() -> Status {
         const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(kLockSpace) + ", " +
                                  std::to_string(kMigrateLock) + ")";
         if (auto l = db.exec("lock the schema", lock.c_str()); !l) return l.error();
