@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <fstream>
 #include <set>
 
@@ -507,4 +509,111 @@ TEST_CASE("engine: a reimage run leaves the node's own pipeline converged", "[en
     REQUIRE(p.ok());
     for (const auto& entry : p->entries) CHECK(entry.status == "converged");
     CHECK_FALSE(p->has_work());
+}
+
+// Runs and plans hold input hashes in 32 bytes (StageHash); what they show
+// and journal must still be chain_hash's own 64 hex digits.
+TEST_CASE("engine: the input hash a plan shows and a run journals is chain_hash's, digit for digit", "[engine]") {
+    Harness h;
+    h.ledger_stage("alpha");
+    h.ledger_stage("beta");
+    auto fleet = kiln::test::make_fleet(2, 1, {"alpha", "beta"});
+    const auto& node = fleet.nodes[1];
+    const std::string alpha = kiln::engine::chain_hash("alpha", kiln::config::node_section_json(fleet, node, "alpha"), "");
+    const std::string beta = kiln::engine::chain_hash("beta", kiln::config::node_section_json(fleet, node, "beta"), alpha);
+    REQUIRE(alpha.size() == 64);
+    CHECK(kiln::engine::StageHash(alpha).hex() == alpha);
+    CHECK(kiln::engine::StageHash(beta).hex() == beta);
+    CHECK_FALSE(kiln::engine::StageHash(alpha) == kiln::engine::StageHash(beta));
+
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    auto before = e.plan({});
+    REQUIRE(before.ok());
+    REQUIRE(before->entries.size() == 4);
+    CHECK(before->entries[2].node == node.name);
+    CHECK(before->entries[2].input_hash == alpha);
+    CHECK(before->entries[3].input_hash == beta);
+    h.run(fleet);
+    auto journaled = h.store->last_verified_hash(node.name, "beta");
+    REQUIRE(journaled.ok());
+    REQUIRE(journaled->has_value());
+    CHECK(**journaled == beta);
+    auto after = e.plan({});
+    REQUIRE(after.ok());
+    CHECK(after->entries[3].last_verified == beta);
+    CHECK(after->entries[3].status == "converged");
+}
+
+namespace {
+
+// Observes instantly, except the first node's observe, which waits (up to
+// 2 s) for `wanted` other observes: it finds out how far the plan goes on
+// without it.
+class FirstNodeWaits : public kiln::engine::Stage {
+public:
+    explicit FirstNodeWaits(int wanted) : wanted_(wanted) {}
+    std::string name() const override { return "first-waits"; }
+    kiln::Result<kiln::engine::Observation> observe(kiln::engine::StageContext& ctx) override {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (ctx.node().name != "n001") {
+            ++others_;
+            cv_.notify_all();
+            return kiln::engine::Observation{};
+        }
+        gave_up_ = !cv_.wait_for(lock, 2s, [&] { return others_ >= wanted_; });
+        return kiln::engine::Observation{};
+    }
+    kiln::Result<std::vector<kiln::engine::Action>> plan(kiln::engine::StageContext&,
+                                                         const kiln::engine::Observation&) override {
+        return std::vector<kiln::engine::Action>{{"a", "a"}};
+    }
+    kiln::Status apply(kiln::engine::StageContext&, const kiln::engine::Action&) override { return {}; }
+    kiln::Status verify(kiln::engine::StageContext&) override { return {}; }
+    int others() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return others_;
+    }
+    bool gave_up() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return gave_up_;
+    }
+
+private:
+    const int wanted_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    int others_ = 0;
+    bool gave_up_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("engine: a streamed plan hands nodes over in fleet order, holding only a window of nodes ahead",
+          "[engine][plan]") {
+    Harness h;
+    auto stage = std::make_shared<FirstNodeWaits>(20);
+    h.registry.add(stage);
+    kiln::config::Limits l;
+    l.parallel = 2;  // two plan threads: a window of 8 nodes
+    auto fleet = kiln::test::make_fleet(40, 2, {"first-waits"}, l);
+    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
+    std::vector<std::string> order;
+    int ahead_at_first = -1;
+    auto summary = e.plan({}, [&](std::vector<kiln::engine::PlanEntry>& entries) {
+        REQUIRE(entries.size() == 1);
+        if (order.empty()) ahead_at_first = stage->others();
+        order.push_back(entries[0].node);
+    });
+    REQUIRE(summary.ok());
+    CHECK(summary->work == 40);
+    CHECK(summary->actions == 40);
+    CHECK(summary->converged == 0);
+    CHECK(summary->errors == 0);
+    REQUIRE(order.size() == fleet.nodes.size());
+    for (size_t i = 0; i < order.size(); ++i) CHECK(order[i] == fleet.nodes[i].name);
+    // While n001 waited, the other thread planned at most the window's
+    // other 7 nodes, never the 20 n001 waited for.
+    CHECK(stage->gave_up());
+    CHECK(ahead_at_first >= 1);
+    CHECK(ahead_at_first <= 7);
 }

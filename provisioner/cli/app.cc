@@ -199,50 +199,47 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
     }
     engine::StopToken stop;
     engine::Engine eng(*fleet, reg, store->get(), nullptr, stop);
-    auto report = eng.plan(opts);
-    if (!report) {
-        print_error(report.error());
-        return 1;
-    }
-    int work = 0, converged = 0, errors = 0, actions = 0;
-    for (const auto& e : report->entries) {
-        if (e.status == "work") ++work;
-        if (e.status == "converged") ++converged;
-        if (e.status == "error") ++errors;
-        actions += static_cast<int>(e.actions.size());
-    }
-    if (as_json) {
-        json entries = json::array();
-        for (const auto& e : report->entries) {
-            json acts = json::array();
-            for (const auto& a : e.actions)
-                acts.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});
-            json j = {{"node", e.node},
-                      {"stage", e.stage},
-                      {"status", e.status},
-                      {"input_hash", e.input_hash},
-                      {"last_verified", e.last_verified.empty() ? json(nullptr) : json(e.last_verified)},
-                      {"actions", acts},
-                      {"notes", e.notes}};
-            if (e.status == "error") {
-                j["error"] = e.error;
-                j["error_code"] = e.error_code;
-            }
-            entries.push_back(std::move(j));
+    // Printed node by node as the plan comes: 100,000 nodes are never all
+    // in memory, as entries or as one JSON document.
+    bool first = true;
+    auto entry_json = [](const engine::PlanEntry& e) {
+        json acts = json::array();
+        for (const auto& a : e.actions)
+            acts.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});
+        json j = {{"node", e.node},
+                  {"stage", e.stage},
+                  {"status", e.status},
+                  {"input_hash", e.input_hash},
+                  {"last_verified", e.last_verified.empty() ? json(nullptr) : json(e.last_verified)},
+                  {"actions", acts},
+                  {"notes", e.notes}};
+        if (e.status == "error") {
+            j["error"] = e.error;
+            j["error_code"] = e.error_code;
         }
-        std::printf("%s\n",
-                    json{{"fleet", fleet->name},
-                         {"entries", entries},
-                         {"summary", {{"work", work}, {"converged", converged}, {"errors", errors}, {"actions", actions}}}}
-                        .dump(2)
-                        .c_str());
-    } else {
-        std::string current;
-        for (const auto& e : report->entries) {
-            if (e.node != current) {
-                std::printf("%s\n", e.node.c_str());
-                current = e.node;
-            }
+        return j;
+    };
+    // json::dump(2) of {"entries": [...], "fleet": ..., "summary": ...},
+    // written a piece at a time: each piece indented to its depth.
+    auto indented = [](const std::string& text, const std::string& indent) {
+        std::string out;
+        for (char c : text) {
+            out += c;
+            if (c == '\n') out += indent;
+        }
+        return out;
+    };
+    auto print_json = [&](std::vector<engine::PlanEntry>& entries) {
+        for (const auto& e : entries) {
+            if (first) std::printf("{\n  \"entries\": [");
+            std::printf("%s\n    %s", first ? "" : ",", indented(entry_json(e).dump(2), "    ").c_str());
+            first = false;
+        }
+    };
+    auto print_text = [&](std::vector<engine::PlanEntry>& entries) {
+        for (size_t k = 0; k < entries.size(); ++k) {
+            const auto& e = entries[k];
+            if (k == 0) std::printf("%s\n", e.node.c_str());
             std::string why;
             if (e.status == "work" && e.actions.empty())
                 why = e.last_verified.empty() ? "verify (never verified)" : "verify (inputs changed)";
@@ -254,6 +251,21 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
             for (const auto& a : e.actions) std::printf("    + %s\n", a.description.c_str());
             for (const auto& n : e.notes) std::printf("    ! %s\n", n.c_str());
         }
+    };
+    auto report = as_json ? eng.plan(opts, print_json) : eng.plan(opts, print_text);
+    if (!report) {
+        if (as_json && !first) std::printf("\n  ]\n}\n");  // what was printed stays valid JSON
+        print_error(report.error());
+        return 1;
+    }
+    const int work = report->work, converged = report->converged, errors = report->errors,
+              actions = report->actions;
+    if (as_json) {
+        std::printf("%s", first ? "{\n  \"entries\": []" : "\n  ]");
+        json summary = {{"work", work}, {"converged", converged}, {"errors", errors}, {"actions", actions}};
+        std::printf(",\n  \"fleet\": %s,\n  \"summary\": %s\n}\n", json(fleet->name).dump().c_str(),
+                    indented(summary.dump(2), "  ").c_str());
+    } else {
         std::printf("Plan: %d node-stage%s with work (%d action%s), %d converged, %d error%s.\n", work,
                     work == 1 ? "" : "s", actions, actions == 1 ? "" : "s", converged, errors, errors == 1 ? "" : "s");
     }

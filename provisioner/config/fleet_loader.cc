@@ -5,6 +5,9 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <map>
 #include <set>
 #include <regex>
@@ -1092,6 +1095,8 @@ struct Loader {
     void nodes(TableReader& root) {
         const toml::array* arr = root.array("nodes");
         if (!arr) return;
+        // Grown by doubling, 100,000 nodes held two copies at once.
+        fleet.nodes.reserve(fleet.nodes.size() + arr->size());
         for (size_t i = 0; i < arr->size(); ++i) {
             const toml::node& tn = *arr->get(i);
             const std::string path = fmt::format("nodes[{}]", i);
@@ -1244,7 +1249,9 @@ std::optional<Pipeline> load_pipeline(const std::string& path, const std::set<st
     return p;
 }
 
-LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
+namespace {
+
+LoadResult load_fleet_file(const std::string& path, const LoadOptions& options) {
     LoadResult result;
     Loader L(ReadContext{path, &result.errors}, options);
     auto sorted = [&]() -> LoadResult {
@@ -1328,6 +1335,18 @@ LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
     L.uplinks(root);
     root.finish();
     return sorted();
+}
+
+}  // namespace
+
+LoadResult load_fleet(const std::string& path, const LoadOptions& options) {
+    LoadResult result = load_fleet_file(path, options);
+#ifdef __GLIBC__
+    // The parse tree is gone by now; a large fleet's (about 90 MB at 100,000
+    // nodes) would otherwise stay in the heap, unused, for the whole run.
+    malloc_trim(0);
+#endif
+    return result;
 }
 
 }  // namespace kiln::config

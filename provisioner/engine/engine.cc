@@ -210,11 +210,11 @@ Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options)
     return out;
 }
 
-Result<std::vector<std::string>> Engine::pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
+Result<std::vector<StageHash>> Engine::pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
                                                          const std::vector<std::string>& selected) const {
     // The chain runs over the whole pipeline so a node-stage's hash does not
     // depend on which stages a command selected.
-    std::vector<std::string> out;
+    std::vector<StageHash> out;
     std::string previous;
     for (const auto& name : pipeline.stages) {
         nlohmann::json inputs;
@@ -227,7 +227,7 @@ Result<std::vector<std::string>> Engine::pipeline_hashes(const config::Node& nod
             inputs = config::node_section_json(fleet_, node, name);
         }
         previous = chain_hash(name, inputs, previous);
-        if (std::find(selected.begin(), selected.end(), name) != selected.end()) out.push_back(previous);
+        if (std::find(selected.begin(), selected.end(), name) != selected.end()) out.emplace_back(previous);
     }
     return out;
 }
@@ -255,88 +255,124 @@ Status Engine::check_implemented(const std::vector<Selection>& selection) const 
 }
 
 Result<PlanReport> Engine::plan(const RunOptions& options) {
+    PlanReport report;
+    auto summary = plan(options, [&](std::vector<PlanEntry>& entries) {
+        for (auto& e : entries) report.entries.push_back(std::move(e));
+    });
+    if (!summary) return summary.error();
+    return report;
+}
+
+Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink) {
     auto sel = select(options);
     if (!sel) return sel.error();
     const auto& selection = *sel;
     const StageRegistry::RunScope scope(registry_, fleet_);
 
-    std::vector<std::vector<PlanEntry>> per_node(selection.size());
     // In a plan every selected node is pending (StageContext::node_pending).
     std::unordered_set<std::string> selected;
     for (const auto& s : selection) selected.insert(s.node->name);
-    std::atomic<size_t> next{0};
     ResourceGate gate(fleet_.limits);
-    auto work = [&] {
-        for (size_t i = next++; i < selection.size(); i = next++) {
-            const auto& s = selection[i];
-            for (size_t k = 0; k < s.stages.size(); ++k) {
-                PlanEntry e;
-                e.node = s.node->name;
-                e.stage = s.stages[k];
-                e.input_hash = s.hashes[k];
-                Stage* stage = registry_.find(e.stage);
-                if (!stage) {
+
+    auto plan_node = [&](const Selection& s, std::vector<PlanEntry>& entries) {
+        entries.resize(s.stages.size());
+        for (size_t k = 0; k < s.stages.size(); ++k) {
+            PlanEntry& e = entries[k];
+            e.node = s.node->name;
+            e.stage = s.stages[k];
+            e.input_hash = s.hashes[k].hex();
+            Stage* stage = registry_.find(e.stage);
+            if (!stage) {
+                e.status = "error";
+                e.error_code = "stage.not_implemented";
+                e.error = fmt::format("stage '{}' is not implemented in this build", e.stage);
+                continue;
+            }
+            if (store_) {
+                auto last = store_->last_verified_hash(e.node, e.stage);
+                if (!last) {
                     e.status = "error";
-                    e.error_code = "stage.not_implemented";
-                    e.error = fmt::format("stage '{}' is not implemented in this build", e.stage);
-                    per_node[i].push_back(std::move(e));
+                    e.error_code = last.error().code;
+                    e.error = last.error().str();
                     continue;
                 }
-                if (store_) {
-                    auto last = store_->last_verified_hash(e.node, e.stage);
-                    if (!last) {
-                        e.status = "error";
-                        e.error_code = last.error().code;
-                        e.error = last.error().str();
-                        per_node[i].push_back(std::move(e));
-                        continue;
-                    }
-                    if (*last) e.last_verified = **last;
-                }
-                Job job{e.node, s.node->rack, stage->resources(fleet_, *s.node)};
-                gate.acquire(job);
-                auto deadline = Clock::now() + fleet_.limits.timeout_for(e.stage);
-                StageContext ctx(fleet_, *s.node, e.stage, stop_, deadline, nullptr, nullptr);
-                ctx.set_hashes(e.input_hash, e.last_verified.empty() ? std::nullopt
-                                                                     : std::optional<std::string>(e.last_verified));
-                ctx.set_reimage(options.reimage);
-                ctx.set_node_pending([&](const std::string& other) { return selected.count(other) > 0; });
-                auto observed = stage->observe(ctx);
-                Result<std::vector<Action>> actions = observed ? stage->plan(ctx, *observed)
-                                                               : Result<std::vector<Action>>(observed.error());
-                gate.release(job);
-                if (observed) e.notes = observed->notes;
-                if (!actions) {
-                    e.status = "error";
-                    e.error_code = actions.error().code;
-                    e.error = actions.error().str();
-                } else {
-                    e.actions = std::move(*actions);
-                    // Converged only when nothing is to be done and this
-                    // exact input was verified before.
-                    bool verified = !options.reimage && e.last_verified == e.input_hash;
-                    e.status = (e.actions.empty() && verified) ? "converged" : "work";
-                }
-                per_node[i].push_back(std::move(e));
+                if (*last) e.last_verified = **last;
+            }
+            Job job{e.node, s.node->rack, stage->resources(fleet_, *s.node)};
+            gate.acquire(job);
+            auto deadline = Clock::now() + fleet_.limits.timeout_for(e.stage);
+            StageContext ctx(fleet_, *s.node, e.stage, stop_, deadline, nullptr, nullptr);
+            ctx.set_hashes(e.input_hash,
+                           e.last_verified.empty() ? std::nullopt : std::optional<std::string>(e.last_verified));
+            ctx.set_reimage(options.reimage);
+            ctx.set_node_pending([&](const std::string& other) { return selected.count(other) > 0; });
+            auto observed = stage->observe(ctx);
+            Result<std::vector<Action>> actions =
+                observed ? stage->plan(ctx, *observed) : Result<std::vector<Action>>(observed.error());
+            gate.release(job);
+            if (observed) e.notes = observed->notes;
+            if (!actions) {
+                e.status = "error";
+                e.error_code = actions.error().code;
+                e.error = actions.error().str();
+            } else {
+                e.actions = std::move(*actions);
+                // Converged only when nothing is to be done and this
+                // exact input was verified before.
+                bool verified = !options.reimage && e.last_verified == e.input_hash;
+                e.status = (e.actions.empty() && verified) ? "converged" : "work";
             }
         }
     };
+
     // Observe cannot park, so plan blocks a thread per BMC read; but
     // `parallel` is a limit on nodes in flight now (thousands), not a thread
     // count: at most kPlanThreads reads at once.
     constexpr int kPlanThreads = 64;
-    int threads = std::max(1, std::min({fleet_.limits.parallel, static_cast<int>(selection.size()),
-                                        std::max(kPlanThreads, WorkerPool::default_core())}));
+    const int threads = std::max(1, std::min({fleet_.limits.parallel, static_cast<int>(selection.size()),
+                                              std::max(kPlanThreads, WorkerPool::default_core())}));
+    // Nodes are taken in order and handed to the sink in order. A node
+    // planned ahead of a slow one waits in `done`; no thread takes a node
+    // more than `window` ahead of the next one due, so what waits stays
+    // bounded whatever the fleet's size.
+    const size_t window = 4 * static_cast<size_t>(threads);
+    std::mutex mu;
+    std::condition_variable room;
+    size_t next = 0, delivered = 0;
+    std::map<size_t, std::vector<PlanEntry>> done;
+    PlanSummary summary;
+    auto work = [&] {
+        std::unique_lock<std::mutex> lock(mu);
+        for (;;) {
+            room.wait(lock, [&] { return next >= selection.size() || next < delivered + window; });
+            if (next >= selection.size()) return;
+            const size_t i = next++;
+            lock.unlock();
+            std::vector<PlanEntry> entries;
+            plan_node(selection[i], entries);
+            lock.lock();
+            done.emplace(i, std::move(entries));
+            // One thread hands over at a time, under the lock: in order.
+            for (auto it = done.begin(); it != done.end() && it->first == delivered; it = done.erase(it)) {
+                for (const auto& e : it->second) {
+                    if (e.status == "work") ++summary.work;
+                    if (e.status == "converged") ++summary.converged;
+                    if (e.status == "error") ++summary.errors;
+                    summary.actions += static_cast<int>(e.actions.size());
+                }
+                sink(it->second);
+                ++delivered;
+            }
+            room.notify_all();
+        }
+    };
     {
         std::vector<std::thread> pool;
         for (int t = 1; t < threads; ++t) pool.emplace_back(work);
         work();
         for (auto& t : pool) t.join();
     }
-    PlanReport report;
-    for (auto& v : per_node)
-        for (auto& e : v) report.entries.push_back(std::move(e));
-    return report;
+    return summary;
 }
 
 Result<RunReport> Engine::run(const RunOptions& options) {
@@ -356,9 +392,13 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     const StageRegistry::RunScope scope(registry_, fleet_);
 
     // Everything is validated: from here on the run is journaled.
-    std::map<std::string, journal::NodeState> previous;
+    // Each node's state before this run, by the fleet's own name string:
+    // all that is read of it (whole rows were 25 MB at 100,000 nodes).
+    std::unordered_map<std::string_view, std::string> previous;
     if (auto states = store_->node_states()) {
-        for (auto& s : *states) previous[s.node] = s;
+        previous.reserve(states->size());
+        for (auto& s : *states)
+            if (const config::Node* n = fleet_.find_node(s.node)) previous.emplace(n->name, std::move(s.state));
     } else {
         return states.error();
     }
@@ -447,7 +487,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         const std::shared_ptr<ParkedAction> resume = std::move(r.parked);
         const config::Node& node = *r.sel->node;
         const std::string& stage_name = r.sel->stages[r.next];
-        const std::string& hash = r.sel->hashes[r.next];
+        const std::string hash = r.sel->hashes[r.next].hex();
         Stage* stage = registry_.find(stage_name);
         const auto timeout = fleet_.limits.timeout_for(stage_name);
         const int64_t started = resume ? resume->started : journal::now_ms();
@@ -950,7 +990,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                             break;
                         }
                         auto prev = previous.find(r.outcome.node);
-                        bool was_ready = prev != previous.end() && prev->second.state == "ready";
+                        bool was_ready = prev != previous.end() && prev->second == "ready";
                         if (r.handed_over || (r.all_skipped && was_ready))
                             end_node(r, "ready", r.all_skipped ? "converged" : "handed over", stage_name, "");
                         else
@@ -1016,7 +1056,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         if (!r.done) {
             // Never started (stop) or parked behind max_unavailable: the
             // journal keeps its previous state.
-            r.outcome.state = previous.count(r.outcome.node) ? previous[r.outcome.node].state : "pending";
+            auto prev = previous.find(r.outcome.node);
+            r.outcome.state = prev != previous.end() ? prev->second : "pending";
             r.outcome.detail = stop_.soft() ? "not started" : "blocked: max_unavailable reached";
             r.outcome.stage = r.sel->stages[r.next];
             if (!stop_.soft()) any_failed = true;

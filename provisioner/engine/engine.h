@@ -28,6 +28,7 @@
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 #include "provisioner/engine/cancel.h"
+#include "provisioner/engine/input_hash.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/journal/store.h"
@@ -105,6 +106,20 @@ struct PlanReport {
     bool has_errors() const;
 };
 
+// What a streamed plan adds up to.
+struct PlanSummary {
+    int work = 0;       // node-stages with work
+    int converged = 0;
+    int errors = 0;
+    int actions = 0;
+};
+
+// Receives a plan one node at a time, in selection (fleet) order: the
+// node's entries, one per selected stage. The engine keeps nothing of a
+// node once it is handed over, so a plan of 100,000 nodes holds only the
+// nodes in flight.
+using PlanSink = std::function<void(std::vector<PlanEntry>& node_entries)>;
+
 class Engine {
 public:
     Engine(const config::Fleet& fleet, const StageRegistry& registry, journal::Store* store, EventSink* sink,
@@ -116,6 +131,8 @@ public:
 
     // Changes nothing: observe and plan every selected node-stage. `store`
     // may be null (no journal yet: nothing verified).
+    Result<PlanSummary> plan(const RunOptions& options, const PlanSink& sink);
+    // The same, every entry kept: for small plans and tests.
     Result<PlanReport> plan(const RunOptions& options);
 
     Result<RunReport> run(const RunOptions& options);
@@ -125,10 +142,10 @@ private:
         const config::Node* node;
         const config::Pipeline* pipeline;
         std::vector<std::string> stages;           // selected, in pipeline order
-        std::vector<std::string> hashes;           // input hash per selected stage
+        std::vector<StageHash> hashes;             // input hash per selected stage
     };
     Result<std::vector<Selection>> select(const RunOptions& options) const;
-    Result<std::vector<std::string>> pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
+    Result<std::vector<StageHash>> pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
                                                      const std::vector<std::string>& selected) const;
     Status check_implemented(const std::vector<Selection>& selection) const;
     void emit(const EngineEvent& e) const;

@@ -15,4 +15,23 @@ std::string chain_hash(const std::string& stage, const nlohmann::json& inputs, c
     return h.hex();
 }
 
+namespace {
+uint8_t nibble(char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); }
+}  // namespace
+
+StageHash::StageHash(const std::string& hex) {
+    for (size_t i = 0; i < bytes_.size() && 2 * i + 1 < hex.size(); ++i)
+        bytes_[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+}
+
+std::string StageHash::hex() const {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out(bytes_.size() * 2, '0');
+    for (size_t i = 0; i < bytes_.size(); ++i) {
+        out[2 * i] = kDigits[bytes_[i] >> 4];
+        out[2 * i + 1] = kDigits[bytes_[i] & 15];
+    }
+    return out;
+}
+
 }  // namespace kiln::engine
