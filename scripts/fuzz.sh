@@ -37,10 +37,10 @@ case "$target" in
              firmware/redfish/bmc_session.cc firmware/redfish/redfish_client.cc firmware/redfish/task_monitor.cc
              firmware/redfish/vendor_profile.cc firmware/stage/bmc_inventory.cc firmware/stage/firmware_version.cc
              tests/firmware/fake_bmc.cc
-             provisioner/net/url.cc provisioner/engine/backoff.cc)
+             provisioner/net/url.cc provisioner/net/bmc_request_tally.cc provisioner/engine/backoff.cc)
     watched=(scripts/fuzz.sh firmware/redfish firmware/stage/bmc_inventory.cc firmware/stage/bmc_inventory.h firmware/stage/firmware_version.cc
              firmware/stage/firmware_version.h tests/firmware/fake_bmc.cc
-             tests/firmware/fake_bmc.h)
+             tests/firmware/fake_bmc.h provisioner/net/bmc_request_tally.cc provisioner/net/bmc_request_tally.h)
     libs=(-lfmt)
     max_len=65536
     ;;

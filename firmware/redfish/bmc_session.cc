@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "provisioner/engine/backoff.h"
+#include "provisioner/net/bmc_request_tally.h"
 #include "provisioner/net/url.h"
 
 namespace kiln::redfish {
@@ -198,6 +199,7 @@ Result<Response> BmcSession::exchange(const RequestSpec& spec, const std::string
             std::lock_guard<std::mutex> lock(stats_mu_);
             ++stats_.requests;
         }
+        net::BmcRequestTally::process().request(origin_, sent ? static_cast<int>(sent->status) : 0);
         if (spec.counter) ++*spec.counter;
 
         const Response* busy_reply = nullptr;
@@ -243,6 +245,7 @@ Result<Response> BmcSession::exchange(const RequestSpec& spec, const std::string
             std::lock_guard<std::mutex> lock(stats_mu_);
             ++stats_.retries;
         }
+        net::BmcRequestTally::process().retry(origin_);
         if (!wait(delay))
             return make_error("redfish", "redfish.stopped",
                               fmt::format("{} {}: stopped while waiting to retry", spec.method, path));

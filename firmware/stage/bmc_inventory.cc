@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "firmware/stage/firmware_version.h"
+#include "provisioner/net/bmc_request_tally.h"
 
 namespace kiln::firmware {
 
@@ -294,6 +295,8 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
     }
     const redfish::VendorProfile& profile = redfish::detect_vendor(root.body, manager_body);
     inv.vendor = profile.name;
+    // Every later exchange with this BMC counts under its vendor (metrics).
+    net::BmcRequestTally::process().identify(client.session().origin(), profile.name);
 
     KILN_TRY(system_members, client.members(systems_uri));
     std::vector<std::string> sm;

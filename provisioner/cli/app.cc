@@ -31,6 +31,7 @@
 #include "provisioner/engine/run_metrics.h"
 #include "provisioner/journal/leases.h"
 #include "provisioner/journal/open_store.h"
+#include "provisioner/net/bmc_request_tally.h"
 #include "provisioner/net/metrics_server.h"
 
 namespace kiln::cli {
@@ -364,7 +365,9 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
     });
     std::unique_ptr<net::MetricsServer> metrics_server;
     if (worker && !worker->metrics_listen.empty()) {
-        auto m = net::MetricsServer::start(worker->metrics_listen, [&metrics] { return metrics.render(); });
+        auto m = net::MetricsServer::start(worker->metrics_listen, [&metrics] {
+            return metrics.render() + net::BmcRequestTally::process().render();
+        });
         if (!m) {
             print_error(m.error());
             return 1;

@@ -7,6 +7,7 @@
 
 #include "firmware/redfish/session_pool.h"
 #include "firmware/stage/bmc_inventory.h"
+#include "provisioner/net/bmc_request_tally.h"
 #include "tests/bmc/bmc_test_util.h"
 
 using namespace kiln;
@@ -142,4 +143,36 @@ TEST_CASE("a wrong password is a clear error that names the user not the passwor
     CHECK(r.error().code == "redfish.auth");
     CHECK(r.error().message.find("'admin'") != std::string::npos);
     CHECK(r.error().message.find("not-the-password-42") == std::string::npos);
+}
+
+TEST_CASE("exchanges with a BMC count under its vendor once the inventory names it, 404s as 4xx") {
+    BmcChild bmc;
+    start(bmc, "hpe-dl325");
+    auto& tally = net::BmcRequestTally::process();
+    auto before = tally.by_vendor();
+    net::CurlHttpClient http;
+    SessionPool pool(http);
+    Client c(pool.acquire(endpoint(bmc)));
+    auto inv = firmware::read_inventory(c);
+    REQUIRE(inv);
+    REQUIRE(inv->vendor == "hpe");
+    auto walked = tally.by_vendor();
+    // The service root and the login come before the vendor is known.
+    CHECK(walked["unknown"].requests > before["unknown"].requests);
+    CHECK(walked["hpe"].requests > before["hpe"].requests + 5);
+    CHECK(walked["hpe"].server_errors == before["hpe"].server_errors);
+
+    // A later session to the same BMC counts under its vendor from the start.
+    SessionPool other(http);
+    Client again(other.acquire(endpoint(bmc)));
+    auto missing = again.get("/redfish/v1/NoSuchResource");
+    if (missing) CHECK(missing->status == 404);
+    auto after = tally.by_vendor();
+    CHECK(after["unknown"].requests == walked["unknown"].requests);
+    CHECK(after["hpe"].client_errors == walked["hpe"].client_errors + 1);
+    const std::string text = tally.render();
+    CHECK(text.find("kiln_redfish_requests_total{vendor=\"hpe\"} " + std::to_string(after["hpe"].requests) + "\n") !=
+          std::string::npos);
+    CHECK(text.find("kiln_redfish_errors_total{vendor=\"hpe\",kind=\"4xx\"} " +
+                    std::to_string(after["hpe"].client_errors) + "\n") != std::string::npos);
 }
