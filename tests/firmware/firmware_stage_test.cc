@@ -16,6 +16,9 @@
 #include "tests/bmc/bmc_test_util.h"
 #include "tests/firmware/fake_bmc.h"
 #include "tests/firmware/firmware_fixture.h"
+#include "tests/support/child.h"
+#include "tests/support/pg_cluster.h"
+#include "tests/support/skip.h"
 
 using namespace kiln;
 using namespace kiln::firmware;
@@ -780,4 +783,50 @@ TEST_CASE("an update staged OnReset by a run killed before its reset is activate
     bool noted = false;
     for (const auto& e : run.events) noted |= e.find("staged on the BMC by an earlier run") != std::string::npos;
     CHECK(noted);
+}
+
+TEST_CASE("three kiln workers on one PostgreSQL flash six kiln-bmc BMCs, each image exactly once", "[worker][pg]") {
+    std::string why_not;
+    kiln::test::PgCluster* cluster = kiln::test::PgCluster::shared(&why_not);
+    if (!cluster) {
+        kiln::test::report_skipped(why_not);
+        return;
+    }
+    std::vector<std::unique_ptr<BmcChild>> bmcs;
+    std::vector<std::string> urls;
+    for (int i = 0; i < 6; ++i) {
+        bmcs.push_back(std::make_unique<BmcChild>());
+        start_updating(*bmcs.back(), "dmtf-public-rackmount1");
+        urls.push_back(bmcs.back()->url());
+    }
+    kiln::test::TempDir dir;
+    std::string fw = "[firmware.p]\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin") +
+                     image_toml(dir, "BMC", "1.46.0-kiln", "bmc.bin");
+    const std::string fleet = write_fleet(dir, {.bmc_urls = urls, .firmware_toml = fw});
+    const std::string url = cluster->create_database();
+    const std::map<std::string, std::string> env = {{"KILN_FW_TEST_PASSWORD", kBmcPassword}};
+    std::vector<std::unique_ptr<kiln::test::RunningChild>> workers;
+    for (const char* id : {"w1", "w2", "w3"})
+        workers.push_back(std::make_unique<kiln::test::RunningChild>(
+            std::vector<std::string>{KILN_BINARY, "--store", url, "worker", fleet, "--worker-id", id, "--lease-ttl",
+                                     "5s", "--poll", "100ms"},
+            env, dir.file(id)));
+    for (auto& w : workers) {
+        bool timed_out = false;
+        auto r = w->wait(240, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    // Read back from the emulators: what each BMC was given.
+    for (size_t i = 0; i < bmcs.size(); ++i) {
+        INFO("BMC " << i << " (" << urls[i] << ")");
+        const json updates = bmc_control(*bmcs[i], "GET", "state")["updates"];
+        REQUIRE(updates.is_array());
+        CHECK(updates.size() == 2);  // the BIOS and the BMC image, each once
+    }
+    // And the fleet is converged: a plan on the shared store finds nothing.
+    auto plan = kiln::test::run_child({KILN_BINARY, "--store", url, "plan", fleet, "--detailed-exitcode"}, env);
+    INFO(plan.out << plan.err);
+    CHECK(plan.exit_code == 0);
 }
