@@ -9,6 +9,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -163,8 +164,17 @@ TEST_CASE("workers: three share a fleet, each side effect once, labels respected
     }
     require_exactly_once(ledger, nodes);
     PgRaw raw(url);
-    REQUIRE(claimed_by(raw, "wA") == std::set<std::string>{"n2", "n4", "n6"});
-    REQUIRE(claimed_by(raw, "wB") == std::set<std::string>{"n1", "n3", "n5"});
+    // Each labelled worker claimed only its rack's nodes; wC, serving all,
+    // may have taken any. A node another worker finished is not claimed
+    // again, so together they claimed every node.
+    const auto a = claimed_by(raw, "wA"), b = claimed_by(raw, "wB"), c = claimed_by(raw, "wC");
+    const std::set<std::string> r1{"n2", "n4", "n6"}, r2{"n1", "n3", "n5"};
+    REQUIRE(std::includes(r1.begin(), r1.end(), a.begin(), a.end()));
+    REQUIRE(std::includes(r2.begin(), r2.end(), b.begin(), b.end()));
+    std::set<std::string> all = a;
+    all.insert(b.begin(), b.end());
+    all.insert(c.begin(), c.end());
+    REQUIRE(all.size() == static_cast<size_t>(nodes));
     REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);  // all given back
     require_converged(url, fleet, ledger);
 }
@@ -422,7 +432,7 @@ TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows
     INFO((s ? std::string() : s.error().str()));
     REQUIRE(s.ok());
     PgRaw raw(url);
-    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 3);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 4);
     REQUIRE(raw.text("SELECT to_regclass('leases') IS NOT NULL") == "t");
     REQUIRE(raw.text("SELECT state FROM node_state WHERE node = 'n1'") == "ready");
 }
@@ -600,9 +610,11 @@ TEST_CASE("workers: a worker waiting on a held node is woken by LISTEN/NOTIFY, n
     REQUIRE(w.exit_code == 0);
     require_exactly_once(ledger, 1);
     PgRaw raw(url);
-    // It did claim the node, after the holder gave it back, and found it converged.
-    REQUIRE(claimed_by(raw, "waiter") == std::set<std::string>{"n1"});
+    // Woken by the release, it found the node verified by the holder
+    // during its run: nothing claimed, observed or done again.
+    REQUIRE(claimed_by(raw, "waiter").empty());
     REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = (SELECT max(id) FROM runs)") == 0);
+    REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE run_id = (SELECT max(id) FROM runs)") == 0);
 }
 
 TEST_CASE("workers: a node parked longer than its lease keeps the lease and finishes once", "[worker][pg][parking]") {
@@ -678,5 +690,27 @@ TEST_CASE("workers: a name held exclusively (a spine) is held by one worker at a
     INFO("peak applies at once " << peaks["total"]);
     REQUIRE(peaks["total"] == 1);
     REQUIRE(raw.integer("SELECT count(*) FROM slots WHERE worker <> ''") == 0);  // every hold given back
+    require_converged(url, fleet, ledger);
+}
+
+TEST_CASE("workers: a node-stage another worker verified during the run is not observed again", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    TempDir dir;
+    const int nodes = 6;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 4");
+    const auto ledger = dir.file("ledger");
+    const auto url = cluster->create_database();
+    // Half a second per action: every worker has begun its run long before
+    // any node's four stages are done.
+    run_three_workers(url, fleet, ledger_env(ledger, 500), dir);
+    require_exactly_once(ledger, nodes);
+    PgRaw raw(url);
+    // One result per node-stage, the verifying worker's: the other two
+    // neither claimed it again nor journaled a skip (before: a "skipped"
+    // row from each of them, up to two per node-stage).
+    INFO(raw.text("SELECT string_agg(node || '/' || stage || ':' || outcome, ' ') FROM stage_results"));
+    CHECK(raw.integer("SELECT count(*) FROM stage_results WHERE outcome = 'skipped'") == 0);
+    CHECK(raw.integer("SELECT count(*) FROM stage_results") == nodes * kStages);
+    CHECK(raw.integer("SELECT count(*) FROM verified WHERE generation > 0") == nodes * kStages);
     require_converged(url, fleet, ledger);
 }

@@ -85,9 +85,12 @@ for w in (1, 2, 4):
         "statements_per_node_stage": journal["statements"] / node_stages,
         "flushed_commits_per_node_stage": journal["commits_flushed"] / node_stages,
         "unflushed_commits_per_node_stage": journal["commits_unflushed"] / node_stages,
-        # Stage attempts that ran or skipped, all workers: above 1 when
-        # workers observe and skip nodes another worker brought up.
+        # Stage attempts that ran or observed and skipped, all workers:
+        # above 1 when workers observe nodes another worker brought up.
         "stage_attempts_per_node_stage": sum(p["stages_run"] + p["stages_skipped"] for p in procs) / node_stages,
+        # Counted as done without observing: verified by another worker
+        # during the run (engine: Leases::verified_since).
+        "done_elsewhere_per_node_stage": sum(p.get("stages_done_elsewhere", 0) for p in procs) / node_stages,
         "peak_connections": r["peak_connections"],
         "peak_rss_mb_per_worker": [p["peak_rss_mb"] for p in procs],
         "actions_per_worker": [p["actions"] for p in procs],

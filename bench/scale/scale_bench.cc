@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
                         {"actions", report->actions},
                         {"stages_run", report->stages_run},
                         {"stages_skipped", report->stages_skipped},
+                        {"stages_done_elsewhere", report->stages_done_elsewhere},
                         {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
     std::ofstream(out) << j.dump(2) << "\n";
     return report->status == "completed" ? 0 : 1;

@@ -294,10 +294,12 @@ void print_summary(const engine::RunReport& r, std::FILE* out) {
     }
     std::string counts;
     for (const auto& [state, n] : by_state) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
-    std::fprintf(out, "\nrun %lld %s: %zu node%s (%s); %d action%s, %d stage%s run, %d skipped\n",
+    std::fprintf(out, "\nrun %lld %s: %zu node%s (%s); %d action%s, %d stage%s run, %d skipped%s\n",
                  static_cast<long long>(r.run_id), r.status.c_str(), r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
                  counts.c_str(), r.actions, r.actions == 1 ? "" : "s", r.stages_run, r.stages_run == 1 ? "" : "s",
-                 r.stages_skipped);
+                 r.stages_skipped,
+                 r.stages_done_elsewhere ? fmt::format(", {} verified by other workers", r.stages_done_elsewhere).c_str()
+                                         : "");
     if (r.status == "completed" && r.actions == 0 && r.stages_run == 0)
         std::fprintf(out, "nothing to do: every selected node-stage is converged\n");
 }
@@ -406,7 +408,8 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
                              {"error", n.error}, {"actions", n.actions}});
         std::printf("%s\n", json{{"event", "summary"}, {"run_id", report->run_id}, {"status", report->status},
                                  {"actions", report->actions}, {"stages_run", report->stages_run},
-                                 {"stages_skipped", report->stages_skipped}, {"nodes", nodes}}
+                                 {"stages_skipped", report->stages_skipped},
+                                 {"stages_done_elsewhere", report->stages_done_elsewhere}, {"nodes", nodes}}
                                 .dump()
                                 .c_str());
     } else if (g.log_format != "json") {

@@ -67,6 +67,11 @@ struct Attempt {
     bool out_of_service = false;      // ... and its fleet-wide max_unavailable slot
     bool awaits_unavailable = false;  // Held: the fleet-wide max_unavailable is full
     bool held_by_other = false;       // Held: another worker holds the node's lease
+    int64_t holder_generation = 0;    // ... at this lease generation
+    // Skipped: another worker verified this node-stage with these inputs
+    // under the lease this worker found it held by, or a later one; nothing
+    // of it is this worker's to journal.
+    bool verified_elsewhere = false;
     std::shared_ptr<ParkedAction> parked;
 };
 
@@ -426,6 +431,11 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         bool handed_over = false;
         bool leased = false;   // this worker holds the node's lease (shared stores)
         bool out_of_service = false;  // ... and a fleet-wide max_unavailable slot for it
+        // Shared stores: a stage verified under this lease generation or a
+        // later one was verified during this run, by another worker (0: no
+        // such check). One past the node's generation when the run began,
+        // or the generation another worker was found holding it at.
+        int64_t done_since = 0;
         std::shared_ptr<ParkedAction> parked;  // set while an action waits in the parking lot
         NodeOutcome outcome;
     };
@@ -447,6 +457,18 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // A spine's read, diff and write, one node at a time in this process
     // and, on a shared store, across workers (stage.h hold_exclusive).
     const ExclusiveLocks exclusive(leases, options.lease_ttl);
+    if (leases) {
+        // What other workers verify from now on counts as done here. Unread
+        // (the store away), every node is observed as without workers.
+        if (auto rows = leases->lease_rows()) {
+            std::unordered_map<std::string_view, int64_t> generation;
+            for (const auto& row : *rows) generation.emplace(row.node, row.generation);
+            for (auto& r : runs) {
+                auto g = generation.find(r.outcome.node);
+                r.done_since = (g == generation.end() ? 0 : g->second) + 1;
+            }
+        }
+    }
     // Shared with the stop listener, which may fire from another thread
     // while this run is returning.
     struct Wake {
@@ -553,7 +575,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         };
 
         auto finish = [&]() -> Attempt {
-            if (a.kind == Attempt::Kind::Retry || a.kind == Attempt::Kind::LeaseLost) return a;
+            if (a.kind == Attempt::Kind::Retry || a.kind == Attempt::Kind::LeaseLost || a.verified_elsewhere) return a;
             journal::StageRecord rec{run_id,       node.name, stage_name, hash, outcome_name(a.kind), a.error,
                                      r.attempt,    a.actions, started,    journal::now_ms()};
             if (auto s = store_->record_stage(rec); !s) {
@@ -620,6 +642,21 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 }
             }
         } else {
+            if (leases && r.done_since > 0 && !r.leased) {
+                // What another worker verified during this run (under a lease
+                // claimed since it began, or the one this worker found the
+                // node held by), with these very inputs, is done for the
+                // fleet's workers together. Without this every worker
+                // re-observed every node the others had finished (bench/scale:
+                // one stage attempt per worker per node-stage).
+                auto done = leases->verified_since(node.name, stage_name, hash, r.done_since);
+                if (!done) return classify(done.error());
+                if (*done) {
+                    a.kind = Attempt::Kind::Skipped;
+                    a.verified_elsewhere = true;
+                    return finish();
+                }
+            }
             if (leases) {
                 // The lease, max_unavailable across workers (the node's slot,
                 // kept over its stages until it is back in service) and the
@@ -632,6 +669,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                     a.kind = Attempt::Kind::Held;
                     a.error = "held by worker " + holder->worker;
                     a.held_by_other = true;
+                    a.holder_generation = holder->generation;
                     return a;
                 }
                 a.claimed = true;
@@ -766,7 +804,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         }
     };
     int inflight = 0;                                      // attempts on the pool
-    int actions_total = 0, stages_run = 0, stages_skipped = 0;
+    int actions_total = 0, stages_run = 0, stages_skipped = 0, stages_done_elsewhere = 0;
 
     auto unpark = [&](const std::string& key) {
         auto it = blocked.find(key);
@@ -948,6 +986,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         }
                         waiting.emplace(Clock::now() + options.lease_poll, c.index);
                         held_waits[c.index] = c.attempt.held_by_other;
+                        if (c.attempt.held_by_other && c.attempt.holder_generation > 0)
+                            r.done_since = std::min(r.done_since, c.attempt.holder_generation);
                         break;
                     case Attempt::Kind::LeaseLost:
                         // Fenced: the journal is the new holder's now.
@@ -976,12 +1016,15 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                     case Attempt::Kind::Verified:
                     case Attempt::Kind::Skipped: {
                         const bool skipped = c.attempt.kind == Attempt::Kind::Skipped;
-                        ++(skipped ? stages_skipped : stages_run);
+                        ++(c.attempt.verified_elsewhere ? stages_done_elsewhere
+                                                        : skipped ? stages_skipped : stages_run);
                         r.all_skipped = r.all_skipped && skipped;
                         if (stage->hands_over()) r.handed_over = true;
                         int d = ++done_count;
                         emit({EngineEvent::Kind::StageEnd, r.outcome.node, stage_name,
-                              fmt::format("{} action{}", c.attempt.actions, c.attempt.actions == 1 ? "" : "s"),
+                              c.attempt.verified_elsewhere
+                                  ? std::string("verified by another worker")
+                                  : fmt::format("{} action{}", c.attempt.actions, c.attempt.actions == 1 ? "" : "s"),
                               outcome_name(c.attempt.kind), -1, d, total});
                         r.attempt = 1;
                         r.deadline.reset();
@@ -1051,6 +1094,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     report.actions = actions_total;
     report.stages_run = stages_run;
     report.stages_skipped = stages_skipped;
+    report.stages_done_elsewhere = stages_done_elsewhere;
     bool any_failed = false;
     for (auto& r : runs) {
         if (!r.done) {

@@ -85,7 +85,8 @@ struct RunReport {
     std::vector<NodeOutcome> nodes;
     int actions = 0;
     int stages_run = 0;
-    int stages_skipped = 0;
+    int stages_skipped = 0;        // observed converged
+    int stages_done_elsewhere = 0;  // verified by another worker during this run, not observed here
 };
 
 struct PlanEntry {

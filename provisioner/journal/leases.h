@@ -157,6 +157,12 @@ public:
                                                          std::chrono::milliseconds ttl) = 0;
     virtual Status release_lock(const std::string& key) = 0;
 
+    // Whether `node`'s `stage` was verified with `input_hash` by a holder
+    // of lease generation `generation` or a later one: a worker that found
+    // the node held at that generation counts the stage as done (engine).
+    virtual Result<bool> verified_since(const std::string& node, const std::string& stage,
+                                        const std::string& input_hash, int64_t generation) = 0;
+
     virtual Result<std::vector<LeaseRow>> lease_rows() = 0;
 
     // Lists this worker as live (`kiln workers`) until ttl after its last

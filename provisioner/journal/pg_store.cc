@@ -94,6 +94,12 @@ CREATE TABLE workers(
   worker TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL, labels TEXT NOT NULL,
   started_ms BIGINT NOT NULL, heartbeat_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL);
 )sql"},
+    // The lease generation each stage was verified under (0: without a
+    // lease): a worker that found a node held at generation G counts what
+    // was verified at G or later as done (Leases::verified_since).
+    {4, R"sql(
+ALTER TABLE IF EXISTS verified ADD COLUMN IF NOT EXISTS generation BIGINT NOT NULL DEFAULT 0;
+)sql"},
 };
 
 // After "WITH freed AS (UPDATE ... RETURNING 1)": wakes listening workers
@@ -614,10 +620,11 @@ public:
                         ", result AS (INSERT INTO stage_results(run_id, node, stage, input_hash, outcome, error, "
                         "attempts, actions, started_ms, ended_ms) SELECT $4::bigint, $1, $5, $6, $7, $8, $9::int, "
                         "$10::int, $11::bigint, $12::bigint FROM fence RETURNING 1), "
-                        "hash AS (INSERT INTO verified(node, stage, input_hash, run_id, verified_ms) "
-                        "SELECT $1, $5, $6, $4::bigint, $13::bigint FROM result WHERE $14::boolean "
+                        "hash AS (INSERT INTO verified(node, stage, input_hash, run_id, verified_ms, generation) "
+                        "SELECT $1, $5, $6, $4::bigint, $13::bigint, $3::bigint FROM result WHERE $14::boolean "
                         "ON CONFLICT(node, stage) DO UPDATE SET input_hash=excluded.input_hash, "
-                        "run_id=excluded.run_id, verified_ms=excluded.verified_ms) "
+                        "run_id=excluded.run_id, verified_ms=excluded.verified_ms, "
+                        "generation=excluded.generation) "
                         "SELECT 1 FROM result",
                         Params()
                             .add(rec.run_id)
@@ -1142,6 +1149,18 @@ public:
                 out.push_back(std::move(w));
             }
             return out;
+        });
+    }
+
+    Result<bool> verified_since(const std::string& node, const std::string& stage, const std::string& input_hash,
+                                int64_t generation) override {
+        return read<bool>([&]() -> Result<bool> {
+            auto r = db_->exec("read what " + node + "/" + stage + " was verified under",
+                               "SELECT 1 FROM verified WHERE node=$1 AND stage=$2 AND input_hash=$3 AND "
+                               "generation >= $4::bigint",
+                               Params().add(node).add(stage).add(input_hash).add(generation));
+            if (!r) return r.error();
+            return r->count() > 0;
         });
     }
 
