@@ -26,7 +26,7 @@ build/bench/kiln-bench-network --out bench/results/network.json --work build/ben
 echo "bench/vm: apply to readiness for 1, 2 and 4 TCG probe guests vs virsh define+start; XML generation for 8-GPU hosts"
 build/bench/kiln-bench-vm --out bench/results/vm.json --work build/bench-vm --init build/kiln-probe-init \
   --fixtures tests/fixtures/sysfs > /dev/null
-echo "bench/redfish: inventory walk kiln vs python3-sushy; ${KILN_BENCH_BMCS:-500} emulated BMCs updated by kiln apply; 256 MiB multipart push kiln vs curl -F; fuzz"
+echo "bench/redfish: inventory walk kiln vs python3-sushy; ${KILN_BENCH_BMCS:-500} emulated BMCs updated by kiln apply; ${KILN_BENCH_WORKER_BMCS:-2000} by 4 kiln workers on PostgreSQL vs one kiln apply; 256 MiB multipart push kiln vs curl -F; fuzz"
 bench/redfish/run.sh > /dev/null
 echo "bench/images: gpu-guest-lite cold (kiln vs mmdebstrap+virt-customize), last-layer and no-op rebuilds (slow under TCG; KILN_BENCH_FULL=1 adds gpu-guest; KILN_BENCH_IMAGES_PARTS picks parts, e = reproducibility)"
 bench/images/images_bench.sh > /dev/null

@@ -22,9 +22,14 @@
 #  plus bounded libFuzzer runs (scripts/fuzz.sh) of the BMC-JSON -> model
 #  and the fleet.toml -> fleet targets when clang with -fsanitize=fuzzer is
 #  there.
-# KILN_BENCH_REDFISH_PARTS (default "a b c r fuzz") picks the parts to run.
+#  (w) KILN_BENCH_WORKER_BMCS (2000) emulated BMCs, the same change each, by 4
+#      `kiln worker` processes on one PostgreSQL (a private cluster from
+#      scripts/postgres.sh) against one `kiln apply` on SQLite, each on its own
+#      kiln-bmc, same run (workers_bench.py): wall ratio, peak RSS per worker,
+#      connections, every BMC read back.
+# KILN_BENCH_REDFISH_PARTS (default "a b w c r fuzz") picks the parts to run.
 # Writes bench/results/redfish.json (keys "inventory_walk",
-# "inventory_walk_multi_system", "inventory_walk_gpus", "fleet_apply",
+# "inventory_walk_multi_system", "inventory_walk_gpus", "fleet_apply", "fleet_workers",
 # "multipart_push", "request_economy", "request_economy_hpe", "fuzz",
 # "fuzz_fleet_config", each from the parts run; other keys already in the
 # file are kept).
@@ -34,10 +39,11 @@ ROOT=$PWD
 BUILD=${KILN_BUILD:-build}
 MOCKUPS=${KILN_REDFISH_MOCKUPS:-$ROOT/../shared/redfish/mockups}
 BMCS=${KILN_BENCH_BMCS:-500}
+WORKER_BMCS=${KILN_BENCH_WORKER_BMCS:-2000}
 WALKS=${KILN_BENCH_WALKS:-20}
 FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-180}
 MULTIPART_MIB=${KILN_BENCH_MULTIPART_MIB:-256}
-PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b c r fuzz} "
+PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b w c r fuzz} "
 BASELINE_KILN=${KILN_BENCH_BASELINE_KILN:-}
 LATENCY_MS=${KILN_BENCH_LATENCY_MS:-300}
 WORK=$(mktemp -d)
@@ -157,6 +163,27 @@ fleet = json.loads(sys.argv[1])
 print(json.dumps({"fleet_apply": dict(fleet, bmcs=int(sys.argv[2]), task_seconds=1,
                                       changes="BIOS firmware update + BIOS attribute per BMC")}))
 PY
+fi
+
+# ---- (w) N BMCs by 4 kiln workers on PostgreSQL vs one kiln apply ----------
+if part w; then
+# The cluster runs as the postgres user: not under $WORK (mktemp's 0700).
+rm -rf "$BUILD/bench-redfish-workers"
+mkdir -p "$BUILD/bench-redfish-workers"
+export KILN_PG_DIR="$ROOT/$BUILD/bench-redfish-workers/pg" KILN_PG_PORT=${KILN_BENCH_WORKERS_PG_PORT:-55433} \
+  KILN_PG_DB=postgres
+scripts/postgres.sh start >/dev/null
+set +e
+/usr/bin/python3 bench/redfish/workers_bench.py --build "$BUILD" --mockup "$MOCKUPS/dmtf-public-rackmount1" \
+  --bmcs "$WORKER_BMCS" --workers 4 --work "$WORK" > "$WORK/w.json"
+rc=$?
+set -e
+scripts/postgres.sh stop >/dev/null 2>&1 || true
+rm -rf "$BUILD/bench-redfish-workers"
+[ "$rc" = 0 ] || { echo "(w) failed" >&2; exit 1; }
+echo "(w) $(cat "$WORK/w.json")"
+/usr/bin/python3 -c 'import json,sys; print(json.dumps({"fleet_workers": json.load(open(sys.argv[1]))}))' \
+  "$WORK/w.json" > "$WORK/part-w.json"
 fi
 
 # ---- (c) multipart push of a 256 MiB artifact, kiln vs curl -F ------------
