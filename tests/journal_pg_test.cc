@@ -29,14 +29,6 @@ using kiln::test::PgRaw;
 using kiln::test::run_child;
 using kiln::test::TempDir;
 
-#define NEED_CLUSTER(c)                             \
-    std::string why_not_;                           \
-    PgCluster* c = PgCluster::shared(&why_not_);    \
-    if (!c) {                                       \
-        kiln::test::report_skipped(why_not_);       \
-        return;                                     \
-    }
-
 TEST_CASE("pg store: a URL carrying a password is refused and never echoed", "[journal][pg]") {
     for (const std::string url : {"postgresql://kiln:hunter2@db.example:5432/kiln",
                                   "postgres://kiln:hunter2@db.example/kiln?sslmode=require",

@@ -37,14 +37,6 @@ using kiln::test::run_child;
 using kiln::test::RunningChild;
 using kiln::test::TempDir;
 
-#define NEED_CLUSTER(c)                          \
-    std::string why_not_;                        \
-    PgCluster* c = PgCluster::shared(&why_not_); \
-    if (!c) {                                    \
-        kiln::test::report_skipped(why_not_);    \
-        return;                                  \
-    }
-
 namespace {
 
 // One HTTP/1.0 GET over loopback; returns the whole response.

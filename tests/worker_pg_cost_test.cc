@@ -23,14 +23,6 @@ using kiln::test::LedgerStage;
 using kiln::test::PgCluster;
 using kiln::test::TempDir;
 
-#define NEED_CLUSTER(c)                          \
-    std::string why_not_;                        \
-    PgCluster* c = PgCluster::shared(&why_not_); \
-    if (!c) {                                    \
-        kiln::test::report_skipped(why_not_);    \
-        return;                                  \
-    }
-
 namespace {
 
 // A database whose sessions start with synchronous_commit on: the test

@@ -18,7 +18,6 @@
 #include "tests/firmware/firmware_fixture.h"
 #include "tests/support/child.h"
 #include "tests/support/pg_cluster.h"
-#include "tests/support/skip.h"
 
 using namespace kiln;
 using namespace kiln::firmware;
@@ -786,12 +785,7 @@ TEST_CASE("an update staged OnReset by a run killed before its reset is activate
 }
 
 TEST_CASE("three kiln workers on one PostgreSQL flash six kiln-bmc BMCs, each image exactly once", "[worker][pg]") {
-    std::string why_not;
-    kiln::test::PgCluster* cluster = kiln::test::PgCluster::shared(&why_not);
-    if (!cluster) {
-        kiln::test::report_skipped(why_not);
-        return;
-    }
+    NEED_CLUSTER(cluster);
     std::vector<std::unique_ptr<BmcChild>> bmcs;
     std::vector<std::string> urls;
     for (int i = 0; i < 6; ++i) {
