@@ -692,11 +692,33 @@ TEST_CASE("workers: a node-stage another worker verified during the run is not o
     const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 4");
     const auto ledger = dir.file("ledger");
     const auto url = cluster->create_database();
-    // Half a second per action: every worker has begun its run long before
-    // any node's four stages are done.
-    run_three_workers(url, fleet, ledger_env(ledger, 500), dir);
-    require_exactly_once(ledger, nodes);
+    // No action runs until all three workers have begun their runs (a run
+    // is journaled once it has read the leases): what each then sees
+    // verified by another was verified during its own run.
+    const auto gate = dir.file("gate");
+    auto env = ledger_env(ledger, 50);
+    env["KILN_TEST_GATE"] = gate;
     PgRaw raw(url);
+    std::vector<std::unique_ptr<RunningChild>> workers;
+    for (const char* id : {"w1", "w2", "w3"})
+        workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), env, dir.file(id)));
+    const bool all_began = wait_until(
+        [&] {
+            // The first worker creates the schema: until then there is no table.
+            if (raw.integer("SELECT count(*) FROM pg_tables WHERE tablename = 'runs'") == 0) return false;
+            return raw.integer("SELECT count(*) FROM runs") >= 3;
+        },
+        120);
+    std::ofstream(gate).put('\n');
+    REQUIRE(all_began);
+    for (auto& w : workers) {
+        bool timed_out = false;
+        auto r = w->wait(300, &timed_out);
+        INFO(r.out << r.err);
+        REQUIRE_FALSE(timed_out);
+        REQUIRE(r.exit_code == 0);
+    }
+    require_exactly_once(ledger, nodes);
     // One result per node-stage, the verifying worker's: the other two
     // neither claimed it again nor journaled a skip (before: a "skipped"
     // row from each of them, up to two per node-stage).

@@ -414,10 +414,6 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 if (!f) return f.error();
             }
     }
-    auto run_id_r = store_->begin_run({options.command, fleet_.path, fleet_.sha256, KILN_VERSION});
-    if (!run_id_r) return run_id_r.error();
-    const int64_t run_id = *run_id_r;
-
     struct NodeRun {
         const Selection* sel = nullptr;
         size_t next = 0;       // index into sel->stages
@@ -458,17 +454,28 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // and, on a shared store, across workers (stage.h hold_exclusive).
     const ExclusiveLocks exclusive(leases, options.lease_ttl);
     if (leases) {
-        // What other workers verify from now on counts as done here. Unread
-        // (the store away), every node is observed as without workers.
+        // What other workers verify from now on counts as done here, and
+        // so does what a live holder verifies under the lease it holds now
+        // (it is mid-run on these inputs; not this worker's own, left by a
+        // process of the same name that died). Unread (the store away),
+        // every node is observed as without workers.
         if (auto rows = leases->lease_rows()) {
-            std::unordered_map<std::string_view, int64_t> generation;
-            for (const auto& row : *rows) generation.emplace(row.node, row.generation);
+            std::unordered_map<std::string_view, int64_t> since;
+            for (const auto& row : *rows) {
+                const bool other_live = !row.worker.empty() && row.worker != leases->worker_id();
+                since.emplace(row.node, other_live ? row.generation : row.generation + 1);
+            }
             for (auto& r : runs) {
-                auto g = generation.find(r.outcome.node);
-                r.done_since = (g == generation.end() ? 0 : g->second) + 1;
+                auto g = since.find(r.outcome.node);
+                r.done_since = g == since.end() ? 1 : g->second;
             }
         }
     }
+    // Journaled once the leases are read: a run on record has its starting
+    // point for the above (tests gate on it).
+    auto run_id_r = store_->begin_run({options.command, fleet_.path, fleet_.sha256, KILN_VERSION});
+    if (!run_id_r) return run_id_r.error();
+    const int64_t run_id = *run_id_r;
     // Shared with the stop listener, which may fire from another thread
     // while this run is returning.
     struct Wake {

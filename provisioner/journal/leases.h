@@ -41,7 +41,7 @@ struct LeaseHolder {
 struct LeaseRow {
     std::string node;
     std::string stage;
-    std::string worker;          // "" when released
+    std::string worker;          // "" when released (lease_rows: or expired)
     int64_t generation = 0;
     int64_t lease_until_ms = 0;
 };
@@ -163,6 +163,7 @@ public:
     virtual Result<bool> verified_since(const std::string& node, const std::string& stage,
                                         const std::string& input_hash, int64_t generation) = 0;
 
+    // Every node's lease row; `worker` is "" for one released or expired.
     virtual Result<std::vector<LeaseRow>> lease_rows() = 0;
 
     // Lists this worker as live (`kiln workers`) until ttl after its last

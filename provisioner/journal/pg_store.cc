@@ -1168,7 +1168,8 @@ public:
         using R = std::vector<LeaseRow>;
         return read<R>([&]() -> Result<R> {
             auto r = db_->exec("read the leases",
-                               "SELECT node, stage, worker, generation, lease_until_ms FROM leases "
+                               "SELECT node, stage, CASE WHEN lease_until_ms >= " KILN_PG_NOW
+                               " THEN worker ELSE '' END, generation, lease_until_ms FROM leases "
                                "ORDER BY node COLLATE \"C\"");
             if (!r) return r.error();
             R out;

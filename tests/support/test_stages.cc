@@ -114,6 +114,14 @@ Status LedgerStage::apply(engine::StageContext& ctx, const engine::Action& actio
         if (!h) return h.error();
         held = std::move(*h);
     }
+    if (!o_.gate.empty()) {
+        // The test opens the gate once what it waits for has happened.
+        for (int i = 0; i < 12000 && ::access(o_.gate.c_str(), F_OK) != 0; ++i) {
+            if (ctx.stopping()) return make_error(o_.name, "gate", "stopped at the gate");
+            ctx.wait_for(std::chrono::milliseconds(10));
+        }
+        if (::access(o_.gate.c_str(), F_OK) != 0) return make_error(o_.name, "gate", "gate " + o_.gate + " never opened");
+    }
     const std::vector<std::string> probe_keys = {"total", "rack:" + ctx.node().rack};
     if (!o_.probe.empty()) probe_step(o_.probe, probe_keys, +1);
     struct Leave {
@@ -340,6 +348,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
     const int sleep_ms = std::atoi(env("KILN_TEST_SLEEP_MS", "0").c_str());
     const std::string probe = env("KILN_TEST_PROBE", "");
     const std::string exclusive = env("KILN_TEST_EXCLUSIVE", "");
+    const std::string gate = env("KILN_TEST_GATE", "");
     for (const char* name : {"alpha", "beta", "gamma", "t-handover"}) {
         LedgerStage::Options o;
         o.name = name;
@@ -352,6 +361,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
         o.sleep_ms = sleep_ms;
         o.probe = probe;
         o.exclusive = exclusive;
+        o.gate = gate;
         o.resource_kind = std::string(name) == "alpha" ? "bmc" : "";
         registry.add(std::make_shared<LedgerStage>(o));
     }

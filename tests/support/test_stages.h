@@ -33,6 +33,7 @@ public:
         std::string resource_kind;     // "" = none; "bmc" uses the node's BMC URL
         std::string probe;             // "" = none; else counts applies at once across processes
         std::string exclusive;         // "" = none; else each apply holds this name (hold_exclusive)
+        std::string gate;              // "" = none; else each apply waits until this file exists
     };
     explicit LedgerStage(Options o) : o_(std::move(o)) {}
 
@@ -158,7 +159,8 @@ private:
 // configured from KILN_TEST_LEDGER, KILN_TEST_ACTIONS, KILN_TEST_KILL_AT,
 // KILN_TEST_KILL_PHASE (before|after), KILN_TEST_INTERRUPT_AT,
 // KILN_TEST_SLEEP_MS, KILN_TEST_PROBE (a file counting concurrent applies),
-// KILN_TEST_EXCLUSIVE (a name every apply holds exclusively);
+// KILN_TEST_EXCLUSIVE (a name every apply holds exclusively),
+// KILN_TEST_GATE (a file every apply waits for, up to two minutes);
 // and a parking stage t-park waiting KILN_TEST_PARK_MS (default 1000).
 void register_driver_stages(engine::StageRegistry& registry);
 
