@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "firmware/bmc/firmware_image.h"
+#include "provisioner/net/mhd_event_loop.h"
 
 namespace kiln::bmc {
 
@@ -206,6 +207,7 @@ MhdDaemon& MhdDaemon::operator=(MhdDaemon&& other) noexcept {
 }
 
 BmcServer::~BmcServer() {
+    if (loop_ && daemon_.get()) loop_->remove(daemon_.get());
     daemon_ = MhdDaemon();
 }
 
@@ -225,7 +227,7 @@ Result<std::unique_ptr<BmcServer>> BmcServer::start(const BmcServerConfig& confi
     }
 
     // AUTO picks epoll or poll: select() would cap a many-BMC process at 1024 fds.
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    unsigned flags = config.loop ? net::MhdEventLoop::daemon_flags() : MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
         if (config.tls_cert_file.empty() || config.tls_key_file.empty()) {
             return make_error("bmc", "tls_unreadable", "HTTPS needs both a certificate and a key");
@@ -258,6 +260,12 @@ Result<std::unique_ptr<BmcServer>> BmcServer::start(const BmcServerConfig& confi
                               (server->tls_ ? " with TLS (check the certificate and key)" : " (port in use?)"));
     }
     server->daemon_ = MhdDaemon(d);
+    if (config.loop) {
+        if (auto added = config.loop->add(d); !added)
+            return make_error("bmc", "listen_failed", "cannot serve " + config.bind_address + ":" +
+                                                          std::to_string(config.port) + ": " + added.error().message);
+        server->loop_ = config.loop;
+    }
 
     // The kernel's choice when port 0 was asked for.
     const MHD_DaemonInfo* info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);

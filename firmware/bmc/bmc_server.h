@@ -22,6 +22,10 @@
 
 struct MHD_Daemon;
 
+namespace kiln::net {
+class MhdEventLoop;
+}
+
 namespace kiln::bmc {
 
 struct BmcServerConfig {
@@ -30,6 +34,10 @@ struct BmcServerConfig {
     std::string tls_cert_file;               // PEM; both set: HTTPS
     std::string tls_key_file;                // PEM
     unsigned connection_timeout_s = 60;
+    // Null: the daemon has a thread of its own. Else one of this loop's
+    // threads serves it, with other daemons (many BMCs in one process);
+    // the loop must outlive the server.
+    net::MhdEventLoop* loop = nullptr;
 };
 
 // Owns an MHD_Daemon; stopping it joins its thread. Move-only.
@@ -66,6 +74,7 @@ private:
     bool tls_ = false;
     std::string bind_;
     uint16_t port_ = 0;
+    net::MhdEventLoop* loop_ = nullptr;
     MhdDaemon daemon_;
 };
 

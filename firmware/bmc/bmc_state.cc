@@ -166,13 +166,13 @@ std::string canonical_dir(const std::string& dir) {
 
 }  // namespace
 
-BmcState::BmcState(const MockupTree& tree, BmcConfig config)
+BmcState::BmcState(const BmcTemplate& base, BmcConfig config)
     : config_(std::move(config)),
-      mockup_(canonical_dir(tree.dir)),
-      store_(tree),
-      sessions_(config_.session_limit, session_timeout(tree, config_), config_.clock),
+      mockup_(canonical_dir(base.tree.dir)),
+      store_(base.store),
+      sessions_(config_.session_limit, session_timeout(base.tree, config_), config_.clock),
       faults_(config_.faults) {
-    sessions_uri_ = sessions_link(tree);
+    sessions_uri_ = sessions_link(base.tree);
     if (!sessions_uri_.empty()) {
         if (auto canon = store_.resolve(sessions_uri_)) sessions_uri_ = *canon;
         // The captured sessions belong to someone else's BMC: their tokens
@@ -190,13 +190,23 @@ BmcState::BmcState(const MockupTree& tree, BmcConfig config)
     }
 }
 
-Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& captured, BmcConfig config) {
+std::shared_ptr<const BmcTemplate> BmcState::prepare(const MockupTree& captured, std::optional<VendorMode> vendor) {
     // The tree as the vendor serves it (vendor_mode.h).
-    const VendorMode vendor = config.vendor.value_or(infer_vendor_mode(captured));
+    const VendorMode mode = vendor.value_or(infer_vendor_mode(captured));
     MockupTree tree = captured;
-    shape_tree(tree, vendor);
-    config.vendor = vendor;
-    std::unique_ptr<BmcState> state(new BmcState(tree, std::move(config)));
+    shape_tree(tree, mode);
+    ResourceStore store(tree);
+    return std::make_shared<const BmcTemplate>(BmcTemplate{std::move(tree), std::move(store), mode});
+}
+
+Result<std::unique_ptr<BmcState>> BmcState::open(const MockupTree& captured, BmcConfig config) {
+    const auto base = prepare(captured, config.vendor);
+    return open(*base, std::move(config));
+}
+
+Result<std::unique_ptr<BmcState>> BmcState::open(const BmcTemplate& base, BmcConfig config) {
+    config.vendor = base.vendor;
+    std::unique_ptr<BmcState> state(new BmcState(base, std::move(config)));
     if (!state->config_.state_file.empty()) {
         auto snap = load_state_file(state->config_.state_file);
         if (!snap) return snap.error();

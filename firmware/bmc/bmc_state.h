@@ -60,10 +60,23 @@ struct BmcConfig {
     std::optional<VendorMode> vendor;
 };
 
+// The mockup as one vendor serves it, indexed: what every BMC of a process
+// starts from, built once. BMCs share its bodies until they change one
+// (a process serving 5,000 BMCs held 5.5 GB when each copied the tree).
+struct BmcTemplate {
+    MockupTree tree;  // shaped (vendor_mode.h)
+    ResourceStore store;
+    VendorMode vendor = VendorMode::Generic;
+};
+
 class BmcState {
 public:
-    // Loads the state file over the tree when it exists. Errors: a broken
-    // state file, or one written over another mockup, is refused.
+    // `vendor` unset: read from the tree.
+    static std::shared_ptr<const BmcTemplate> prepare(const MockupTree& captured, std::optional<VendorMode> vendor);
+    // Loads the state file over the template when it exists. Errors: a
+    // broken state file, or one written over another mockup, is refused.
+    // config.vendor is the template's.
+    static Result<std::unique_ptr<BmcState>> open(const BmcTemplate& base, BmcConfig config);
     static Result<std::unique_ptr<BmcState>> open(const MockupTree& tree, BmcConfig config);
     ~BmcState();
 
@@ -91,7 +104,7 @@ public:
     const std::string& sessions_uri() const { return sessions_uri_; }
 
 private:
-    BmcState(const MockupTree& tree, BmcConfig config);
+    BmcState(const BmcTemplate& base, BmcConfig config);
 
     BmcResponse dispatch(const BmcRequest& request, const std::string& uri);
     std::optional<BmcResponse> authenticate(const BmcRequest& request, const std::string& uri);

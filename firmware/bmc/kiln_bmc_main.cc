@@ -2,6 +2,7 @@
 // one port each, until SIGINT or SIGTERM. Prints "bmc <i>: <url> (...)" per
 // BMC once its port is listening, so scripts and tests can wait on it.
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -19,12 +20,38 @@
 #include "provisioner/core/host_port.h"
 #include "firmware/bmc/tls_certificate.h"
 #include "provisioner/core/secret.h"
+#include "provisioner/net/mhd_event_loop.h"
 
 namespace {
 
 int fail(const std::string& message) {
     std::cerr << "kiln-bmc: " << message << std::endl;
     return 1;
+}
+
+// BMCs one process serves; a thread serves up to kDefaultMaxThreads of them
+// each on its own thread, then they share (provisioner/net/mhd_event_loop.h).
+constexpr int kMaxBmcs = 10000;
+constexpr int kDefaultMaxThreads = 64;
+
+// Each BMC holds a listening socket and MHD's epoll descriptor, plus its
+// clients' connections: raise the soft limit to the hard one, and refuse a
+// count the hard limit cannot cover rather than fail at BMC 1,000-odd.
+kiln::Status raise_open_files(int count) {
+    const rlim_t needed = static_cast<rlim_t>(count) * 3 + 64;  // listener, epoll, one client
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return kiln::ok_status();
+    if (lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &lim);
+        (void)getrlimit(RLIMIT_NOFILE, &lim);
+    }
+    if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
+        return kiln::make_error("bmc", "open_files",
+                                "--bmc-count " + std::to_string(count) + " needs about " + std::to_string(needed) +
+                                    " open files and the limit is " + std::to_string(lim.rlim_cur) +
+                                    " (ulimit -Hn): serve fewer BMCs per process");
+    return kiln::ok_status();
 }
 
 }  // namespace
@@ -35,6 +62,7 @@ int main(int argc, char** argv) {
     std::string user = "admin", password_env = "KILN_BMC_PASSWORD";
     int port = -1;
     int count = 1;
+    int threads = 0;
     size_t session_limit = 8;
     std::string listen, state_file, spool_dir, image_ca;
     double task_seconds = 5, restart_seconds = 1, image_timeout = 300;
@@ -76,7 +104,11 @@ int main(int argc, char** argv) {
         ->delimiter(',');
     app.add_option("--libvirt-domain", libvirt_domain, "power and Reset act on this libvirt domain");
     app.add_option("--libvirt-uri", libvirt_uri, "libvirt connection URI for --libvirt-domain");
-    app.add_option("--bmc-count", count, "how many BMCs to serve")->check(CLI::Range(1, 1024));
+    app.add_option("--bmc-count", count, "how many BMCs to serve")->check(CLI::Range(1, kMaxBmcs));
+    app.add_option("--threads", threads,
+                   "threads serving the BMCs (default: one per BMC up to 64); a BMC shares its thread with others "
+                   "past that, so a --fault-latency-ms request holds those too")
+        ->check(CLI::Range(1, 1024));
     app.add_option("--state-dir", state_dir, "keep each BMC's state in DIR/bmc-<i>.json (default: memory only)");
     app.add_option("--tls-cert", tls_cert, "certificate PEM: serve HTTPS")->check(CLI::ExistingFile);
     app.add_option("--tls-key", tls_key, "private key PEM for --tls-cert")->check(CLI::ExistingFile);
@@ -151,6 +183,13 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
+    if (auto files = raise_open_files(count); !files) return fail(files.error().message);
+    auto loop = kiln::net::MhdEventLoop::start(threads > 0 ? threads : std::min(count, kDefaultMaxThreads));
+    if (!loop) return fail(loop.error().message);
+
+    // One template for every BMC: they share the tree's bodies.
+    const auto base = kiln::bmc::BmcState::prepare(
+        *tree, vendor.empty() ? std::nullopt : kiln::bmc::vendor_mode_from_name(vendor));
     std::vector<std::unique_ptr<kiln::bmc::BmcState>> states;
     std::vector<std::unique_ptr<kiln::bmc::BmcServer>> servers;
     for (int i = 0; i < count; ++i) {
@@ -171,8 +210,7 @@ int main(int argc, char** argv) {
             config.faults = faults;
         }
         config.power = power;
-        if (!vendor.empty()) config.vendor = kiln::bmc::vendor_mode_from_name(vendor);
-        auto state = kiln::bmc::BmcState::open(*tree, config);
+        auto state = kiln::bmc::BmcState::open(*base, config);
         if (!state) return fail("bmc " + std::to_string(i) + ": " + state.error().message);
 
         kiln::bmc::BmcServerConfig server_config;
@@ -180,6 +218,7 @@ int main(int argc, char** argv) {
         server_config.port = static_cast<uint16_t>(port == 0 ? 0 : port + i);
         server_config.tls_cert_file = tls_cert;
         server_config.tls_key_file = tls_key;
+        server_config.loop = loop->get();
         auto server = kiln::bmc::BmcServer::start(server_config, **state);
         if (!server) return fail("bmc " + std::to_string(i) + ": " + server.error().message);
 

@@ -9,15 +9,17 @@ std::string content_etag(const nlohmann::json& body) {
     return "\"" + sha256_hex(text).substr(0, 16) + "\"";
 }
 
-ResourceStore::ResourceStore(const MockupTree& tree) : documents_(tree.documents) {
-    for (const auto& [uri, body] : tree.resources) {
+ResourceStore::ResourceStore(const MockupTree& tree)
+    : documents_(std::make_shared<const std::map<std::string, std::string>>(tree.documents)) {
+    for (const auto& [uri, captured] : tree.resources) {
         Resource r;
-        r.body = body;
-        if (r.body.contains("@odata.etag")) {
+        nlohmann::json body = captured;
+        if (body.contains("@odata.etag")) {
             r.odata_etag = true;
-            r.body.erase("@odata.etag");
+            body.erase("@odata.etag");
         }
-        r.etag = content_etag(r.body);
+        r.etag = content_etag(body);
+        r.body = std::make_shared<const nlohmann::json>(std::move(body));
         resources_.emplace(uri, std::move(r));
         index(uri);
     }
@@ -37,15 +39,15 @@ std::optional<std::string> ResourceStore::resolve(const std::string& uri) const 
 
 std::optional<std::string> ResourceStore::resolve_document(const std::string& uri) const {
     const std::string n = normalize_uri(uri);
-    if (documents_.count(n)) return n;
-    for (const auto& [key, text] : documents_) {
+    if (documents_->count(n)) return n;
+    for (const auto& [key, text] : *documents_) {
         if (lower_ascii(key) == lower_ascii(n)) return key;
     }
     return std::nullopt;
 }
 
 const nlohmann::json& ResourceStore::body(const std::string& uri) const {
-    return resources_.at(uri).body;
+    return *resources_.at(uri).body;
 }
 
 const std::string& ResourceStore::etag(const std::string& uri) const {
@@ -54,13 +56,13 @@ const std::string& ResourceStore::etag(const std::string& uri) const {
 
 nlohmann::json ResourceStore::view(const std::string& uri) const {
     const Resource& r = resources_.at(uri);
-    nlohmann::json out = r.body;
+    nlohmann::json out = *r.body;
     if (r.odata_etag) out["@odata.etag"] = r.etag;
     return out;
 }
 
 const std::string& ResourceStore::document(const std::string& uri) const {
-    return documents_.at(uri);
+    return documents_->at(uri);
 }
 
 void ResourceStore::replace(const std::string& uri, nlohmann::json body) {
@@ -70,8 +72,8 @@ void ResourceStore::replace(const std::string& uri, nlohmann::json body) {
         index(uri);
     }
     body.erase("@odata.etag");
-    it->second.body = std::move(body);
-    it->second.etag = content_etag(it->second.body);
+    it->second.etag = content_etag(body);
+    it->second.body = std::make_shared<const nlohmann::json>(std::move(body));
     changed_.insert(uri);
 }
 
@@ -89,7 +91,7 @@ void ResourceStore::erase(const std::string& uri) {
 
 std::map<std::string, nlohmann::json> ResourceStore::changed() const {
     std::map<std::string, nlohmann::json> out;
-    for (const auto& uri : changed_) out[uri] = resources_.at(uri).body;
+    for (const auto& uri : changed_) out[uri] = *resources_.at(uri).body;
     return out;
 }
 

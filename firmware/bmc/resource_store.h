@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -45,8 +46,11 @@ public:
     std::set<std::string> uris() const;
 
 private:
+    // Bodies are shared between copies of a store until one replaces its
+    // own: a process serving thousands of BMCs from one mockup holds each
+    // body once (BmcState::prepare copies one store for every BMC).
     struct Resource {
-        nlohmann::json body;  // without @odata.etag
+        std::shared_ptr<const nlohmann::json> body;  // without @odata.etag
         std::string etag;
         bool odata_etag = false;  // the mockup's body carried @odata.etag
     };
@@ -54,7 +58,7 @@ private:
 
     std::map<std::string, Resource> resources_;
     std::map<std::string, std::string> by_lower_;  // lower-case URI -> canonical
-    std::map<std::string, std::string> documents_;
+    std::shared_ptr<const std::map<std::string, std::string>> documents_;
     std::set<std::string> changed_;
 };
 

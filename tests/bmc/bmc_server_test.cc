@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include "tests/bmc/bmc_test_util.h"
 
 using namespace kiln::bmc;
@@ -234,6 +236,77 @@ TEST_CASE("kiln-bmc serves several BMCs on consecutive ports") {
         }
     }
     CHECK(up);
+}
+
+namespace {
+
+// The threads of a process, from /proc (0 when unreadable).
+int thread_count(pid_t pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    return 0;
+}
+
+// The status code of GET /redfish/v1 on "http://127.0.0.1:PORT" over a
+// plain socket (a python probe per BMC would take minutes at 2,000).
+int service_root_status(const std::string& url) {
+    const auto colon = url.rfind(':');
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(url.substr(colon + 1))));
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{10, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        close(s);
+        return -1;
+    }
+    const std::string req = "GET /redfish/v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    (void)!write(s, req.data(), req.size());
+    char buf[64] = {};
+    const ssize_t n = read(s, buf, sizeof buf - 1);
+    close(s);
+    if (n < 12) return -1;
+    return std::atoi(buf + 9);  // "HTTP/1.1 200 OK"
+}
+
+}  // namespace
+
+TEST_CASE("kiln-bmc serves 2,000 BMCs from a bounded set of threads, each its own BMC") {
+    BmcChild child;
+    const int count = 2000;
+    REQUIRE(child.start({"--mockup", test::mockup_path("dmtf-public-rackmount1"), "--port", "0", "--bmc-count",
+                         std::to_string(count)},
+                        kEnv, count));
+    REQUIRE(child.urls().size() == static_cast<size_t>(count));
+    // One loop thread per BMC up to 64, then shared (was: a thread each).
+    const int threads = thread_count(child.pid());
+    INFO("threads " << threads);
+    CHECK(threads >= 2);
+    CHECK(threads <= 64 + 4);
+    int answered = 0;
+    for (const auto& url : child.urls()) answered += service_root_status(url) == 200;
+    CHECK(answered == count);
+    // The BMCs share the mockup's bodies until one changes its own.
+    const json basic = {{"Authorization", test::basic_auth("admin", test::kPassword)}};
+    auto patched = test::probe(child.urls().back(), json::array({{{"method", "PATCH"},
+                                                                  {"path", "/redfish/v1/Systems/437XR1138R2"},
+                                                                  {"headers", basic},
+                                                                  {"body", {{"AssetTag", "only-the-last"}}}},
+                                                                 {{"method", "GET"},
+                                                                  {"path", "/redfish/v1/Systems/437XR1138R2"},
+                                                                  {"headers", basic}}}));
+    CHECK(patched[0]["status"] == 200);
+    CHECK(patched[1]["body"]["AssetTag"] == "only-the-last");
+    auto first = test::probe(child.urls().front(), json::array({{{"method", "GET"},
+                                                                 {"path", "/redfish/v1/Systems/437XR1138R2"},
+                                                                 {"headers", basic}}}));
+    CHECK(first[0]["body"]["AssetTag"] == "Chicago-45Z-2381");
+    CHECK(thread_count(child.pid()) <= 64 + 4);
+    CHECK(child.stop() == 0);
 }
 
 TEST_CASE("kiln-bmc refuses to start without its password variable") {

@@ -58,6 +58,7 @@ public:
     // SIGTERM, then wait; returns the exit code (-signal when killed).
     int stop();
 
+    pid_t pid() const { return pid_; }
     const std::vector<std::string>& urls() const { return urls_; }
     const std::string& url() const { return urls_.at(0); }
     std::string host_port(size_t i = 0) const;  // "127.0.0.1:43121"

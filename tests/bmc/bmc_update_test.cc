@@ -132,6 +132,36 @@ TEST_CASE("firmware image header names component and version") {
     CHECK(parse_image_header("KILN-FW\tBIOS 1\n").error().code == "image_not_kiln");
 }
 
+TEST_CASE("a copied resource store shares bodies until one side replaces its own") {
+    ResourceStore base(test::mockup(kDmtf));
+    const std::string uri = "/redfish/v1/Systems/437XR1138R2";
+    const std::string etag = base.etag(uri);
+    ResourceStore copy = base;
+    CHECK(&copy.body(uri) == &base.body(uri));  // one body, not two
+    json changed = copy.body(uri);
+    changed["AssetTag"] = "copy-only";
+    copy.replace(uri, changed);
+    CHECK(copy.body(uri)["AssetTag"] == "copy-only");
+    CHECK(base.body(uri)["AssetTag"] == "Chicago-45Z-2381");
+    CHECK(base.etag(uri) == etag);
+    CHECK(copy.etag(uri) != etag);
+    CHECK(base.changed().empty());
+    CHECK(copy.changed().count(uri) == 1);
+    // Two BMCs opened from one template are two BMCs.
+    const auto tmpl = BmcState::prepare(test::mockup(kDmtf), std::nullopt);
+    BmcConfig config;
+    config.password = "pw";
+    auto a = BmcState::open(*tmpl, config);
+    auto b = BmcState::open(*tmpl, config);
+    REQUIRE(a);
+    REQUIRE(b);
+    const HeaderMap basic = {{"Authorization", test::basic_auth("admin", "pw")}};
+    auto patched = (*a)->handle(request("PATCH", uri, R"({"AssetTag": "only-a"})", basic));
+    CHECK(patched.status == 200);
+    CHECK(body_of((*a)->handle(request("GET", uri, "", basic)))["AssetTag"] == "only-a");
+    CHECK(body_of((*b)->handle(request("GET", uri, "", basic)))["AssetTag"] == "Chicago-45Z-2381");
+}
+
 TEST_CASE("firmware inventory members are classed as BIOS, BMC or NIC in both mockups") {
     ResourceStore dmtf(test::mockup(kDmtf));
     CHECK(component_class(dmtf.body("/redfish/v1/UpdateService/FirmwareInventory/BIOS")) == "bios");
