@@ -17,6 +17,8 @@
 #include "provisioner/engine/parking_lot.h"
 #include "provisioner/engine/worker_pool.h"
 #include "provisioner/journal/sqlite_store.h"
+#include "tests/support/child.h"
+#include "tests/support/cli_fleet.h"
 #include "tests/support/fleet_builder.h"
 #include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
@@ -66,11 +68,13 @@ private:
     std::thread thread_;
 };
 
-bool open_files_cover(int in_flight) {
-    rlimit lim{};
-    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return false;
-    return lim.rlim_max == RLIM_INFINITY ||
-           static_cast<long>(lim.rlim_max) >= kiln::engine::open_files_needed(in_flight);
+// The threads of process `pid`, from /proc (0 when it has ended).
+int thread_count_of(int pid) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    return 0;
 }
 
 struct Harness {
@@ -163,10 +167,6 @@ TEST_CASE("worker pool: a blocking region lets another thread take queued work",
 TEST_CASE("engine: 2000 nodes parked 5 s each at parallel 2000 run on a pool bounded by the cores",
           "[engine][parking]") {
     const int nodes = 2000;
-    if (!open_files_cover(nodes)) {
-        kiln::test::report_skipped("the hard open-file limit cannot cover 2000 nodes in flight");
-        return;
-    }
     Harness h(5000);
     auto fleet = kiln::test::make_fleet(nodes, 4, {"t-park"}, limits(nodes));
     const int before = thread_count();
@@ -215,10 +215,6 @@ TEST_CASE("engine: a parked wait past its stage deadline ends with the stage's t
 TEST_CASE("engine: a soft stop during 1000 parked waits ends them and records where each stopped",
           "[engine][parking][stop]") {
     const int nodes = 1000;
-    if (!open_files_cover(nodes)) {
-        kiln::test::report_skipped("the hard open-file limit cannot cover 1000 nodes in flight");
-        return;
-    }
     Harness h(120000);
     auto fleet = kiln::test::make_fleet(nodes, 4, {"t-park"}, limits(nodes));
     // Stop once every node is parked (bounded: a run that never parks them
@@ -274,28 +270,47 @@ TEST_CASE("engine: waits that hold their thread still all run, on threads up to 
     REQUIRE(h.ledger().size() == static_cast<size_t>(2 * nodes));
 }
 
-TEST_CASE("engine: the open-file limit is checked against parallel before a run starts", "[engine][parking]") {
-    rlimit saved{};
-    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
-    if (saved.rlim_max == RLIM_INFINITY || saved.rlim_max > 1000000) {
-        kiln::test::report_skipped("the hard open-file limit is too high to run out of");
-        return;
+TEST_CASE("engine: the open-file limit bounds the threads, not the nodes in flight", "[engine][parking]") {
+    using kiln::engine::threads_for_open_files;
+    CHECK(threads_for_open_files(300) == (300 - kiln::engine::kFilesBase) / kiln::engine::kFilesPerThread);
+    CHECK(threads_for_open_files(kiln::engine::kFilesBase) == 0);
+    CHECK(threads_for_open_files(10) == 0);
+
+    // 200 nodes in flight whose stages block (ctx.wait_for grows the pool),
+    // under an open-file limit of 300: 59 threads' worth. Before, the run
+    // was refused (200 nodes x 4 + 64 files); unbounded, the pool would
+    // grow towards 200 threads.
+    TempDir dir;
+    const int nodes = 200;
+    const auto fleet = kiln::test::write_cli_fleet(dir, nodes, "parallel = 200");
+    const auto ledger = dir.file("ledger");
+    const std::map<std::string, std::string> env = {
+        {"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_ACTIONS", "1"}, {"KILN_TEST_SLEEP_MS", "300"}};
+    kiln::test::RunningChild run({"/usr/bin/prlimit", "--nofile=300:300", KILN_TEST_DRIVER, "apply", fleet}, env,
+                                 dir.file("apply"));
+    int peak = 0;
+    while (!run.ended()) {
+        peak = std::max(peak, thread_count_of(run.pid()));
+        std::this_thread::sleep_for(20ms);
     }
-    const int nodes = static_cast<int>(saved.rlim_max / kiln::engine::kFilesPerNode) + 10;
-    Harness h(10);
-    auto fleet = kiln::test::make_fleet(nodes, 1, {"t-park"}, limits(nodes));
-    Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
-    auto r = e.run({});
-    REQUIRE_FALSE(r.ok());
-    REQUIRE(r.error().code == "limits.open_files");
-    REQUIRE(r.error().message.find("lower parallel") != std::string::npos);
-    // Nothing ran, nothing was journaled.
-    REQUIRE(h.ledger().empty());
-    auto runs = h.store->runs(10);
-    REQUIRE(runs.ok());
-    REQUIRE(runs->empty());
-    // The soft limit was raised to the hard one.
-    rlimit now{};
-    REQUIRE(::getrlimit(RLIMIT_NOFILE, &now) == 0);
-    REQUIRE(now.rlim_cur == saved.rlim_max);
+    bool timed_out = false;
+    auto r = run.wait(300, &timed_out);
+    INFO(r.out << r.err << "peak threads " << peak);
+    REQUIRE_FALSE(timed_out);
+    REQUIRE(r.exit_code == 0);
+    // Every node's four stages, one side effect each.
+    auto done = LedgerStage::read_ledger(ledger);
+    REQUIRE(done.size() == static_cast<size_t>(nodes * 4));
+    for (const auto& [line, count] : done) REQUIRE(count == 1);
+    // The pool's 59, and the run's own few (main, stop watcher, supervisor).
+    CHECK(peak > kiln::engine::WorkerPool::default_core());
+    CHECK(peak <= threads_for_open_files(300) + 8);
+
+    // A limit that covers not even the pool's core refuses the run before
+    // anything is journaled.
+    auto refused = kiln::test::run_child({"/usr/bin/prlimit", "--nofile=70:70", KILN_TEST_DRIVER, "apply", fleet}, env);
+    INFO(refused.out << refused.err);
+    CHECK(refused.exit_code != 0);
+    CHECK(refused.err.find("open-file limit (RLIMIT_NOFILE) is 70") != std::string::npos);
+    CHECK(refused.err.find("fleet.toml") != std::string::npos);
 }

@@ -386,14 +386,14 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     if (!sel) return sel.error();
     const auto& selection = *sel;
     if (auto s = check_implemented(selection); !s) return s.error();
-    // `parallel` bounds nodes in flight, not threads: the open-file limit
-    // must cover them (each holds connections while it waits).
+    // `parallel` bounds nodes in flight, not threads; the open-file limit
+    // bounds the threads (open_files.h): a parked node holds no descriptor.
     const int in_flight = std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(selection.size())));
-    if (auto s = raise_open_file_limit(
-            in_flight, fmt::format("limits.parallel = {} in {}", fleet_.limits.parallel,
-                                   fleet_.limits.pos.line > 0 ? fleet_.limits.pos.str() : fleet_.path));
-        !s)
-        return s.error();
+    const int core_threads = std::min(WorkerPool::default_core(), in_flight);
+    auto max_threads = raise_open_file_limit(
+        in_flight, core_threads,
+        fmt::format("[limits] in {}", fleet_.limits.pos.line > 0 ? fleet_.limits.pos.str() : fleet_.path));
+    if (!max_threads) return max_threads.error();
     const StageRegistry::RunScope scope(registry_, fleet_);
 
     // Everything is validated: from here on the run is journaled.
@@ -865,7 +865,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     {
         // Threads for the cores; `parallel` bounds nodes in flight, parked
         // ones included (they keep their scheduler slots).
-        WorkerPool pool(std::min(WorkerPool::default_core(), in_flight), in_flight);
+        WorkerPool pool(core_threads, *max_threads);
         std::unique_lock<std::mutex> lock(mu);
         bool stop_announced = false;
         auto submit = [&](size_t i) {

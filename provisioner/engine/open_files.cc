@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -9,9 +10,9 @@
 
 namespace kiln::engine {
 
-long open_files_needed(int in_flight) { return kFilesBase + kFilesPerNode * static_cast<long>(in_flight); }
+long threads_for_open_files(long limit) { return std::max(0L, (limit - kFilesBase) / kFilesPerThread); }
 
-Status raise_open_file_limit(int in_flight, const std::string& where) {
+Result<int> raise_open_file_limit(int in_flight, int core, const std::string& where) {
     rlimit lim{};
     if (::getrlimit(RLIMIT_NOFILE, &lim) != 0)
         return make_error("engine", "limits.open_files",
@@ -21,14 +22,16 @@ Status raise_open_file_limit(int in_flight, const std::string& where) {
         raised.rlim_cur = lim.rlim_max;
         if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
     }
-    const long needed = open_files_needed(in_flight);
-    if (lim.rlim_cur != RLIM_INFINITY && static_cast<long>(lim.rlim_cur) < needed)
+    if (lim.rlim_cur == RLIM_INFINITY) return in_flight;
+    const long limit = static_cast<long>(lim.rlim_cur);
+    const long covered = threads_for_open_files(limit);
+    const int needed = std::min(in_flight, core);
+    if (covered < needed)
         return make_error("engine", "limits.open_files",
-                          fmt::format("{} nodes in flight need about {} open files, but the hard open-file limit "
-                                      "(RLIMIT_NOFILE) is {}: raise it (ulimit -Hn, systemd LimitNOFILE=) or lower "
-                                      "parallel ({})",
-                                      in_flight, needed, static_cast<long>(lim.rlim_cur), where));
-    return ok_status();
+                          fmt::format("the open-file limit (RLIMIT_NOFILE) is {}, and a run needs at least {} for "
+                                      "{} worker threads: raise it (ulimit -Hn, systemd LimitNOFILE=) ({})",
+                                      limit, kFilesBase + kFilesPerThread * needed, needed, where));
+    return static_cast<int>(std::min<long>(in_flight, covered));
 }
 
 }  // namespace kiln::engine

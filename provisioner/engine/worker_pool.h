@@ -7,8 +7,8 @@
 //   - a supervisor adds one thread per tick while work is queued, no thread
 //     is idle and no task finished since the previous tick (a stage blocking
 //     somewhere the pool cannot see), so such waits cannot starve the run.
-// Never more than `max` threads (the engine passes limits.parallel), which
-// is the old fixed size: a stage that blocks everywhere behaves as before.
+// Never more than `max` threads: the engine passes limits.parallel, or
+// fewer when the open-file limit covers fewer threads (open_files.h).
 // Threads are started on demand and joined on destruction after the queue
 // drains.
 #pragma once
