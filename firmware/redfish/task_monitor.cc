@@ -160,7 +160,7 @@ Status TaskPoll::step(Client& client) {
             done_ = true;
             return ok_status();
         }
-        next_ = retry_after(*r, options_.poll_interval, options_.max_poll_interval);
+        next_ = paced(retry_after(*r, options_.poll_interval, options_.max_poll_interval), percent_of(r->body));
         return ok_status();
     }
     if (r->status >= 500 || r->status == 429 || r->status == 401) {
@@ -202,7 +202,7 @@ Status TaskPoll::step(Client& client) {
         return ok_status();
     }
     if (phase == TaskPhase::Running) {
-        next_ = retry_after(*r, options_.poll_interval, options_.max_poll_interval);
+        next_ = paced(retry_after(*r, options_.poll_interval, options_.max_poll_interval), percent_of(r->body));
         return ok_status();
     }
     result_.messages = messages_of(r->body);
@@ -216,13 +216,30 @@ Status TaskPoll::step(Client& client) {
                                   result_.messages.empty() ? "" : ": " + join(result_.messages)));
 }
 
+milliseconds TaskPoll::paced(milliseconds floor, int percent) {
+    if (percent <= 0 || percent >= 100) return floor;
+    const auto now = options_.now ? options_.now() : Clock::now();
+    if (first_percent_ < 0) {
+        first_percent_ = percent;
+        first_seen_ = now;
+        return floor;
+    }
+    const double gained = percent - first_percent_;
+    const double seconds = std::chrono::duration<double>(now - first_seen_).count();
+    if (gained <= 0 || seconds <= 0) return floor;  // no rate yet (or it went back)
+    const double left_s = (100 - percent) * seconds / gained;
+    const auto half = milliseconds(static_cast<int64_t>(left_s * 500));
+    return std::clamp(half, floor, std::max(floor, options_.max_poll_interval));
+}
+
 json TaskPoll::save() const {
     const auto since = [](Clock::time_point t) {
         return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
     };
     return json{{"monitor", result_.monitor}, {"state", result_.state},       {"status", result_.status},
                 {"messages", result_.messages}, {"polls", result_.polls},     {"final_body", result_.final_body},
-                {"deadline_ms", since(deadline_)}, {"last_error", last_error_}, {"done", done_}};
+                {"deadline_ms", since(deadline_)}, {"last_error", last_error_}, {"done", done_},
+                {"first_percent", first_percent_}, {"first_seen_ms", since(first_seen_)}};
 }
 
 Result<TaskPoll> TaskPoll::restore(const json& saved, const TaskOptions& options) {
@@ -236,6 +253,9 @@ Result<TaskPoll> TaskPoll::restore(const json& saved, const TaskOptions& options
         p.deadline_ = Clock::time_point(milliseconds(saved.at("deadline_ms").get<int64_t>()));
         p.last_error_ = saved.at("last_error").get<std::string>();
         p.done_ = saved.at("done").get<bool>();
+        // Older saved polls (a resume across an upgrade) lack the pacing.
+        p.first_percent_ = saved.value("first_percent", -1);
+        p.first_seen_ = Clock::time_point(milliseconds(saved.value("first_seen_ms", int64_t{0})));
         return p;
     } catch (const json::exception& e) {
         return make_error("redfish", "redfish.resume", std::string("task poll state unreadable: ") + e.what());

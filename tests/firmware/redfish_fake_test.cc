@@ -322,6 +322,67 @@ TEST_CASE("a task is followed through 202s a BMC restart and a re-login to its e
     CHECK(bmc.count("POST", "/redfish/v1/SessionService/Sessions") == 2);
 }
 
+TEST_CASE("a running task is polled by its PercentComplete, not every Retry-After, and its end is still seen") {
+    // A 60 s task that asks for a poll every second, on a clock the test
+    // moves by each wait the poll asks for.
+    FakeBmc bmc;
+    bmc.minimal_tree();
+    const std::string monitor = "/redfish/v1/TaskService/Tasks/9/Monitor";
+    auto t = milliseconds(0);
+    const auto task = milliseconds(60000);
+    bmc.hook = [&](const net::HttpRequest&, const std::string& path) {
+        if (path != monitor) return;
+        if (t >= task) {
+            bmc.on("GET", monitor, json_reply({{"TaskState", "Completed"}, {"TaskStatus", "OK"}}));
+            return;
+        }
+        const int percent = static_cast<int>(100 * t.count() / task.count());
+        bmc.on("GET", monitor,
+               json_reply({{"TaskState", percent < 10 ? "New" : "Running"}, {"PercentComplete", percent < 10 ? 0 : percent}},
+                          202, {{"Retry-After", "1"}}));
+    };
+    Waits waits;
+    Client c(std::make_shared<BmcSession>(bmc, endpoint()), waits.waiter());
+    TaskOptions opts;
+    opts.now = [&] { return std::chrono::steady_clock::time_point(t); };
+    auto poll = TaskPoll::of_uri(monitor, opts);
+    std::vector<milliseconds> waited;
+    while (!poll.done()) {
+        t += poll.wait();
+        waited.push_back(poll.wait());
+        REQUIRE(poll.step(c));
+        REQUIRE(poll.result().polls < 100);
+    }
+    INFO("polls " << poll.result().polls << ", ended seen at " << t.count() << " ms");
+    CHECK(poll.result().state == "Completed");
+    // Every second would have been 61 polls.
+    CHECK(poll.result().polls <= 20);
+    // Seen within one Retry-After of its end, and no wait shorter than it.
+    CHECK(t <= task + milliseconds(1000));
+    for (size_t i = 1; i < waited.size(); ++i) CHECK(waited[i] >= milliseconds(1000));
+    for (auto w : waited) CHECK(w <= opts.max_poll_interval);
+
+    // A task whose PercentComplete stops moving is still polled, at most
+    // max_poll_interval apart.
+    t = milliseconds(0);
+    bmc.hook = [&](const net::HttpRequest&, const std::string& path) {
+        if (path != monitor) return;
+        const int percent = t < milliseconds(20000) ? static_cast<int>(t.count() / 400) : 50;
+        bmc.on("GET", monitor,
+               json_reply({{"TaskState", "Running"}, {"PercentComplete", std::max(1, percent)}}, 202,
+                          {{"Retry-After", "1"}}));
+    };
+    auto stuck = TaskPoll::of_uri(monitor, opts);
+    int polls = 0;
+    while (t < milliseconds(600000)) {
+        t += stuck.wait();
+        CHECK(stuck.wait() <= opts.max_poll_interval);
+        REQUIRE(stuck.step(c));
+        ++polls;
+    }
+    CHECK(polls >= 600 / 30);
+}
+
 TEST_CASE("a task Completed with Critical status or ending in Exception is a failure with its messages") {
     FakeBmc bmc;
     bmc.minimal_tree();
