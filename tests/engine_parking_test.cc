@@ -20,6 +20,7 @@
 #include "tests/support/child.h"
 #include "tests/support/cli_fleet.h"
 #include "tests/support/fleet_builder.h"
+#include "tests/support/proc_status.h"
 #include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_stages.h"
@@ -68,14 +69,6 @@ private:
     std::thread thread_;
 };
 
-// The threads of process `pid`, from /proc (0 when it has ended).
-int thread_count_of(int pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-    return 0;
-}
 
 struct Harness {
     TempDir dir;
@@ -290,7 +283,7 @@ TEST_CASE("engine: the open-file limit bounds the threads, not the nodes in flig
                                  dir.file("apply"));
     int peak = 0;
     while (!run.ended()) {
-        peak = std::max(peak, thread_count_of(run.pid()));
+        peak = std::max(peak, kiln::test::proc_threads(run.pid()));
         std::this_thread::sleep_for(20ms);
     }
     bool timed_out = false;

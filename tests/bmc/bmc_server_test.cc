@@ -7,9 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 
 #include "tests/bmc/bmc_test_util.h"
+#include "tests/support/proc_status.h"
 
 using namespace kiln::bmc;
 using kiln::bmc::test::BmcChild;
@@ -240,15 +240,6 @@ TEST_CASE("kiln-bmc serves several BMCs on consecutive ports") {
 
 namespace {
 
-// The threads of a process, from /proc (0 when unreadable).
-int thread_count(pid_t pid) {
-    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-    return 0;
-}
-
 // The status code of GET /redfish/v1 on "http://127.0.0.1:PORT" over a
 // plain socket (a python probe per BMC would take minutes at 2,000).
 int service_root_status(const std::string& url) {
@@ -283,7 +274,7 @@ TEST_CASE("kiln-bmc serves 2,000 BMCs from a bounded set of threads, each its ow
                         kEnv, count));
     REQUIRE(child.urls().size() == static_cast<size_t>(count));
     // One loop thread per BMC up to 64, then shared (was: a thread each).
-    const int threads = thread_count(child.pid());
+    const int threads = kiln::test::proc_threads(child.pid());
     INFO("threads " << threads);
     CHECK(threads >= 2);
     CHECK(threads <= 64 + 4);
@@ -305,7 +296,7 @@ TEST_CASE("kiln-bmc serves 2,000 BMCs from a bounded set of threads, each its ow
                                                                  {"path", "/redfish/v1/Systems/437XR1138R2"},
                                                                  {"headers", basic}}}));
     CHECK(first[0]["body"]["AssetTag"] == "Chicago-45Z-2381");
-    CHECK(thread_count(child.pid()) <= 64 + 4);
+    CHECK(kiln::test::proc_threads(child.pid()) <= 64 + 4);
     CHECK(child.stop() == 0);
 }
 
