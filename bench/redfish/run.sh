@@ -27,9 +27,15 @@
 #      scripts/postgres.sh) against one `kiln apply` on SQLite, each on its own
 #      kiln-bmc, same run (workers_bench.py): wall ratio, peak RSS per worker,
 #      connections, every BMC read back.
-# KILN_BENCH_REDFISH_PARTS (default "a b w c r fuzz") picks the parts to run.
+#  (s) firmware waves at the task-time bound (wave_bench.py): one kiln apply
+#      flashes KILN_BENCH_WAVE_BMCS (5000) BMCs of one kiln-bmc process whose
+#      update tasks run KILN_BENCH_WAVE_TASK_SECONDS (60) s, at parallel =
+#      all of them, and KILN_BENCH_WAVE_SMALL (256) BMCs at parallel 64 for
+#      comparison: wall over ceil(bmcs / parallel) * task seconds, kiln's
+#      threads, open files and RSS, kiln-bmc's threads and RSS.
+# KILN_BENCH_REDFISH_PARTS (default "a b w s c r fuzz") picks the parts to run.
 # Writes bench/results/redfish.json (keys "inventory_walk",
-# "inventory_walk_multi_system", "inventory_walk_gpus", "fleet_apply", "fleet_workers",
+# "inventory_walk_multi_system", "inventory_walk_gpus", "fleet_apply", "fleet_workers", "firmware_waves",
 # "multipart_push", "request_economy", "request_economy_hpe", "fuzz",
 # "fuzz_fleet_config", each from the parts run; other keys already in the
 # file are kept).
@@ -43,7 +49,10 @@ WORKER_BMCS=${KILN_BENCH_WORKER_BMCS:-2000}
 WALKS=${KILN_BENCH_WALKS:-20}
 FUZZ_SECONDS=${KILN_BENCH_FUZZ_SECONDS:-180}
 MULTIPART_MIB=${KILN_BENCH_MULTIPART_MIB:-256}
-PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b w c r fuzz} "
+PARTS=" ${KILN_BENCH_REDFISH_PARTS:-a b w s c r fuzz} "
+WAVE_BMCS=${KILN_BENCH_WAVE_BMCS:-5000}
+WAVE_TASK_SECONDS=${KILN_BENCH_WAVE_TASK_SECONDS:-60}
+WAVE_SMALL=${KILN_BENCH_WAVE_SMALL:-256}
 BASELINE_KILN=${KILN_BENCH_BASELINE_KILN:-}
 LATENCY_MS=${KILN_BENCH_LATENCY_MS:-300}
 WORK=$(mktemp -d)
@@ -184,6 +193,16 @@ rm -rf "$BUILD/bench-redfish-workers"
 echo "(w) $(cat "$WORK/w.json")"
 /usr/bin/python3 -c 'import json,sys; print(json.dumps({"fleet_workers": json.load(open(sys.argv[1]))}))' \
   "$WORK/w.json" > "$WORK/part-w.json"
+fi
+
+# ---- (s) firmware waves at the task-time bound -----------------------------
+if part s; then
+mkdir -p "$WORK/s"
+/usr/bin/python3 bench/redfish/wave_bench.py --build "$BUILD" --mockup "$MOCKUPS/dmtf-public-rackmount1" \
+  --task-seconds "$WAVE_TASK_SECONDS" --runs "$WAVE_BMCS:$WAVE_BMCS,$WAVE_SMALL:64" --work "$WORK/s" > "$WORK/s.json"
+echo "(s) $(cat "$WORK/s.json")"
+/usr/bin/python3 -c 'import json,sys; print(json.dumps({"firmware_waves": json.load(open(sys.argv[1]))}))' \
+  "$WORK/s.json" > "$WORK/part-s.json"
 fi
 
 # ---- (c) multipart push of a 256 MiB artifact, kiln vs curl -F ------------

@@ -24,15 +24,16 @@ import time
 import urllib.request
 
 
-def start_bmcs(kiln_bmc, mockup, count, log):
-    """kiln-bmc serves at most 1,024 BMCs a process: as many processes as it takes."""
+def start_bmcs(kiln_bmc, mockup, count, log, per_process=1000, task_seconds=1):
+    """`count` BMCs, `per_process` to a kiln-bmc process."""
     procs, urls = [], []
-    for k, first in enumerate(range(0, count, 1000)):
-        n = min(1000, count - first)
+    for k, first in enumerate(range(0, count, per_process)):
+        n = min(per_process, count - first)
         path = "%s.%d" % (log, k)
         out = open(path, "w")
         p = subprocess.Popen([kiln_bmc, "--mockup", mockup, "--port", "0", "--bmc-count", str(n),
-                              "--task-seconds", "1", "--restart-seconds", "1"], stdout=out, stderr=subprocess.STDOUT)
+                              "--task-seconds", str(task_seconds), "--restart-seconds", "1"], stdout=out,
+                             stderr=subprocess.STDOUT)
         procs.append(p)
         deadline = time.monotonic() + 600
         while True:
@@ -48,23 +49,24 @@ def start_bmcs(kiln_bmc, mockup, count, log):
     return procs, urls
 
 
-def write_fleet(folder, urls):
+def write_fleet(folder, urls, parallel=64, image_bytes=1 << 20, bios=True):
     os.makedirs(os.path.join(folder, "pipelines"), exist_ok=True)
     os.makedirs(os.path.join(folder, "artifacts"), exist_ok=True)
-    image = b"KILN-FW BIOS P79 v1.50 (11/01/2026)\n" + os.urandom(1 << 20)
+    image = b"KILN-FW BIOS P79 v1.50 (11/01/2026)\n" + os.urandom(image_bytes)
     with open(os.path.join(folder, "artifacts", "bios.bin"), "wb") as f:
         f.write(image)
     import hashlib
     sha = hashlib.sha256(image).hexdigest()
     with open(os.path.join(folder, "pipelines", "fw.toml"), "w") as f:
         f.write('schema = 1\nname = "fw"\ndescription = "firmware only"\nstages = ["firmware"]\n')
-    lines = ['schema = 1', '[fleet]', 'name = "bench-workers"', '[limits]', 'parallel = 64', 'per_bmc = 1',
-             'retries = 2', 'backoff_initial = "1s"', 'backoff_max = "5s"', '[[racks]]', 'name = "r1"',
-             '[firmware.p]', '[[firmware.p.components]]', 'name = "BIOS"', 'version = "P79 v1.50"',
-             'artifact = "artifacts/bios.bin"', 'sha256 = "%s"' % sha,
-             '[bios.b]', 'attributes = { ProcHyperthreading = "Disabled" }',
-             '[defaults]', 'role = "fw"', 'firmware = "p"', 'bios = "b"',
-             'bmc = { username = "admin", password = "env:KILN_BMC_PASSWORD" }']
+    lines = ['schema = 1', '[fleet]', 'name = "bench-workers"', '[limits]', 'parallel = %d' % parallel,
+             'per_bmc = 1', 'retries = 2', 'backoff_initial = "1s"', 'backoff_max = "5s"', '[[racks]]',
+             'name = "r1"', '[firmware.p]', '[[firmware.p.components]]', 'name = "BIOS"', 'version = "P79 v1.50"',
+             'artifact = "artifacts/bios.bin"', 'sha256 = "%s"' % sha]
+    if bios:
+        lines += ['[bios.b]', 'attributes = { ProcHyperthreading = "Disabled" }']
+    lines += ['[defaults]', 'role = "fw"', 'firmware = "p"'] + (['bios = "b"'] if bios else []) + [
+        'bmc = { username = "admin", password = "env:KILN_BMC_PASSWORD" }']
     for i, u in enumerate(urls):
         lines += ['[[nodes]]', 'name = "n%05d"' % i, 'rack = "r1"', 'bmc = { url = "%s" }' % u]
     path = os.path.join(folder, "fleet.toml")
@@ -73,12 +75,14 @@ def write_fleet(folder, urls):
     return path
 
 
-def read_back(urls):
+def read_back(urls, bios=True):
     auth = "Basic " + base64.b64encode(("admin:" + os.environ["KILN_BMC_PASSWORD"]).encode()).decode()
     once = applied = 0
     for u in urls:
         state = json.load(urllib.request.urlopen(u + "/kiln-bmc/state", timeout=10))
         once += len(state["updates"]) == 1
+        if not bios:
+            continue
         req = urllib.request.Request(u + "/redfish/v1/Systems/437XR1138R2/Bios", headers={"Authorization": auth})
         applied += json.load(urllib.request.urlopen(req, timeout=10))["Attributes"]["ProcHyperthreading"] == "Disabled"
     return once, applied
