@@ -632,17 +632,13 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
         if (updated.contains("Boot") && updated["Boot"].value("BootSourceOverrideEnabled", "") == "Once") {
             updated["Boot"]["BootSourceOverrideEnabled"] = "Disabled";
         }
-        if (auto bios = apply_pending_bios(store_, system_uri, now)) {
-            change(bios->bios_uri, std::move(bios->bios));
-            change(bios->settings_uri, std::move(bios->settings));
-        }
-        if (auto bios_uri = resolve_link(store_, system.value("Bios", json(nullptr)))) {
-            if (auto waiting = direct_bios_pending_.find(*bios_uri); waiting != direct_bios_pending_.end()) {
-                json bios = store_.body(*bios_uri);
-                for (const auto& [name, value] : waiting->second.items()) bios["Attributes"][name] = value;
-                change(*bios_uri, std::move(bios));
-                direct_bios_pending_.erase(waiting);
-            }
+        if (config_.post_seconds > 0) {
+            // Applied when this POST ends (advance()): until then the Bios
+            // shows the old values and the settings are still pending.
+            post_system_ = system_uri;
+            post_until_ = this->now() + config_.post_seconds;
+        } else {
+            apply_bios_at_post(system_uri, now);
         }
     }
     change(system_uri, std::move(updated));
@@ -652,6 +648,21 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
     BmcResponse r;
     r.status = 204;
     return r;
+}
+
+void BmcState::apply_bios_at_post(const std::string& system_uri, const std::string& time) {
+    if (auto bios = apply_pending_bios(store_, system_uri, time)) {
+        change(bios->bios_uri, std::move(bios->bios));
+        change(bios->settings_uri, std::move(bios->settings));
+    }
+    if (auto bios_uri = resolve_link(store_, store_.body(system_uri).value("Bios", json(nullptr)))) {
+        if (auto waiting = direct_bios_pending_.find(*bios_uri); waiting != direct_bios_pending_.end()) {
+            json bios = store_.body(*bios_uri);
+            for (const auto& [name, value] : waiting->second.items()) bios["Attributes"][name] = value;
+            change(*bios_uri, std::move(bios));
+            direct_bios_pending_.erase(waiting);
+        }
+    }
 }
 
 json BmcState::boot_record(const json& system, const std::string& reset_type, const std::string& time) {

@@ -52,6 +52,9 @@ struct BmcConfig {
     // Firmware updates (docs/kiln-bmc.md "Firmware updates").
     double task_seconds = 5;     // how long a task runs once its image is in
     double restart_seconds = 1;  // 503 after an emulated BMC restart
+    // How long a host reset's POST takes: BIOS settings pending at the reset
+    // are applied when it ends (0: at the reset itself).
+    double post_seconds = 0;
     DownloadOptions download;    // SimpleUpdate: timeout, size cap, spool dir, TLS
     std::function<double()> wall_clock;  // seconds since the epoch; unset: the system clock
     FaultSettings faults;                // at start
@@ -127,6 +130,8 @@ private:
     void fail_task(UpdateTask& task, const RedfishMessage& why, double now);
     void download(std::string task_id, std::string uri, DownloadOptions options);
     bool advance(double now);  // true when something changed
+    // The BIOS settings pending for `system_uri`, applied as POST ends.
+    void apply_bios_at_post(const std::string& system_uri, const std::string& time);
     void finish_task(UpdateTask& task, double at);
     void apply_update(const UpdateTask& task, double at);
     void apply_pending_updates(double now);
@@ -182,6 +187,9 @@ private:
     std::map<std::string, nlohmann::json> direct_bios_pending_;
     nlohmann::json last_boot_ = nullptr;
     double unavailable_until_ = 0;  // an emulated BMC restart answers 503 until then
+    // A POST under way (post_seconds): the system it runs on and its end.
+    std::string post_system_;
+    double post_until_ = 0;
 
     std::mutex mu_;
     std::atomic<bool> stopping_{false};

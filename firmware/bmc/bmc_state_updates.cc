@@ -357,6 +357,11 @@ void BmcState::fail_task(UpdateTask& task, const RedfishMessage& why, double t) 
 
 bool BmcState::advance(double t) {
     bool changed = false;
+    if (!post_system_.empty() && t >= post_until_) {
+        apply_bios_at_post(post_system_, iso8601(post_until_));
+        post_system_.clear();
+        changed = true;
+    }
     for (auto& task : tasks_) {
         if (task.done || task.started < 0) continue;
         const double mid = task.started + task.duration / 2, end = task.started + task.duration;
@@ -563,7 +568,8 @@ json BmcState::emulator_state() const {
             {"updates", applied_updates_},
             {"direct_bios_pending", direct_bios_pending_},
             {"last_boot", last_boot_},
-            {"unavailable_until", unavailable_until_}};
+            {"unavailable_until", unavailable_until_},
+            {"post", {{"system", post_system_}, {"until", post_until_}}}};
 }
 
 Status BmcState::load_emulator_state(const json& j) {
@@ -582,6 +588,10 @@ Status BmcState::load_emulator_state(const json& j) {
         // Absent from state files written before it existed.
         if (j.contains("direct_bios_pending"))
             direct_bios_pending_ = j.at("direct_bios_pending").get<std::map<std::string, json>>();
+        if (j.contains("post")) {
+            post_system_ = j.at("post").at("system").get<std::string>();
+            post_until_ = j.at("post").at("until").get<double>();
+        }
     } catch (const json::exception& e) {
         return make_error("bmc", "state_malformed", std::string("the emulator section is malformed: ") + e.what());
     }

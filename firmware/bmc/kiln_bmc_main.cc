@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     int threads = 0;
     size_t session_limit = 8;
     std::string listen, state_file, spool_dir, image_ca;
-    double task_seconds = 5, restart_seconds = 1, image_timeout = 300;
+    double task_seconds = 5, restart_seconds = 1, post_seconds = 0, image_timeout = 300;
     size_t image_max_bytes = size_t(1) << 30;
     bool image_insecure = false;
     kiln::bmc::FaultSettings faults;
@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
     app.add_option("--state", state_file, "state file of a single BMC (--bmc-count 1)");
     app.add_option("--task-seconds", task_seconds, "how long an update task runs once its image is in")
         ->check(CLI::Range(0.0, 86400.0));
+    app.add_option("--post-seconds", post_seconds,
+                   "how long a host reset's POST takes: BIOS settings apply when it ends (default 0: at the reset)")
+        ->check(CLI::Range(0.0, 3600.0));
     app.add_option("--restart-seconds", restart_seconds, "how long an emulated BMC restart answers 503")
         ->check(CLI::Range(0.0, 3600.0));
     app.add_option("--image-max-bytes", image_max_bytes, "largest firmware image accepted");
@@ -201,6 +204,7 @@ int main(int argc, char** argv) {
         if (!state_file.empty()) config.state_file = state_file;
         config.task_seconds = task_seconds;
         config.restart_seconds = restart_seconds;
+        config.post_seconds = post_seconds;
         config.download.timeout = std::chrono::milliseconds(static_cast<long long>(image_timeout * 1000));
         config.download.max_bytes = image_max_bytes;
         config.download.spool_dir = spool_dir;

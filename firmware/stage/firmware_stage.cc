@@ -805,6 +805,11 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
 Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* bp = bios_profile(ctx.fleet(), ctx.node());
     if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
+    // Back from a park while the host POSTs: the settings are written and
+    // the host reset; read until they are applied.
+    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "bios_post")
+        return await_bios_post(ctx, client, resumed->at("diff"),
+                               Clock::time_point(milliseconds(resumed->value("until_ms", int64_t{0}))));
     auto inv = inventory(ctx, client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
     if (!inv->bios)
@@ -844,7 +849,11 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     if (auto st = reset_host(ctx, client, *inv); !st) return st;
 
     ctx.progress("waiting for POST to apply the BIOS settings");
-    auto until = Clock::now() + options_.settle_timeout;
+    return await_bios_post(ctx, client, diff, Clock::now() + options_.settle_timeout);
+}
+
+Status FirmwareStage::await_bios_post(engine::StageContext& ctx, redfish::Client& client, const json& diff,
+                                      Clock::time_point until) {
     std::string last;
     const InventoryOptions full = full_options(ctx);  // bios included: a bios action means a bios profile
     for (;;) {
@@ -866,6 +875,14 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
         }
         if (Clock::now() >= until)
             return stage_error("firmware.verify", "BIOS settings not applied after the reset: " + last, true);
+        if (ctx.can_park()) {
+            // POST takes minutes on real hosts: no thread is held through it.
+            json next = {{"phase", "bios_post"},
+                         {"diff", diff},
+                         {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()}};
+            return ctx.park_for(options_.settle_poll, std::move(next),
+                                "POST applying the BIOS settings" + (last.empty() ? "" : " (" + last + ")"));
+        }
         if (!ctx.wait_for(options_.settle_poll))
             return stage_error("firmware.stopped", "stopped while waiting for the BIOS settings to apply");
     }

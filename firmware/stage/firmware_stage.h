@@ -105,6 +105,10 @@ private:
     Result<ArtifactServer*> artifacts(const config::Fleet& fleet);
     Status flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
     Status apply_bios(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
+    // After the reset: reads the Bios until `diff` is applied and nothing
+    // of it pending, parking between reads where the engine can resume.
+    Status await_bios_post(engine::StageContext& ctx, redfish::Client& client, const nlohmann::json& diff,
+                           std::chrono::steady_clock::time_point until);
     Status reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
     // True when it waited for a task (the inventory may have changed).
     Result<bool> wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);

@@ -428,6 +428,39 @@ TEST_CASE("an engine run parks each node between update task polls and flashes e
     }
 }
 
+TEST_CASE("an engine run parks a node while its host POSTs the new BIOS settings") {
+    // kiln-bmc applies BIOS settings 2 s after the reset, as a real POST
+    // does minutes after it: the node waits parked, holding no thread.
+    BmcChild bmc;
+    REQUIRE(bmc.start({"--mockup", mockup_path("hpe-dl325"), "--port", "0", "--post-seconds", "2"},
+                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    kiln::test::TempDir dir;
+    auto fleet = load_fleet_or_fail(
+        write_fleet(dir, {.bmc_urls = {bmc.url()}, .bios_toml = "[bios.b]\nsriov = false\niommu = true\n"}));
+    engine::StageRegistry registry;
+    auto options = fast_options();
+    options.settle_poll = milliseconds(200);
+    registry.add(std::make_shared<FirmwareStage>(nullptr, options));
+    auto store = journal::open_sqlite_store(dir.file("journal.db"), {});
+    REQUIRE(store);
+    CollectingSink sink;
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, store->get(), &sink, stop);
+    auto report = eng.run({});
+    REQUIRE(report);
+    INFO(sink.text);
+    REQUIRE(report->status == "completed");
+    CHECK(report->actions == 1);
+    CHECK(sink.text.find(fleet.nodes[0].name + " firmware waiting: POST applying the BIOS settings") !=
+          std::string::npos);
+    // Applied, nothing left pending: a second run has nothing to do.
+    engine::Engine again(fleet, registry, store->get(), &sink, stop);
+    auto second = again.run({});
+    REQUIRE(second);
+    CHECK(second->status == "completed");
+    CHECK(second->actions == 0);
+}
+
 TEST_CASE("a BMC restart in the middle of an update and 503s and dropped connections are waited out") {
     BmcChild bmc;
     start_updating(bmc, "hpe-dl325");
