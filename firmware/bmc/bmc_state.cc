@@ -628,8 +628,10 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
         const std::string now = now_iso8601();
         last_boot_ = boot_record(updated, type, now);
         if (updated.contains("LastResetTime")) updated["LastResetTime"] = now;
-        // A one-time override is used up by the boot it steered.
-        if (updated.contains("Boot") && updated["Boot"].value("BootSourceOverrideEnabled", "") == "Once") {
+        // A one-time override is used up by the boot it steered (when POST
+        // ends and the boot starts: advance(), with --post-seconds).
+        if (config_.post_seconds <= 0 && updated.contains("Boot") &&
+            updated["Boot"].value("BootSourceOverrideEnabled", "") == "Once") {
             updated["Boot"]["BootSourceOverrideEnabled"] = "Disabled";
         }
         if (config_.post_seconds > 0) {

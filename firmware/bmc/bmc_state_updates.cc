@@ -358,6 +358,12 @@ void BmcState::fail_task(UpdateTask& task, const RedfishMessage& why, double t) 
 bool BmcState::advance(double t) {
     bool changed = false;
     if (!post_system_.empty() && t >= post_until_) {
+        // POST is over: the boot it leads to uses up a one-time override.
+        json system = store_.body(post_system_);
+        if (system.contains("Boot") && system["Boot"].value("BootSourceOverrideEnabled", "") == "Once") {
+            system["Boot"]["BootSourceOverrideEnabled"] = "Disabled";
+            change(post_system_, std::move(system));
+        }
         apply_bios_at_post(post_system_, iso8601(post_until_));
         post_system_.clear();
         changed = true;

@@ -131,8 +131,10 @@ private:
                        const std::string& marker);
     // Host OS boot (firmware_stage_boot.cc).
     Status boot_host_os(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
-    Status wait_booted(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
-                       const std::string& what);
+    // Until the host is On with its one-time override used up, parking
+    // between reads where the engine can resume.
+    Status wait_booted(engine::StageContext& ctx, redfish::Client& client, const std::string& system_uri,
+                       std::string power, const std::string& what, std::chrono::steady_clock::time_point until);
     Status verify_host_os(engine::StageContext& ctx, const BmcInventory& inv);
 
     std::shared_ptr<net::HttpClient> http_;

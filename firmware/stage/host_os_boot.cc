@@ -162,6 +162,12 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
     if (!os || boot_action_id(*os) != action.id)
         return boot_error("firmware.action",
                           fmt::format("action {} names no host_os of node {}", action.id, node.name));
+    // Back from a park while the host boots: the media is in and the host
+    // reset (the artifact server keeps serving the image for the run).
+    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "host_boot")
+        return wait_booted(ctx, client, resumed->value("system_uri", ""), resumed->value("power", ""),
+                           resumed->value("what", os->name),
+                           Clock::time_point(std::chrono::milliseconds(resumed->value("until_ms", int64_t{0}))));
     // The image first: a file that is not the fleet's stops here, before
     // anything is sent to the BMC.
     auto server = artifacts(ctx.fleet());
@@ -226,19 +232,18 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
             if (auto st = accepted(client, client.patch(inv->system_uri, arm), topts); !st) return st;
     }
     if (auto st = reset_host(ctx, client, *inv); !st) return st;
-    return wait_booted(ctx, client, *inv, os->name);
+    ctx.progress(fmt::format("waiting for the host to boot host OS {}", os->name));
+    return wait_booted(ctx, client, inv->system_uri, inv->power_state, os->name,
+                       Clock::now() + options_.settle_timeout);
 }
 
 // Until the host is On and its one-time override used up: the boot the
 // override steered has started (DSP0266: Once returns to Disabled then).
-Status FirmwareStage::wait_booted(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
-                                  const std::string& what) {
-    ctx.progress(fmt::format("waiting for the host to boot host OS {}", what));
-    auto until = Clock::now() + options_.settle_timeout;
-    std::string power = inv.power_state;
+Status FirmwareStage::wait_booted(engine::StageContext& ctx, redfish::Client& client, const std::string& system_uri,
+                                  std::string power, const std::string& what, Clock::time_point until) {
     bool armed = true;
     for (;;) {
-        auto sys = client.get(inv.system_uri);
+        auto sys = client.get(system_uri);
         if (sys) {
             auto sb = system_boot(*sys);
             if (!sb) return sb.error();
@@ -256,6 +261,19 @@ Status FirmwareStage::wait_booted(engine::StageContext& ctx, redfish::Client& cl
                                     ctx.node().name, what)
                       : fmt::format("node {}: the host is {} after the reset for host OS {}", ctx.node().name,
                                     power.empty() ? "in an unknown power state" : power, what));
+        if (ctx.can_park()) {
+            // POST and the boot take minutes on real hosts: no thread held.
+            json next = {{"phase", "host_boot"},
+                         {"system_uri", system_uri},
+                         {"power", power},
+                         {"what", what},
+                         {"until_ms", std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch())
+                                          .count()}};
+            return ctx.park_for(options_.settle_poll, std::move(next),
+                                fmt::format("the host booting host OS {} ({}{})", what,
+                                            power.empty() ? "power unknown" : power,
+                                            armed ? ", boot override not yet used" : ""));
+        }
         if (!ctx.wait_for(options_.settle_poll))
             return boot_error("firmware.stopped", fmt::format("stopped while waiting for the host to boot {}", what));
     }

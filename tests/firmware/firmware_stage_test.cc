@@ -637,6 +637,35 @@ TEST_CASE("host OS boot on kiln-bmc arms a one-time Cd boot inserts the image an
     CHECK(http->writes().empty());
 }
 
+TEST_CASE("an engine run parks a node while its host POSTs and boots the host OS image") {
+    // POST takes 2 s on this kiln-bmc: the one-time Cd override stays armed
+    // until it ends, and the node waits parked until the boot has started.
+    BmcChild bmc;
+    REQUIRE(bmc.start({"--mockup", mockup_path("hpe-dl325"), "--port", "0", "--post-seconds", "2"},
+                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    kiln::test::TempDir dir;
+    auto os = host_os(dir, "ISO 9660 " + std::string(50000, 'i'));
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .extra_toml = os.toml}));
+    engine::StageRegistry registry;
+    auto options = fast_options();
+    options.settle_poll = milliseconds(200);
+    registry.add(std::make_shared<FirmwareStage>(nullptr, options));
+    auto store = journal::open_sqlite_store(dir.file("journal.db"), {});
+    REQUIRE(store);
+    CollectingSink sink;
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, store->get(), &sink, stop);
+    auto report = eng.run({});
+    REQUIRE(report);
+    INFO(sink.text);
+    REQUIRE(report->status == "completed");
+    CHECK(report->actions == 1);
+    CHECK(sink.text.find(fleet.nodes[0].name + " firmware waiting: the host booting host OS") != std::string::npos);
+    auto sys = bmc_call(bmc, "GET", "/redfish/v1/Systems/1");
+    CHECK(sys["Boot"]["BootSourceOverrideEnabled"] == "Disabled");
+    CHECK(bmc_control(bmc, "GET", "state")["last_boot"]["source"] == "Cd");
+}
+
 TEST_CASE("host OS boot replaces the inserted image and powers on a host that is off") {
     BmcChild bmc;
     start(bmc, "dmtf-public-rackmount1");  // CD under the ComputerSystem, an image already in
