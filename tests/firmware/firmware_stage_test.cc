@@ -183,6 +183,20 @@ struct CollectingSink : engine::EventSink {
     std::string text;
 };
 
+// One engine run of `registry` over `fleet` on the SQLite journal at
+// `journal_path`; what the event sink heard goes to `heard`.
+Result<engine::RunReport> run_engine(const config::Fleet& fleet, engine::StageRegistry& registry,
+                                     const std::string& journal_path, std::string* heard) {
+    auto store = journal::open_sqlite_store(journal_path, {});
+    if (!store) return store.error();
+    CollectingSink sink;
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, store->get(), &sink, stop);
+    auto report = eng.run({});
+    *heard = sink.text;
+    return report;
+}
+
 }  // namespace
 
 TEST_CASE("an update task still running from a killed run is waited for not started again") {
@@ -406,22 +420,18 @@ TEST_CASE("an engine run parks each node between update task polls and flashes e
     auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = urls, .firmware_toml = fw}));
     engine::StageRegistry registry;
     registry.add(std::make_shared<FirmwareStage>(nullptr, fast_options()));
-    auto store = journal::open_sqlite_store(dir.file("journal.db"), {});
-    REQUIRE(store);
     for (int round = 0; round < 2; ++round) {
-        CollectingSink sink;
-        engine::StopToken stop;
-        engine::Engine eng(fleet, registry, store->get(), &sink, stop);
-        auto report = eng.run({});
+        std::string heard;
+        auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
         REQUIRE(report);
-        INFO(sink.text);
+        INFO(heard);
         REQUIRE(report->status == "completed");
         CHECK(report->actions == (round == 0 ? 6 : 0));
         if (round == 0) {
             // Each node parked on its update tasks at least once.
             for (const auto& n : fleet.nodes) {
-                CHECK(sink.text.find(n.name + " firmware waiting: BIOS: update task") != std::string::npos);
-                CHECK(sink.text.find(n.name + " firmware waiting: BMC: update task") != std::string::npos);
+                CHECK(heard.find(n.name + " firmware waiting: BIOS: update task") != std::string::npos);
+                CHECK(heard.find(n.name + " firmware waiting: BMC: update task") != std::string::npos);
             }
         }
         for (const auto& b : bmcs) CHECK(bmc_control(*b, "GET", "state")["updates"].size() == 2);
@@ -441,21 +451,15 @@ TEST_CASE("an engine run parks a node while its host POSTs the new BIOS settings
     auto options = fast_options();
     options.settle_poll = milliseconds(200);
     registry.add(std::make_shared<FirmwareStage>(nullptr, options));
-    auto store = journal::open_sqlite_store(dir.file("journal.db"), {});
-    REQUIRE(store);
-    CollectingSink sink;
-    engine::StopToken stop;
-    engine::Engine eng(fleet, registry, store->get(), &sink, stop);
-    auto report = eng.run({});
+    std::string heard;
+    auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
-    INFO(sink.text);
+    INFO(heard);
     REQUIRE(report->status == "completed");
     CHECK(report->actions == 1);
-    CHECK(sink.text.find(fleet.nodes[0].name + " firmware waiting: POST applying the BIOS settings") !=
-          std::string::npos);
+    CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: POST applying the BIOS settings") != std::string::npos);
     // Applied, nothing left pending: a second run has nothing to do.
-    engine::Engine again(fleet, registry, store->get(), &sink, stop);
-    auto second = again.run({});
+    auto second = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(second);
     CHECK(second->status == "completed");
     CHECK(second->actions == 0);
@@ -650,17 +654,13 @@ TEST_CASE("an engine run parks a node while its host POSTs and boots the host OS
     auto options = fast_options();
     options.settle_poll = milliseconds(200);
     registry.add(std::make_shared<FirmwareStage>(nullptr, options));
-    auto store = journal::open_sqlite_store(dir.file("journal.db"), {});
-    REQUIRE(store);
-    CollectingSink sink;
-    engine::StopToken stop;
-    engine::Engine eng(fleet, registry, store->get(), &sink, stop);
-    auto report = eng.run({});
+    std::string heard;
+    auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
-    INFO(sink.text);
+    INFO(heard);
     REQUIRE(report->status == "completed");
     CHECK(report->actions == 1);
-    CHECK(sink.text.find(fleet.nodes[0].name + " firmware waiting: the host booting host OS") != std::string::npos);
+    CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: the host booting host OS") != std::string::npos);
     auto sys = bmc_call(bmc, "GET", "/redfish/v1/Systems/1");
     CHECK(sys["Boot"]["BootSourceOverrideEnabled"] == "Disabled");
     CHECK(bmc_control(bmc, "GET", "state")["last_boot"]["source"] == "Cd");
