@@ -74,6 +74,33 @@ Result<ReadyObservation> observe_ready(Hypervisor& hv, const std::string& name) 
     return o;
 }
 
+Result<std::optional<ReadyMarker>> check_ready(Hypervisor& hv, const std::string& name, std::string* not_yet) {
+    auto seen = observe_ready(hv, name);
+    if (!seen) return seen.error();
+    if (seen->marker) return seen->marker;
+    auto info = hv.lookup(name);
+    if (!info) return info.error();
+    if (!*info || (*info)->state != DomainState::running) {
+        const std::string state = *info ? state_name((*info)->state) : "gone";
+        // It may have printed the marker just before stopping.
+        auto again = observe_ready(hv, name);
+        if (again && again->marker) return again->marker;
+        const std::string why = again ? again->not_yet : seen->not_yet;
+        return make_error("vm", "stopped",
+                          "domain " + name + " is " + state + " before it printed " + kReadyMarker + " (" + why + ")");
+    }
+    if (not_yet) *not_yet = seen->not_yet;
+    return std::optional<ReadyMarker>();
+}
+
+Error not_ready_error(const std::string& name, std::chrono::milliseconds timeout, const std::string& not_yet) {
+    return make_error("vm", "not_ready",
+                      "domain " + name + " printed no " + kReadyMarker + " within " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) + " s (" +
+                          not_yet + ")",
+                      /*transient=*/true);
+}
+
 Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const ReadyWait& wait) {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + wait.timeout;
@@ -82,28 +109,12 @@ Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const Re
         return true;
     };
     for (;;) {
-        auto seen = observe_ready(hv, name);
+        std::string not_yet;
+        auto seen = check_ready(hv, name, &not_yet);
         if (!seen) return seen.error();
-        if (seen->marker) return *seen->marker;
-        auto info = hv.lookup(name);
-        if (!info) return info.error();
-        if (!*info || (*info)->state != DomainState::running) {
-            const std::string state = *info ? state_name((*info)->state) : "gone";
-            // It may have printed the marker just before stopping.
-            auto again = observe_ready(hv, name);
-            if (again && again->marker) return *again->marker;
-            const std::string why = again ? again->not_yet : seen->not_yet;
-            return make_error("vm", "stopped",
-                              "domain " + name + " is " + state + " before it printed " + kReadyMarker + " (" + why + ")");
-        }
+        if (*seen) return **seen;
         const auto now = Clock::now();
-        if (now >= deadline) {
-            return make_error("vm", "not_ready",
-                              "domain " + name + " printed no " + kReadyMarker + " within " +
-                                  std::to_string(std::chrono::duration_cast<std::chrono::seconds>(wait.timeout).count()) +
-                                  " s (" + seen->not_yet + ")",
-                              /*transient=*/true);
-        }
+        if (now >= deadline) return not_ready_error(name, wait.timeout, not_yet);
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         if (!sleep(std::min(wait.poll, left))) {
             return make_error("vm", "interrupted", "stopped waiting for " + name + " to be ready");

@@ -52,4 +52,12 @@ struct ReadyWait {
 // "vm"/"interrupted" when sleep says stop.
 Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const ReadyWait& wait);
 
+// One look of wait_ready's, for callers that park between looks: the
+// marker; nullopt while the domain runs without one (`not_yet` says why);
+// "vm"/"stopped" once it is no longer running.
+Result<std::optional<ReadyMarker>> check_ready(Hypervisor& hv, const std::string& name, std::string* not_yet);
+
+// The error wait_ready ends with when `timeout` passed without a marker.
+Error not_ready_error(const std::string& name, std::chrono::milliseconds timeout, const std::string& not_yet);
+
 }  // namespace kiln::vm

@@ -269,11 +269,51 @@ Status VmStage::define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms&
     return hv.define(*xml);
 }
 
+namespace {
+constexpr std::chrono::milliseconds kReadyParkPoll{1000};
+}  // namespace
+
 // The VMs were started side by side, so waiting for them one after another
 // takes as long as the slowest boot; each wait is bounded by boot_timeout
-// from now.
+// from when it began. Through the engine the node parks between looks (a
+// boot takes minutes; no thread is held), resuming at the VM it was on.
 Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms,
                            const std::vector<std::string>& names) {
+    using Clock = engine::StageContext::Clock;
+    size_t first = 0;
+    std::optional<Clock::time_point> resumed_deadline;
+    if (const auto* r = ctx.resumed(); r && r->value("phase", "") == "ready") {
+        first = r->value("next", size_t{0});
+        resumed_deadline = Clock::time_point(std::chrono::milliseconds(r->value("deadline_ms", int64_t{0})));
+    }
+    if (ctx.can_park()) {
+        for (size_t k = first; k < names.size(); ++k) {
+            const std::string& name = names[k];
+            if (index_of(vms, name) < 0)
+                return make_error("vm", "plan", "ready names " + name + ", which this node does not want");
+            const bool resuming = k == first && resumed_deadline;
+            if (!resuming) ctx.progress(name + ": waiting for " + kReadyMarker);
+            const auto deadline = resuming ? *resumed_deadline : Clock::now() + vms.shape->boot_timeout;
+            std::string not_yet;
+            auto seen = check_ready(hv, name, &not_yet);
+            if (!seen) return seen.error();
+            if (*seen) {
+                ctx.event("ready", name + ": " + (*seen)->line);
+                continue;
+            }
+            const auto now = Clock::now();
+            if (now >= deadline) return not_ready_error(name, vms.shape->boot_timeout, not_yet);
+            nlohmann::json state = {
+                {"phase", "ready"},
+                {"next", k},
+                {"deadline_ms",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count()}};
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+            // A second between looks: each resume re-plans and reconnects.
+            return ctx.park_for(std::min(kReadyParkPoll, left), std::move(state), name + ": booting (" + not_yet + ")");
+        }
+        return ok_status();
+    }
     DomainManager dm(hv, *deps_.runner);
     for (const auto& name : names) {
         if (index_of(vms, name) < 0) return make_error("vm", "plan", "ready names " + name + ", which this node does not want");

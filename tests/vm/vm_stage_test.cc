@@ -156,6 +156,50 @@ TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][s
     CHECK(planned(stage, ctx).empty());
 }
 
+TEST_CASE("through the engine a node parks while its VMs boot and resumes at the VM it was on", "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    f.hv.boot_output = "";  // the guests boot without their marker yet
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    ctx.set_can_park(true);
+    const auto plan = planned(stage, ctx);
+    REQUIRE(plan.back().id == "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1");
+    for (size_t i = 0; i + 1 < plan.size(); ++i) REQUIRE(stage.apply(ctx, plan[i]).ok());
+
+    // Neither is ready: the action parks on vm0, holding no thread.
+    auto parked = stage.apply(ctx, plan.back());
+    REQUIRE_FALSE(parked.ok());
+    auto first = ctx.take_park();
+    REQUIRE(first);
+    CHECK(first->state["next"] == 0);
+    CHECK(first->reason.find("kiln-gpu-01-vm0: booting") != std::string::npos);
+
+    // vm0 writes its marker: the resume moves on and parks on vm1.
+    f.hv.serial["kiln-gpu-01-vm0"] = "KILN_READY {\"fake\":true}\n";
+    ctx.set_resumed(first->state);
+    REQUIRE_FALSE(stage.apply(ctx, plan.back()).ok());
+    auto second = ctx.take_park();
+    REQUIRE(second);
+    CHECK(second->state["next"] == 1);
+    CHECK(second->reason.find("kiln-gpu-01-vm1: booting") != std::string::npos);
+
+    // vm1 too: the action ends, nothing parked, and the stage verifies.
+    f.hv.serial["kiln-gpu-01-vm1"] = "KILN_READY {\"fake\":true}\n";
+    ctx.set_resumed(second->state);
+    REQUIRE(stage.apply(ctx, plan.back()).ok());
+    CHECK_FALSE(ctx.take_park());
+    REQUIRE(stage.verify(ctx).ok());
+
+    // A boot past boot_timeout ends the wait with the stage's not_ready.
+    f.hv.serial["kiln-gpu-01-vm1"] = "";
+    auto late = second->state;
+    late["deadline_ms"] = 0;
+    ctx.set_resumed(late);
+    auto timed_out = stage.apply(ctx, plan.back());
+    REQUIRE_FALSE(timed_out.ok());
+    CHECK(timed_out.error().code == "not_ready");
+}
+
 TEST_CASE("smoke ports follow the fleet-wide VM ordinal", "[vm][stage]") {
     StageFixture f("azure-ndv5");
     VmStage stage = f.stage();
