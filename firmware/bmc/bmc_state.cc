@@ -644,8 +644,9 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
         }
     }
     change(system_uri, std::move(updated));
-    // Updates staged OnReset take effect in this POST.
-    if (outcome->boots) apply_pending_updates(now());
+    // Updates staged OnReset take effect in this POST (at its end, with
+    // --post-seconds: advance()).
+    if (outcome->boots && config_.post_seconds <= 0) apply_pending_updates(now());
     if (auto failed = commit()) return *failed;
     BmcResponse r;
     r.status = 204;

@@ -365,6 +365,7 @@ bool BmcState::advance(double t) {
             change(post_system_, std::move(system));
         }
         apply_bios_at_post(post_system_, iso8601(post_until_));
+        apply_pending_updates(post_until_);  // the updates staged OnReset run in POST
         post_system_.clear();
         changed = true;
     }

@@ -306,6 +306,44 @@ JobPhase job_phase(const std::string& raw_state) {
     return JobPhase::Waiting;  // New Scheduled Running Downloading RebootPending ...: the job goes on
 }
 
+Result<bool> poll_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options, TaskResult& result,
+                           std::string& last_error) {
+    result.monitor = job_uri;
+    ++result.polls;
+    auto r = client.get_any(job_uri);
+    if (!r) {
+        if (!r.error().transient) return r.error();
+        last_error = r.error().message;  // the host's reset may take the BMC's attention: read again
+        return false;
+    }
+    if (r->status == 404) {
+        // Cleared from the queue (a finished job may be): the read-back decides.
+        result.state = "Purged";
+        return true;
+    }
+    if (r->status >= 500 || r->status == 429 || r->status == 401) {
+        last_error = fmt::format("HTTP {}", r->status);
+        return false;
+    }
+    if (!r->ok()) return status_error(*r);
+    result.final_body = r->body;
+    std::string state = str_of(r->body, "JobState");
+    if (state.empty()) return make_error("redfish", "redfish.missing", fmt::format("GET {}: no JobState", job_uri));
+    result.state = state;
+    if (options.progress) options.progress("job " + state, percent_of(r->body));
+    JobPhase phase = job_phase(state);
+    if (phase == JobPhase::Waiting && options.stop_at_scheduled && lower(state) == "scheduled") return true;
+    if (phase == JobPhase::Waiting) return false;
+    std::string message = clip_utf8(str_of(r->body, "Message"), 200);
+    std::string id = str_of(r->body, "MessageId");
+    if (!message.empty() || !id.empty())
+        result.messages.push_back(id.empty() ? message : message.empty() ? id : id + ": " + message);
+    if (phase == JobPhase::Completed) return true;
+    return make_error("redfish", "redfish.task_failed",
+                      fmt::format("job {}: {}{}", job_uri, state,
+                                  result.messages.empty() ? "" : ": " + join(result.messages)));
+}
+
 Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options) {
     TaskResult result;
     result.monitor = job_uri;
@@ -321,39 +359,9 @@ Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, c
                                           options.timeout.count() / 1000,
                                           last_error.empty() ? "" : " (last error: " + last_error + ")"),
                               true);
-        ++result.polls;
-        auto r = client.get_any(job_uri);
-        if (!r) {
-            if (!r.error().transient) return r.error();
-            last_error = r.error().message;  // the host's reset may take the BMC's attention: read again
-            continue;
-        }
-        if (r->status == 404) {
-            // Cleared from the queue (a finished job may be): the read-back decides.
-            result.state = "Purged";
-            return result;
-        }
-        if (r->status >= 500 || r->status == 429 || r->status == 401) {
-            last_error = fmt::format("HTTP {}", r->status);
-            continue;
-        }
-        if (!r->ok()) return status_error(*r);
-        result.final_body = r->body;
-        std::string state = str_of(r->body, "JobState");
-        if (state.empty()) return make_error("redfish", "redfish.missing", fmt::format("GET {}: no JobState", job_uri));
-        result.state = state;
-        if (options.progress) options.progress("job " + state, percent_of(r->body));
-        JobPhase phase = job_phase(state);
-        if (phase == JobPhase::Waiting && options.stop_at_scheduled && lower(state) == "scheduled") return result;
-        if (phase == JobPhase::Waiting) continue;
-        std::string message = clip_utf8(str_of(r->body, "Message"), 200);
-        std::string id = str_of(r->body, "MessageId");
-        if (!message.empty() || !id.empty())
-            result.messages.push_back(id.empty() ? message : message.empty() ? id : id + ": " + message);
-        if (phase == JobPhase::Completed) return result;
-        return make_error("redfish", "redfish.task_failed",
-                          fmt::format("job {}: {}{}", job_uri, state,
-                                      result.messages.empty() ? "" : ": " + join(result.messages)));
+        auto ended = poll_dell_job(client, job_uri, options, result, last_error);
+        if (!ended) return ended.error();
+        if (*ended) return result;
     }
 }
 

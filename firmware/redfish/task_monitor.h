@@ -133,4 +133,12 @@ JobPhase job_phase(const std::string& state);
 // `options.timeout`.
 Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options = {});
 
+// One poll of follow_dell_job's, for callers that park between polls:
+// `result` (monitor, state, polls, messages) is updated; true once the job
+// has ended well (Completed, Purged, or Scheduled with stop_at_scheduled),
+// false while it waits or the BMC is busy (`last_error` says why); the
+// same errors as follow_dell_job, less the timeout (the caller's).
+Result<bool> poll_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options, TaskResult& result,
+                           std::string& last_error);
+
 }  // namespace kiln::redfish

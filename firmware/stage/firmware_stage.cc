@@ -738,14 +738,64 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
     // read finds the old version and resets; some BMCs wait for a reset
     // even when asked for Immediate).
     bool reset_done = state.value("reset_done", false);
-    const auto until = state.contains("until_ms")
-                           ? Clock::time_point(milliseconds(state["until_ms"].get<int64_t>()))
-                           : Clock::now() + options_.settle_timeout;
+    auto until = state.contains("until_ms") ? Clock::time_point(milliseconds(state["until_ms"].get<int64_t>()))
+                                            : Clock::now() + options_.settle_timeout;
+    // The iDRAC job the reset runs, followed a poll at a time until it ends.
+    bool job_pending = state.value("job_pending", false);
+    auto job_until = Clock::time_point(milliseconds(state.value("job_until_ms", int64_t{0})));
+    redfish::TaskResult job;
+    job.state = state.value("job_state", "Scheduled");
     std::string last_error;
+    redfish::TaskOptions job_opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    job_opts.progress = [&](const std::string& job_state, int pct) {
+        ctx.progress(fmt::format("{}: {}", comp->name, job_state), pct);
+    };
+    // Between reads: park where the engine can resume (the BMC restarts,
+    // the host resets, the job runs), else wait. Empty: read again.
+    auto pause = [&](milliseconds d, const std::string& why) -> std::optional<Status> {
+        if (ctx.can_park()) {
+            json next = {{"phase", "read_back"},
+                         {"seen", seen},
+                         {"task_note", task_note},
+                         {"job_uri", job_uri},
+                         {"reset_done", reset_done},
+                         {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()},
+                         {"job_pending", job_pending},
+                         {"job_state", job.state},
+                         {"job_until_ms",
+                          std::chrono::duration_cast<milliseconds>(job_until.time_since_epoch()).count()}};
+            return ctx.park_for(d, std::move(next), why);
+        }
+        if (!ctx.wait_for(d))
+            return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
+                                                                comp->version));
+        return std::nullopt;
+    };
     // Read with every part verify needs: the read that finds it done is
     // handed on to the next action or verify.
     const InventoryOptions full = full_options(ctx);
     for (;;) {
+        if (job_pending) {
+            // The reset runs the job: its JobState says how it went (a
+            // failure with its Message, not a verify timeout).
+            auto ended = redfish::poll_dell_job(client, job_uri, job_opts, job, last_error);
+            if (!ended) return ended.error();
+            if (!*ended) {
+                if (Clock::now() >= job_until)
+                    return make_error("redfish", "redfish.task_timeout",
+                                      fmt::format("job {}: still {} after {} s{}", job_uri, job.state,
+                                                  options_.task_timeout.count() / 1000,
+                                                  last_error.empty() ? "" : " (last error: " + last_error + ")"),
+                                      true);
+                if (auto p = pause(options_.task_poll,
+                                   fmt::format("{}: job {} ({})", comp->name, job_uri, job.state)))
+                    return *p;
+                continue;
+            }
+            task_note += fmt::format("; job {} {}", job_uri, job.state);
+            job_pending = false;
+            until = Clock::now() + options_.settle_timeout;  // the read-back's own time starts now
+        }
         auto now = read_inventory(client, full);
         if (now) {
             auto cur = component_state(*now, sel, comp->version);
@@ -763,15 +813,8 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
                 if (auto st = reset_host(ctx, client, *now); !st) return st;
                 reset_done = true;
                 if (!job_uri.empty()) {
-                    // The reset runs the job: its JobState says how it went
-                    // (a failure with its Message, not a verify timeout).
-                    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-                    opts.progress = [&](const std::string& state, int pct) {
-                        ctx.progress(fmt::format("{}: {}", comp->name, state), pct);
-                    };
-                    auto job = redfish::follow_dell_job(client, job_uri, opts);
-                    if (!job) return job.error();
-                    task_note += fmt::format("; job {} {}", job_uri, job->state);
+                    job_pending = true;
+                    job_until = Clock::now() + options_.task_timeout;
                 }
                 continue;
             }
@@ -785,20 +828,9 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
                                fmt::format("{} still {} after the update to {} ({})",
                                            comp->name, seen, comp->version, task_note),
                                true);
-        if (ctx.can_park()) {
-            // The BMC restarts or the host resets: read again after a park.
-            json next = {{"phase", "read_back"},
-                         {"seen", seen},
-                         {"task_note", task_note},
-                         {"job_uri", job_uri},
-                         {"reset_done", reset_done},
-                         {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()}};
-            return ctx.park_for(options_.settle_poll, std::move(next),
-                                fmt::format("{}: reading {} back ({})", comp->name, comp->version, seen));
-        }
-        if (!ctx.wait_for(options_.settle_poll))
-            return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
-                                                                comp->version));
+        if (auto p = pause(options_.settle_poll,
+                           fmt::format("{}: reading {} back ({})", comp->name, comp->version, seen)))
+            return *p;
     }
 }
 

@@ -50,8 +50,17 @@ struct ParkedAction {
     int64_t started = 0;                       // the attempt's start (its stage row)
     int actions_done = 0;                      // applied by this attempt before it
     int parks = 1;                             // of this action in a row (one per poll)
+    std::string shown;                         // what the last "waiting:" said it waited for
     bool slots_held = false;
 };
+
+// What a park waits for, less the state in its closing parenthesis:
+// "BIOS: update task /T/7 (Running)" -> "BIOS: update task /T/7".
+std::string park_subject(const std::string& reason) {
+    const size_t open = reason.rfind(" (");
+    if (open == std::string::npos || reason.empty() || reason.back() != ')') return reason;
+    return reason.substr(0, open);
+}
 
 // How one attempt at a node-stage ended.
 struct Attempt {
@@ -763,6 +772,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 p->actions_done = a.actions;
                 p->slots_held = std::exchange(slots.held, false);
                 p->parks = (resume && k == first) ? resume->parks + 1 : 1;
+                if (resume && k == first) p->shown = resume->shown;
                 a.kind = Attempt::Kind::Parked;
                 a.parked = std::move(p);
                 return a;
@@ -958,10 +968,15 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                     const auto& req = c.attempt.parked->request;
                     const auto at = stop_.soft() ? Clock::now() : std::min(req.until, *r.deadline);
                     lot.park(c.index, at, req.key);
-                    // Said once per action: a stage that polls says more itself.
-                    if (c.attempt.parked->parks == 1)
+                    // Said once per thing waited for, not once per poll (a
+                    // flash waits for its task, then the BMC's restart, then
+                    // the job the host's reset runs): a stage that polls says
+                    // more itself.
+                    if (std::string subject = park_subject(req.reason); subject != c.attempt.parked->shown) {
                         emit({EngineEvent::Kind::Progress, r.outcome.node, r.sel->stages[r.next],
                               "waiting: " + req.reason, "", -1, done_count.load(), total});
+                        c.attempt.parked->shown = std::move(subject);
+                    }
                     r.parked = std::move(c.attempt.parked);
                     continue;
                 }

@@ -53,12 +53,20 @@ TEST_CASE("kiln apply: a Dell update that waits Scheduled is run by one host res
     const bool purged = GENERATE(false, true);
     INFO((purged ? "task purged after its first poll" : "task kept"));
     // Purged: the task runs long enough for kiln to poll it once before it goes.
-    start(bmc, "dell", purged ? std::vector<std::string>{"--fault-purge-tasks", "1"} : std::vector<std::string>{},
+    // Kept: POST runs the job for a second after the reset, as an iDRAC does for minutes.
+    start(bmc, "dell",
+          purged ? std::vector<std::string>{"--fault-purge-tasks", "1"} : std::vector<std::string>{"--post-seconds", "1"},
           purged ? "3" : "0.5");
     kiln::test::TempDir dir;
     auto fleet = write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component(dir, "P79 v1.50")});
     auto r = apply(fleet);
     CHECK(r.exit_code == 0);
+    if (!purged) {
+        // The job the reset runs (in a one-second POST here, minutes on an
+        // iDRAC) is waited for parked, a poll at a time.
+        INFO(r.out << r.err);
+        CHECK((r.out + r.err).find("waiting: BIOS: job /redfish/v1/Managers/") != std::string::npos);
+    }
 
     auto state = bmc_get(bmc.url(), "/kiln-bmc/state");
     REQUIRE(state["updates"].size() == 1);  // flashed exactly once
