@@ -344,6 +344,14 @@ Result<bool> poll_dell_job(Client& client, const std::string& job_uri, const Tas
                                   result.messages.empty() ? "" : ": " + join(result.messages)));
 }
 
+Error job_timeout_error(const std::string& job_uri, const std::string& state, milliseconds timeout,
+                        const std::string& last_error) {
+    return make_error("redfish", "redfish.task_timeout",
+                      fmt::format("job {}: still {} after {} s{}", job_uri, state, timeout.count() / 1000,
+                                  last_error.empty() ? "" : " (last error: " + last_error + ")"),
+                      true);
+}
+
 Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options) {
     TaskResult result;
     result.monitor = job_uri;
@@ -353,12 +361,7 @@ Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, c
     for (bool first = true;; first = false) {
         if (!first && !client.wait(options.poll_interval))
             return make_error("redfish", "redfish.stopped", fmt::format("job {}: stopped while waiting", job_uri));
-        if (Clock::now() >= deadline)
-            return make_error("redfish", "redfish.task_timeout",
-                              fmt::format("job {}: still {} after {} s{}", job_uri, result.state,
-                                          options.timeout.count() / 1000,
-                                          last_error.empty() ? "" : " (last error: " + last_error + ")"),
-                              true);
+        if (Clock::now() >= deadline) return job_timeout_error(job_uri, result.state, options.timeout, last_error);
         auto ended = poll_dell_job(client, job_uri, options, result, last_error);
         if (!ended) return ended.error();
         if (*ended) return result;

@@ -141,4 +141,8 @@ Result<TaskResult> follow_dell_job(Client& client, const std::string& job_uri, c
 Result<bool> poll_dell_job(Client& client, const std::string& job_uri, const TaskOptions& options, TaskResult& result,
                            std::string& last_error);
 
+// redfish.task_timeout for a job still `state` after `timeout` (transient).
+Error job_timeout_error(const std::string& job_uri, const std::string& state, std::chrono::milliseconds timeout,
+                        const std::string& last_error);
+
 }  // namespace kiln::redfish

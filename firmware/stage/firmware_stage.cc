@@ -782,11 +782,7 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
             if (!ended) return ended.error();
             if (!*ended) {
                 if (Clock::now() >= job_until)
-                    return make_error("redfish", "redfish.task_timeout",
-                                      fmt::format("job {}: still {} after {} s{}", job_uri, job.state,
-                                                  options_.task_timeout.count() / 1000,
-                                                  last_error.empty() ? "" : " (last error: " + last_error + ")"),
-                                      true);
+                    return redfish::job_timeout_error(job_uri, job.state, options_.task_timeout, last_error);
                 if (auto p = pause(options_.task_poll,
                                    fmt::format("{}: job {} ({})", comp->name, job_uri, job.state)))
                     return *p;
