@@ -609,6 +609,10 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
         auto lk = cache_.lock(pl.key, false);
         if (!lk) return lk.error();
         if (!lk->held()) {
+            if (!options.wait_for_others)
+                return make_error("image", kBuildBusy,
+                                  fmt::format("layer {} {} is being built by another build", pl.name, pl.key),
+                                  /*transient=*/true);
             if (options.progress) options.progress(pl.name, "waiting for another build of " + pl.key.substr(0, 12));
             lk = cache_.lock(pl.key, true);
             if (!lk) return lk.error();
@@ -664,8 +668,12 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
     // Nodes sharing an image build it at once (one thread each, or other
     // kiln processes on the same cache): the output is written by one of
     // them, and the others find it done once they hold the lock.
-    auto out_lock = cache_.lock("output-" + sha256_hex(fs::absolute(out, ec).string()).substr(0, 32));
+    const std::string out_key = "output-" + sha256_hex(fs::absolute(out, ec).string()).substr(0, 32);
+    auto out_lock = cache_.lock(out_key, options.wait_for_others);
     if (!out_lock) return out_lock.error();
+    if (!out_lock->held())
+        return make_error("image", kBuildBusy, fmt::format("output {} {} is being written by another build", out, out_key),
+                          /*transient=*/true);
     if (auto existing = read_manifest(result.manifest_path)) {
         if (existing->value("final_key", "") == final_key && existing->value("format", "") == recipe.output.format &&
             existing->value("compressed", false) == recipe.output.compress && fs::exists(out, ec) &&

@@ -21,6 +21,11 @@ std::string image_cache_dir(const config::Fleet& fleet, const config::ImageProfi
 
 namespace {
 
+// A build parked on another's lock looks again this often, or when any
+// build of this process ends (a wake on kImageBuiltKey).
+constexpr std::chrono::milliseconds kBusyRecheck{5000};
+constexpr const char* kImageBuiltKey = "image-build-ended";
+
 struct Loaded {
     const config::ImageProfile* profile = nullptr;
     Recipe recipe;
@@ -119,7 +124,14 @@ Status ImageStage::apply(engine::StageContext& ctx, const engine::Action&) {
     BuildOptions o;
     o.apt_dir = options_.apt_dir;
     o.progress = [&ctx](const std::string& layer, const std::string& msg) { ctx.progress("[" + layer + "] " + msg); };
+    // Nodes sharing an image: one builds each layer, the others park (no
+    // thread held through a build of many minutes) and build again when
+    // woken, finding the layers cached.
+    o.wait_for_others = !ctx.can_park();
     auto r = b.build(l->recipe, o);
+    if (!r && r.error().code == kBuildBusy && ctx.can_park())
+        return ctx.park_for(kBusyRecheck, nlohmann::json::object(), r.error().message, kImageBuiltKey);
+    ctx.wake(kImageBuiltKey);  // nodes parked on a layer or output this build held
     if (!r) return r.error();
     for (const auto& layer : r->layers) ctx.event("image-layer", layer.name + " " + layer.status + " " + layer.key);
     return ok_status();

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "images/image_stage.h"
+#include "images/layer_cache.h"
 #include "tests/images/fakes.h"
 #include "tests/support/temp_dir.h"
 
@@ -14,35 +15,54 @@ using kiln::test::images::FakeDiskFactory;
 using kiln::test::images::FakeDiskWorld;
 using kiln::test::images::FakeTools;
 
-TEST_CASE("image stage: plans a build, then converges: a changed input replans: verify checks the bytes") {
-    TempDir dir;
-    dir.write("apt/sources.list.d/d.sources",
-              "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm\nComponents: main\n");
-    const std::string smoke = dir.write("smoke", "v1");
-    dir.write("recipes/r.toml",
-              "name = \"r\"\n[inputs]\nkiln-smoke = \"../smoke\"\n[base]\nsuite = \"bookworm\"\n"
-              "packages = [\"linux-image-amd64\"]\n[[layers]]\nname = \"smoke\"\n[[layers.files]]\n"
-              "path = \"/usr/local/bin/kiln-smoke\"\ninput = \"kiln-smoke\"\n");
-    config::Fleet fleet;
-    fleet.dir = dir.path();
-    config::ImageProfile profile;
-    profile.name = "guest";
-    profile.recipe = dir.path() + "/recipes/r.toml";
-    fleet.images["guest"] = profile;
-    config::Node node;
-    node.name = "n1";
-    node.image = "guest";
-    fleet.nodes.push_back(node);
+namespace {
 
+// A recipe with a base and one layer, one node wanting it, fake tools.
+struct StageSetup {
+    TempDir dir;
+    std::string smoke;
+    config::Fleet fleet;
     FakeDiskWorld world;
-    images::ImageStageOptions o;
-    o.apt_dir = dir.path() + "/apt";
-    o.make_runner = [] { return std::make_unique<FakeTools>(); };
-    o.make_disks = [&world] { return std::make_unique<FakeDiskFactory>(world); };
-    images::ImageStage stage(o);
+    std::unique_ptr<images::ImageStage> stage;
     engine::StopToken stop;
-    engine::StageContext ctx(fleet, fleet.nodes[0], "image", stop,
-                             engine::StageContext::Clock::now() + std::chrono::minutes(5), nullptr, nullptr);
+    std::unique_ptr<engine::StageContext> ctx;
+
+    StageSetup() {
+        dir.write("apt/sources.list.d/d.sources",
+                  "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm\nComponents: main\n");
+        smoke = dir.write("smoke", "v1");
+        dir.write("recipes/r.toml",
+                  "name = \"r\"\n[inputs]\nkiln-smoke = \"../smoke\"\n[base]\nsuite = \"bookworm\"\n"
+                  "packages = [\"linux-image-amd64\"]\n[[layers]]\nname = \"smoke\"\n[[layers.files]]\n"
+                  "path = \"/usr/local/bin/kiln-smoke\"\ninput = \"kiln-smoke\"\n");
+        fleet.dir = dir.path();
+        config::ImageProfile profile;
+        profile.name = "guest";
+        profile.recipe = dir.path() + "/recipes/r.toml";
+        fleet.images["guest"] = profile;
+        config::Node node;
+        node.name = "n1";
+        node.image = "guest";
+        fleet.nodes.push_back(node);
+        images::ImageStageOptions o;
+        o.apt_dir = dir.path() + "/apt";
+        o.make_runner = [] { return std::make_unique<FakeTools>(); };
+        o.make_disks = [this] { return std::make_unique<FakeDiskFactory>(world); };
+        stage = std::make_unique<images::ImageStage>(o);
+        ctx = std::make_unique<engine::StageContext>(fleet, fleet.nodes[0], "image", stop,
+                                                     engine::StageContext::Clock::now() + std::chrono::minutes(5),
+                                                     nullptr, nullptr);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("image stage: plans a build, then converges: a changed input replans: verify checks the bytes") {
+    StageSetup setup;
+    TempDir& dir = setup.dir;
+    const std::string& smoke = setup.smoke;
+    images::ImageStage& stage = *setup.stage;
+    engine::StageContext& ctx = *setup.ctx;
 
     auto obs = stage.observe(ctx);
     REQUIRE(obs.ok());
@@ -78,4 +98,37 @@ TEST_CASE("image stage: plans a build, then converges: a changed input replans: 
     auto v = stage.verify(ctx);
     REQUIRE_FALSE(v.ok());
     CHECK(v.error().message.find("differs from its manifest") != std::string::npos);
+}
+
+TEST_CASE("image stage: through the engine a node parks while another build holds a layer, then finds it cached") {
+    StageSetup setup;
+    images::ImageStage& stage = *setup.stage;
+    engine::StageContext& ctx = *setup.ctx;
+    ctx.set_can_park(true);
+    auto obs = stage.observe(ctx);
+    REQUIRE(obs.ok());
+    auto plan = stage.plan(ctx, *obs);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->size() == 1);
+    const std::string base_key = obs->state["layers"][0]["key"];
+
+    // Another build (another node, another kiln on this cache) holds the base.
+    images::LayerCache other(setup.dir.path() + "/.kiln/images");
+    REQUIRE(other.open().ok());
+    auto held = other.lock(base_key);
+    REQUIRE(held.ok());
+    REQUIRE(held->held());
+    auto parked = stage.apply(ctx, plan->at(0));
+    REQUIRE_FALSE(parked.ok());
+    auto req = ctx.take_park();
+    REQUIRE(req);  // parked, not failed and not blocked on the lock
+    CHECK(req->reason.find("layer base " + base_key + " is being built by another build") != std::string::npos);
+    CHECK(req->key == "image-build-ended");
+    CHECK_FALSE(stage.verify(ctx).ok());
+
+    // The other build lets go: the resumed apply builds (or finds) every layer.
+    *held = images::KeyLock{};
+    REQUIRE(stage.apply(ctx, plan->at(0)).ok());
+    CHECK_FALSE(ctx.take_park());
+    REQUIRE(stage.verify(ctx).ok());
 }
