@@ -63,12 +63,8 @@ void require_exactly_once(const std::string& ledger, int nodes) {
     REQUIRE(done.size() == static_cast<size_t>(nodes * kStages * kActions));
 }
 
-// Three workers w1..w3 over the fleet until each exits 0.
-void run_three_workers(const std::string& url, const std::string& fleet, const std::map<std::string, std::string>& env,
-                       const TempDir& dir) {
-    std::vector<std::unique_ptr<RunningChild>> workers;
-    for (const char* id : {"w1", "w2", "w3"})
-        workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), env, dir.file(id)));
+// Until every worker exits 0 (a worker past 300 s fails the test).
+void require_all_exit_ok(std::vector<std::unique_ptr<RunningChild>>& workers) {
     for (auto& w : workers) {
         bool timed_out = false;
         auto r = w->wait(300, &timed_out);
@@ -76,6 +72,15 @@ void run_three_workers(const std::string& url, const std::string& fleet, const s
         REQUIRE_FALSE(timed_out);
         REQUIRE(r.exit_code == 0);
     }
+}
+
+// Three workers w1..w3 over the fleet until each exits 0.
+void run_three_workers(const std::string& url, const std::string& fleet, const std::map<std::string, std::string>& env,
+                       const TempDir& dir) {
+    std::vector<std::unique_ptr<RunningChild>> workers;
+    for (const char* id : {"w1", "w2", "w3"})
+        workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, id), env, dir.file(id)));
+    require_all_exit_ok(workers);
 }
 
 void require_converged(const std::string& url, const std::string& fleet, const std::string& ledger) {
@@ -147,13 +152,7 @@ TEST_CASE("workers: three share a fleet, each side effect once, labels respected
                                                      ledger_env(ledger, 20), dir.file("wB")));
     workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, "wC"), ledger_env(ledger, 20),
                                                      dir.file("wC")));
-    for (auto& w : workers) {
-        bool timed_out = false;
-        auto r = w->wait(300, &timed_out);
-        INFO(r.out << r.err);
-        REQUIRE_FALSE(timed_out);
-        REQUIRE(r.exit_code == 0);
-    }
+    require_all_exit_ok(workers);
     require_exactly_once(ledger, nodes);
     PgRaw raw(url);
     // Each labelled worker claimed only its rack's nodes; wC, serving all,
@@ -487,13 +486,7 @@ TEST_CASE("workers: PostgreSQL restarted twice mid-run, they reconnect and finis
         for (auto& w : workers) REQUIRE_FALSE(w->ended());  // every worker lives through the restart
         REQUIRE(cluster->restart());
     }
-    for (auto& w : workers) {
-        bool timed_out = false;
-        auto r = w->wait(300, &timed_out);
-        INFO(r.out << r.err);
-        REQUIRE_FALSE(timed_out);
-        REQUIRE(r.exit_code == 0);
-    }
+    require_all_exit_ok(workers);
     require_exactly_once(ledger, nodes);
     PgRaw raw(url);
     REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE ended_ms = 0") == 0);  // none left open
@@ -711,13 +704,7 @@ TEST_CASE("workers: a node-stage another worker verified during the run is not o
         120);
     std::ofstream(gate).put('\n');
     REQUIRE(all_began);
-    for (auto& w : workers) {
-        bool timed_out = false;
-        auto r = w->wait(300, &timed_out);
-        INFO(r.out << r.err);
-        REQUIRE_FALSE(timed_out);
-        REQUIRE(r.exit_code == 0);
-    }
+    require_all_exit_ok(workers);
     require_exactly_once(ledger, nodes);
     // One result per node-stage, the verifying worker's: the other two
     // neither claimed it again nor journaled a skip (before: a "skipped"

@@ -99,6 +99,7 @@ void MhdEventLoop::remove(MHD_Daemon* d) {
 void MhdEventLoop::run(Loop& loop) {
     std::vector<epoll_event> events(256);
     std::vector<MHD_Daemon*> again;  // daemons MHD asked to run again at once
+    std::vector<MHD_Daemon*> ready;  // this round's; kept to reuse its storage
     auto last_sweep = std::chrono::steady_clock::now();
     while (!stopping_) {
         const auto since = std::chrono::steady_clock::now() - last_sweep;
@@ -109,7 +110,7 @@ void MhdEventLoop::run(Loop& loop) {
         if (n < 0 && errno != EINTR) break;
         if (stopping_) break;
         std::lock_guard<std::mutex> lock(loop.mu);
-        std::vector<MHD_Daemon*> ready;
+        ready.clear();
         ready.swap(again);
         for (int i = 0; i < n; ++i)
             if (events[i].data.ptr) ready.push_back(static_cast<MHD_Daemon*>(events[i].data.ptr));

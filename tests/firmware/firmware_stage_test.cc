@@ -183,6 +183,21 @@ struct CollectingSink : engine::EventSink {
     std::string text;
 };
 
+// The HPE DL325 on kiln-bmc with a POST of 2 s after each reset, as a real
+// host's takes minutes: BIOS settings, staged updates and a one-time boot
+// override take effect when it ends.
+void start_posting(BmcChild& bmc) {
+    REQUIRE(bmc.start({"--mockup", mockup_path("hpe-dl325"), "--port", "0", "--post-seconds", "2"},
+                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+}
+
+// fast_options(), reading back a few times a second through that POST.
+FirmwareStageOptions posting_options() {
+    auto options = fast_options();
+    options.settle_poll = milliseconds(200);
+    return options;
+}
+
 // One engine run of `registry` over `fleet` on the SQLite journal at
 // `journal_path`; what the event sink heard goes to `heard`.
 Result<engine::RunReport> run_engine(const config::Fleet& fleet, engine::StageRegistry& registry,
@@ -442,15 +457,12 @@ TEST_CASE("an engine run parks a node while its host POSTs the new BIOS settings
     // kiln-bmc applies BIOS settings 2 s after the reset, as a real POST
     // does minutes after it: the node waits parked, holding no thread.
     BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", mockup_path("hpe-dl325"), "--port", "0", "--post-seconds", "2"},
-                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    start_posting(bmc);
     kiln::test::TempDir dir;
     auto fleet = load_fleet_or_fail(
         write_fleet(dir, {.bmc_urls = {bmc.url()}, .bios_toml = "[bios.b]\nsriov = false\niommu = true\n"}));
     engine::StageRegistry registry;
-    auto options = fast_options();
-    options.settle_poll = milliseconds(200);
-    registry.add(std::make_shared<FirmwareStage>(nullptr, options));
+    registry.add(std::make_shared<FirmwareStage>(nullptr, posting_options()));
     std::string heard;
     auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
@@ -645,15 +657,12 @@ TEST_CASE("an engine run parks a node while its host POSTs and boots the host OS
     // POST takes 2 s on this kiln-bmc: the one-time Cd override stays armed
     // until it ends, and the node waits parked until the boot has started.
     BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", mockup_path("hpe-dl325"), "--port", "0", "--post-seconds", "2"},
-                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    start_posting(bmc);
     kiln::test::TempDir dir;
     auto os = host_os(dir, "ISO 9660 " + std::string(50000, 'i'));
     auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .extra_toml = os.toml}));
     engine::StageRegistry registry;
-    auto options = fast_options();
-    options.settle_poll = milliseconds(200);
-    registry.add(std::make_shared<FirmwareStage>(nullptr, options));
+    registry.add(std::make_shared<FirmwareStage>(nullptr, posting_options()));
     std::string heard;
     auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
