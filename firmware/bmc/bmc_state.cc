@@ -622,6 +622,7 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
         }
     }
 
+    ++resets_;
     json updated = system;
     updated["PowerState"] = outcome->power_state;
     if (outcome->boots) {
@@ -647,6 +648,16 @@ BmcResponse BmcState::reset_system(const BmcRequest& request, const std::string&
     // Updates staged OnReset take effect in this POST (at its end, with
     // --post-seconds: advance()).
     if (outcome->boots && config_.post_seconds <= 0) apply_pending_updates(now());
+    if (config_.reset_task_seconds > 0) {
+        // A BMC that follows the reset as a task: 202 with its monitor.
+        UpdateTask task;
+        task.kind = kResetTaskKind;
+        task.action_uri = request.path;
+        task.reset_type = type;
+        task.duration = config_.reset_task_seconds;
+        task.started = now();
+        return accept_task(std::move(task), false);  // commits
+    }
     if (auto failed = commit()) return *failed;
     BmcResponse r;
     r.status = 204;

@@ -55,6 +55,9 @@ struct BmcConfig {
     // How long a host reset's POST takes: BIOS settings pending at the reset
     // are applied when it ends (0: at the reset itself).
     double post_seconds = 0;
+    // > 0: a ComputerSystem.Reset answers 202 with a task that runs this
+    // long (HPE's RMC and ODIM answer a reset with a task); 0: 204.
+    double reset_task_seconds = 0;
     DownloadOptions download;    // SimpleUpdate: timeout, size cap, spool dir, TLS
     std::function<double()> wall_clock;  // seconds since the epoch; unset: the system clock
     FaultSettings faults;                // at start
@@ -125,7 +128,7 @@ private:
     BmcResponse simple_update(const BmcRequest& request, const std::string& action_uri,
                               const std::string& resource_uri);
     BmcResponse push_update(const BmcRequest& request);
-    BmcResponse accept_task(UpdateTask task);
+    BmcResponse accept_task(UpdateTask task, bool faults = true);
     void start_task(UpdateTask& task, const ReceivedImage& image, double now);
     void fail_task(UpdateTask& task, const RedfishMessage& why, double now);
     void download(std::string task_id, std::string uri, DownloadOptions options);
@@ -186,6 +189,7 @@ private:
     // URI -> the attributes waiting for it.
     std::map<std::string, nlohmann::json> direct_bios_pending_;
     nlohmann::json last_boot_ = nullptr;
+    unsigned long resets_ = 0;  // ComputerSystem.Reset requests carried out
     double unavailable_until_ = 0;  // an emulated BMC restart answers 503 until then
     // A POST under way (post_seconds): the system it runs on and its end.
     std::string post_system_;

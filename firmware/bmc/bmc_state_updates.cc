@@ -307,14 +307,16 @@ BmcResponse BmcState::push_update(const BmcRequest& request) {
     return task_get(monitors_uri_ + "/" + tasks_.back().id, now(), false).value();
 }
 
-BmcResponse BmcState::accept_task(UpdateTask task) {
+BmcResponse BmcState::accept_task(UpdateTask task, bool faults) {
     // iDRAC names a task after its job.
     task.id = (vendor_ == VendorMode::Dell ? "JID_" : "") + std::to_string(next_task_++);
-    task.purge = faults_.take_purge_task();
     task.created = now();
-    task.duration = config_.task_seconds;
-    task.fail = faults_.take_task_failure();
-    task.restart_mid = faults_.take_restart_mid_update();
+    if (faults) {  // the update faults are for update tasks
+        task.purge = faults_.take_purge_task();
+        task.duration = config_.task_seconds;
+        task.fail = faults_.take_task_failure();
+        task.restart_mid = faults_.take_restart_mid_update();
+    }
     tasks_.push_back(std::move(task));
     if (auto failed = commit()) {
         tasks_.pop_back();
@@ -386,6 +388,13 @@ bool BmcState::advance(double t) {
 }
 
 void BmcState::finish_task(UpdateTask& task, double at) {
+    if (task.kind == kResetTaskKind) {  // the reset itself happened when it was asked for
+        task.messages.push_back(message_json(messages::success()));
+        task.outcome = "Completed";
+        task.done = true;
+        task.ended = at;
+        return;
+    }
     if (task.fail) {
         fail_task(task, messages::apply_failed(task.image, target_names(task.targets)), at);
         return;
@@ -575,6 +584,7 @@ json BmcState::emulator_state() const {
             {"updates", applied_updates_},
             {"direct_bios_pending", direct_bios_pending_},
             {"last_boot", last_boot_},
+            {"resets", resets_},
             {"unavailable_until", unavailable_until_},
             {"post", {{"system", post_system_}, {"until", post_until_}}}};
 }
@@ -591,6 +601,7 @@ Status BmcState::load_emulator_state(const json& j) {
         pending_updates_ = j.at("pending_updates").get<std::vector<json>>();
         applied_updates_ = j.at("updates").get<std::vector<json>>();
         last_boot_ = j.at("last_boot");
+        resets_ = j.value("resets", 0ul);  // absent from state files written before it
         unavailable_until_ = j.at("unavailable_until").get<double>();
         // Absent from state files written before it existed.
         if (j.contains("direct_bios_pending"))

@@ -45,10 +45,11 @@ json task_view(const UpdateTask& task, double now, const std::string& task_uri, 
          {{"HttpOperation", "POST"},
           {"TargetUri", task.action_uri},
           {"HttpHeaders", json::array()},
-          {"JsonBody", json{{"ImageURI", task.image},
-                            {"Targets", task.requested_targets},
-                            {"@Redfish.OperationApplyTime", task.apply_time}}
-                           .dump()}}},
+          {"JsonBody", task.kind == kResetTaskKind ? json{{"ResetType", task.reset_type}}.dump()
+                                                   : json{{"ImageURI", task.image},
+                                                          {"Targets", task.requested_targets},
+                                                          {"@Redfish.OperationApplyTime", task.apply_time}}
+                                                         .dump()}}},
         {"Messages", task.messages},
     };
     if (task.done) body["EndTime"] = iso8601(task.ended);
@@ -101,6 +102,7 @@ json to_json(const UpdateTask& t) {
             {"kind", t.kind},
             {"action_uri", t.action_uri},
             {"image", t.image},
+            {"reset_type", t.reset_type},
             {"requested_targets", t.requested_targets},
             {"apply_time", t.apply_time},
             {"created", t.created},
@@ -142,6 +144,7 @@ Result<UpdateTask> update_task_from_json(const json& j) {
         t.outcome = j.at("outcome").get<std::string>();
         // Later fields: absent from state files written before them.
         t.scheduled = j.value("scheduled", false);
+        t.reset_type = j.value("reset_type", "");
         t.purge = j.value("purge", false);
         t.seen = j.value("seen", false);
         t.messages = j.at("messages").get<std::vector<json>>();

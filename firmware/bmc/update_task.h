@@ -18,11 +18,15 @@
 
 namespace kiln::bmc {
 
+// The kind of a task a reset runs (BmcConfig::reset_task_seconds).
+inline constexpr const char* kResetTaskKind = "ComputerSystem.Reset";
+
 struct UpdateTask {
     std::string id;
-    std::string kind;        // "SimpleUpdate", "MultipartHttpPushUpdate"
+    std::string kind;        // "SimpleUpdate", "MultipartHttpPushUpdate", kResetTaskKind
     std::string action_uri;  // what was POSTed to
     std::string image;       // the ImageURI without credentials or query, or the pushed file name
+    std::string reset_type;  // a reset's task: the ResetType asked for
     std::vector<std::string> requested_targets;
     std::string apply_time = "Immediate";  // or "OnReset"
     double created = 0;

@@ -436,7 +436,8 @@ Result<bool> FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfis
     return waited;
 }
 
-Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv) {
+Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+                                 json after) {
     if (inv.reset_target.empty())
         return stage_error("firmware.reset", fmt::format("{}: no ComputerSystem.Reset action", inv.system_uri));
     const bool on = inv.power_state != "Off";
@@ -452,18 +453,47 @@ Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& cli
         return stage_error("firmware.reset", fmt::format("{}: the BMC allows reset types {}, none of which restarts "
                                                          "the host",
                                                          inv.system_uri, fmt::join(inv.reset_types, ", ")));
-    for (const auto& type : steps) {
+    after["reset"] = {{"target", inv.reset_target}, {"steps", steps}};
+    return send_reset_steps(ctx, client, after);
+}
+
+// Sends state["reset"]["steps"] in order; a step the BMC runs as a task is
+// polled (parking between polls) before the next is sent.
+Status FirmwareStage::send_reset_steps(engine::StageContext& ctx, redfish::Client& client, json& state) {
+    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    const std::string target = state["reset"].value("target", "");
+    while (!state["reset"]["steps"].empty()) {
+        const std::string type = state["reset"]["steps"][0].get<std::string>();
+        state["reset"]["steps"].erase(0);  // sent: a resume must not send it again
         ctx.progress("resetting the host (" + type + ")");
-        auto r = client.post(inv.reset_target, json{{"ResetType", type}});
+        auto r = client.post(target, json{{"ResetType", type}});
         if (!r) return r.error();
         if (!r->ok()) return redfish::status_error(*r);
         if (r->status == 202) {
-            redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-            auto t = redfish::follow_task(client, *r, opts);
-            if (!t) return t.error();
+            auto poll = redfish::TaskPoll::start(client, *r, opts);
+            if (!poll) return poll.error();
+            if (auto st = poll_or_park(ctx, client, *poll, state, "host reset (" + type + ")",
+                                       json::json_pointer("/reset/poll"));
+                !st)
+                return st;
+            state["reset"].erase("poll");
         }
     }
+    state.erase("reset");
     return ok_status();
+}
+
+Status FirmwareStage::resume_reset(engine::StageContext& ctx, redfish::Client& client, json& state) {
+    if (!state.contains("reset")) return ok_status();
+    if (state["reset"].contains("poll")) {
+        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        auto poll = redfish::TaskPoll::restore(state["reset"]["poll"], opts);
+        if (!poll) return poll.error();
+        if (auto st = poll_or_park(ctx, client, *poll, state, "host reset", json::json_pointer("/reset/poll")); !st)
+            return st;
+        state["reset"].erase("poll");
+    }
+    return send_reset_steps(ctx, client, state);
 }
 
 // Sends the update: SimpleUpdate with an ImageURI on kiln's artifact
@@ -705,12 +735,12 @@ Status FirmwareStage::await_update(engine::StageContext& ctx, redfish::Client& c
 // the action (`state` with the poll saved under "poll" is what the resume
 // gets back), else waits in the client.
 Status FirmwareStage::poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
-                                   json& state, const std::string& what) {
+                                   json& state, const std::string& what, const json::json_pointer& slot) {
     while (!poll.done()) {
         if (poll.wait().count() > 0) {
             if (ctx.can_park()) {
                 // The resume polls at once: its wait is over.
-                state["poll"] = poll.save();
+                state[slot] = poll.save();
                 return ctx.park_for(poll.wait(), std::move(state),
                                     fmt::format("{} {} ({})", what, poll.result().monitor, poll.result().state));
             }
@@ -752,25 +782,29 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
     };
     // Between reads: park where the engine can resume (the BMC restarts,
     // the host resets, the job runs), else wait. Empty: read again.
+    auto resume_state = [&] {
+        return json{{"phase", "read_back"},
+                    {"seen", seen},
+                    {"task_note", task_note},
+                    {"job_uri", job_uri},
+                    {"reset_done", reset_done},
+                    {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()},
+                    {"job_pending", job_pending},
+                    {"job_state", job.state},
+                    {"job_until_ms", std::chrono::duration_cast<milliseconds>(job_until.time_since_epoch()).count()}};
+    };
     auto pause = [&](milliseconds d, const std::string& why) -> std::optional<Status> {
-        if (ctx.can_park()) {
-            json next = {{"phase", "read_back"},
-                         {"seen", seen},
-                         {"task_note", task_note},
-                         {"job_uri", job_uri},
-                         {"reset_done", reset_done},
-                         {"until_ms", std::chrono::duration_cast<milliseconds>(until.time_since_epoch()).count()},
-                         {"job_pending", job_pending},
-                         {"job_state", job.state},
-                         {"job_until_ms",
-                          std::chrono::duration_cast<milliseconds>(job_until.time_since_epoch()).count()}};
-            return ctx.park_for(d, std::move(next), why);
-        }
+        if (ctx.can_park()) return ctx.park_for(d, resume_state(), why);
         if (!ctx.wait_for(d))
             return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
                                                                 comp->version));
         return std::nullopt;
     };
+    // Back from a park inside the host reset: see it through first.
+    if (state.contains("reset")) {
+        json resumed = state;
+        if (auto st = resume_reset(ctx, client, resumed); !st) return st;
+    }
     // Read with every part verify needs: the read that finds it done is
     // handed on to the next action or verify.
     const InventoryOptions full = full_options(ctx);
@@ -806,12 +840,13 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
                 // not an old version, so no reset; read again.
                 last_error = unread_parts(*now);
             } else if (!reset_done) {
-                if (auto st = reset_host(ctx, client, *now); !st) return st;
+                // Set first: a park inside the reset resumes past it.
                 reset_done = true;
                 if (!job_uri.empty()) {
                     job_pending = true;
                     job_until = Clock::now() + options_.task_timeout;
                 }
+                if (auto st = reset_host(ctx, client, *now, resume_state()); !st) return st;
                 continue;
             }
         } else if (!now.error().transient && now.error().code != "redfish.status") {
@@ -835,9 +870,25 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     if (!bp) return stage_error("firmware.action", "action " + action.id + " but the node has no bios profile");
     // Back from a park while the host POSTs: the settings are written and
     // the host reset; read until they are applied.
-    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "bios_post")
-        return await_bios_post(ctx, client, resumed->at("diff"),
-                               Clock::time_point(milliseconds(resumed->value("until_ms", int64_t{0}))));
+    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "bios_post") {
+        json st = *resumed;
+        auto until = Clock::time_point(milliseconds(st.value("until_ms", int64_t{0})));
+        if (st.contains("reset")) {  // parked inside the reset: POST's time starts after it
+            if (auto r = resume_reset(ctx, client, st); !r) return r;
+            until = Clock::now() + options_.settle_timeout;
+        }
+        return await_bios_post(ctx, client, st.at("diff"), until);
+    }
+    bool written = false;  // back from the settings write's task: not written again
+    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "bios_task") {
+        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        auto poll = redfish::TaskPoll::restore(resumed->at("poll"), opts);
+        if (!poll) return poll.error();
+        json parked = *resumed;
+        if (auto st = poll_or_park(ctx, client, *poll, parked, "BIOS settings task"); !st) return st;
+        reads_.drop(node_key(ctx));  // the settings task changed what a kept read shows
+        written = true;
+    }
     auto inv = inventory(ctx, client, {.bios = true, .network_adapters = false, .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
     if (!inv->bios)
@@ -853,7 +904,7 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     const auto& prof = redfish::profile_for(redfish::vendor_from_name(inv->vendor).value_or(redfish::Vendor::Generic));
     // Already pending from a run that stopped before its reset: just reset.
     bool pending_already = diff_attributes(diff, inv->bios->pending).empty() && !inv->bios->settings_uri.empty();
-    if (!pending_already) {
+    if (!pending_already && !written) {
         if (prof.clear_job_queue && !inv->manager_uri.empty()) {
             auto r = client.post(inv->manager_uri + "/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue",
                                  json{{"JobID", "JID_CLEARALL"}});
@@ -869,12 +920,15 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
         if (!r) return r.error();
         if (!r->ok()) return redfish::status_error(*r);
         if (r->status == 202) {
+            // Polled parking; the resume reads the BMC again and resets.
             redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
-            auto t = redfish::follow_task(client, *r, opts);
-            if (!t) return t.error();
+            auto poll = redfish::TaskPoll::start(client, *r, opts);
+            if (!poll) return poll.error();
+            json parked = {{"phase", "bios_task"}};
+            if (auto st = poll_or_park(ctx, client, *poll, parked, "BIOS settings task"); !st) return st;
         }
     }
-    if (auto st = reset_host(ctx, client, *inv); !st) return st;
+    if (auto st = reset_host(ctx, client, *inv, json{{"phase", "bios_post"}, {"diff", diff}}); !st) return st;
 
     ctx.progress("waiting for POST to apply the BIOS settings");
     return await_bios_post(ctx, client, diff, Clock::now() + options_.settle_timeout);

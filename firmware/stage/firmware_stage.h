@@ -109,7 +109,18 @@ private:
     // of it pending, parking between reads where the engine can resume.
     Status await_bios_post(engine::StageContext& ctx, redfish::Client& client, const nlohmann::json& diff,
                            std::chrono::steady_clock::time_point until);
-    Status reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
+    // Restarts the host. A reset the BMC answers with a task (202) is
+    // polled to its end, parking between polls where the engine can
+    // resume: `after` is the caller's resume state for what follows the
+    // reset (its phase and figures), and that resume calls resume_reset
+    // first. The reset's own progress rides in it under "reset".
+    Status reset_host(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
+                      nlohmann::json after);
+    // Back from a park inside reset_host: polls its task on, sends the
+    // steps left (ForceOff then On), and removes "reset" from `state`.
+    // Ok at once when `state` holds no reset.
+    Status resume_reset(engine::StageContext& ctx, redfish::Client& client, nlohmann::json& state);
+    Status send_reset_steps(engine::StageContext& ctx, redfish::Client& client, nlohmann::json& state);
     // True when it waited for a task (the inventory may have changed).
     Result<bool> wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
@@ -120,8 +131,10 @@ private:
     redfish::TaskOptions update_task_options(engine::StageContext& ctx, const config::FirmwareComponent& comp) const;
     Status await_update(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
                         nlohmann::json state);
+    // `state[slot]` carries the poll across parks.
     Status poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
-                        nlohmann::json& state, const std::string& what);
+                        nlohmann::json& state, const std::string& what, const nlohmann::json::json_pointer& slot =
+                                                                             nlohmann::json::json_pointer("/poll"));
     Status read_back(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
                      const nlohmann::json& state);
     Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const std::string& manager_uri,

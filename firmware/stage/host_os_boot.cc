@@ -164,10 +164,16 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
                           fmt::format("action {} names no host_os of node {}", action.id, node.name));
     // Back from a park while the host boots: the media is in and the host
     // reset (the artifact server keeps serving the image for the run).
-    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "host_boot")
-        return wait_booted(ctx, client, resumed->value("system_uri", ""), resumed->value("power", ""),
-                           resumed->value("what", os->name),
-                           Clock::time_point(std::chrono::milliseconds(resumed->value("until_ms", int64_t{0}))));
+    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "host_boot") {
+        json st = *resumed;
+        auto until = Clock::time_point(std::chrono::milliseconds(st.value("until_ms", int64_t{0})));
+        if (st.contains("reset")) {  // parked inside the reset: the boot's time starts after it
+            if (auto r = resume_reset(ctx, client, st); !r) return r;
+            until = Clock::now() + options_.settle_timeout;
+        }
+        return wait_booted(ctx, client, st.value("system_uri", ""), st.value("power", ""), st.value("what", os->name),
+                           until);
+    }
     // The image first: a file that is not the fleet's stops here, before
     // anything is sent to the BMC.
     auto server = artifacts(ctx.fleet());
@@ -231,7 +237,9 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
         if (!sb->armed)
             if (auto st = accepted(client, client.patch(inv->system_uri, arm), topts); !st) return st;
     }
-    if (auto st = reset_host(ctx, client, *inv); !st) return st;
+    const json after = {
+        {"phase", "host_boot"}, {"system_uri", inv->system_uri}, {"power", inv->power_state}, {"what", os->name}};
+    if (auto st = reset_host(ctx, client, *inv, after); !st) return st;
     ctx.progress(fmt::format("waiting for the host to boot host OS {}", os->name));
     return wait_booted(ctx, client, inv->system_uri, inv->power_state, os->name,
                        Clock::now() + options_.settle_timeout);

@@ -675,6 +675,53 @@ TEST_CASE("an engine run parks a node while its host POSTs and boots the host OS
     CHECK(bmc_control(bmc, "GET", "state")["last_boot"]["source"] == "Cd");
 }
 
+TEST_CASE("a host reset the BMC answers with a task is followed parked and sent once in each of its three uses") {
+    // kiln-bmc answers ComputerSystem.Reset with a 1 s task (as HPE's RMC
+    // does): the BIOS write, the host OS boot and an update staged OnReset
+    // each reset the host, wait for that task parked, and go on after it
+    // without sending the reset again.
+    BmcChild bmc;
+    kiln::test::TempDir dir;
+    FleetSpec files;
+    // POST outlasts the reset's task: what follows the reset waits too.
+    std::string mockup = "hpe-dl325", waited_after;
+    SECTION("the BIOS settings") {
+        files.bios_toml = "[bios.b]\nsriov = false\niommu = true\n";
+        waited_after = " firmware waiting: POST applying the BIOS settings";
+    }
+    SECTION("the host OS boot") {
+        files.extra_toml = host_os(dir, "ISO 9660 " + std::string(50000, 'i')).toml;
+        waited_after = " firmware waiting: the host booting host OS";
+    }
+    SECTION("an update staged OnReset") {
+        mockup = "dmtf-public-rackmount1";
+        files.firmware_toml =
+            "[firmware.p]\napply_time = \"OnReset\"\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin");
+    }
+    REQUIRE(bmc.start({"--mockup", mockup_path(mockup), "--port", "0", "--task-seconds", "0.3",
+                       "--reset-task-seconds", "1", "--post-seconds", "2.5"},
+                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    files.bmc_urls = {bmc.url()};
+    auto fleet = load_fleet_or_fail(write_fleet(dir, files));
+    engine::StageRegistry registry;
+    registry.add(std::make_shared<FirmwareStage>(nullptr, posting_options()));
+    std::string heard;
+    auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
+    REQUIRE(report);
+    INFO(heard);
+    REQUIRE(report->status == "completed");
+    CHECK(report->actions == 1);
+    CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: host reset (") != std::string::npos);
+    if (!waited_after.empty()) CHECK(heard.find(waited_after) != std::string::npos);
+    CHECK(bmc_control(bmc, "GET", "state")["resets"] == 1);
+    // Done, and seen done: a second run changes nothing.
+    auto second = run_engine(fleet, registry, dir.file("journal.db"), &heard);
+    REQUIRE(second);
+    CHECK(second->status == "completed");
+    CHECK(second->actions == 0);
+    CHECK(bmc_control(bmc, "GET", "state")["resets"] == 1);
+}
+
 TEST_CASE("host OS boot replaces the inserted image and powers on a host that is off") {
     BmcChild bmc;
     start(bmc, "dmtf-public-rackmount1");  // CD under the ComputerSystem, an image already in
