@@ -4,7 +4,6 @@
 // the stage contract says (kill -9 during parked waits: crash_test.cc).
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -34,41 +33,9 @@ using kiln::engine::StopToken;
 using kiln::test::LedgerStage;
 using kiln::test::ParkingStage;
 using kiln::test::TempDir;
+using kiln::test::ThreadSampler;
 
 namespace {
-
-int thread_count() {
-    int n = 0;
-    if (DIR* d = ::opendir("/proc/self/task")) {
-        while (const dirent* e = ::readdir(d))
-            if (e->d_name[0] != '.') ++n;
-        ::closedir(d);
-    }
-    return n;
-}
-
-// Samples /proc/self/task until destroyed; peak() is the most threads seen.
-class ThreadSampler {
-public:
-    ThreadSampler() : thread_([this] {
-        while (!done_) {
-            peak_ = std::max(peak_.load(), thread_count());
-            std::this_thread::sleep_for(10ms);
-        }
-    }) {}
-    ~ThreadSampler() { stop(); }
-    void stop() {
-        done_ = true;
-        if (thread_.joinable()) thread_.join();
-    }
-    int peak() const { return peak_; }
-
-private:
-    std::atomic<bool> done_{false};
-    std::atomic<int> peak_{0};
-    std::thread thread_;
-};
-
 
 struct Harness {
     TempDir dir;
@@ -162,7 +129,7 @@ TEST_CASE("engine: 2000 nodes parked 5 s each at parallel 2000 run on a pool bou
     const int nodes = 2000;
     Harness h(5000);
     auto fleet = kiln::test::make_fleet(nodes, 4, {"t-park"}, limits(nodes));
-    const int before = thread_count();
+    const int before = kiln::test::proc_threads(::getpid());
     ThreadSampler sampler;
     auto report = h.run(fleet);
     sampler.stop();

@@ -18,6 +18,10 @@ using nlohmann::json;
 
 namespace {
 
+// How often a node parked at a ring meeting looks again whether the nodes
+// it waits for can still come (the engine says so without a wake-up).
+constexpr std::chrono::milliseconds kRingRecheck{1000};
+
 std::string tail(const std::string& s, size_t n) {
     std::string t = s.size() > n ? s.substr(s.size() - n) : s;
     std::replace(t.begin(), t.end(), '\n', ' ');
@@ -377,12 +381,34 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     // A shared ring: wait for the other nodes that can still come; the ring
     // is whoever met, so a node that failed earlier does not hold it up.
     std::vector<std::string> met{ctx.node().name};
-    if (auto ring = fleet.smoke_ring(ctx.node()); ring.size() > 1) {
+    // Back from a park while the ring's other nodes report: the ring met
+    // and this node's ranks ran; what they gave is in the resume state.
+    const json* resumed = ctx.resumed();
+    const bool figures_resumed = resumed && resumed->value("phase", "") == "ring_figures";
+    if (figures_resumed) {
+        met = resumed->at("met").get<std::vector<std::string>>();
+    } else if (auto ring = fleet.smoke_ring(ctx.node()); ring.size() > 1) {
         std::vector<std::string> names;
         for (const auto* n : ring) names.push_back(n->name);
-        auto m = meeting_->meet(ctx, names);
-        if (!m) return m.error();
-        met = *m;
+        if (ctx.can_park()) {
+            // Parked until the ring meets: no thread held while the others
+            // come (a fleet ring's first node may wait out their firmware).
+            std::string waiting;
+            auto m = meeting_->arrive(ctx, names, &waiting);
+            if (!m) return m.error();
+            if (!*m) {
+                return ctx
+                    .park_for(kRingRecheck, json{{"phase", "ring_meeting"}},
+                              fmt::format("the shared smoke ring to meet (missing {})", waiting),
+                              RingMeeting::wake_key(names))
+                    .error();
+            }
+            met = std::move(**m);
+        } else {
+            auto m = meeting_->meet(ctx, names);
+            if (!m) return m.error();
+            met = *m;
+        }
     }
     // Once met, the others wait for this node's figures: an error still posts.
     auto leave_ring = [&](Error e) -> Error {
@@ -434,47 +460,76 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     rank_args.extra = options_.extra_args;
     std::vector<size_t> rank_of;  // ranks[i] is ring rank rank_of[i]
     auto ranks = ranks_of(transport, ctx.node().name, ring_vms, rank_args, &rank_of);
-    ctx.progress(met.size() > 1 ? fmt::format("kiln-smoke on {} VM(s), ranks of a {}-VM ring over {}", ranks.size(),
-                                              ring_vms.size(), fmt::join(met, ", "))
-                                : fmt::format("kiln-smoke on {} VM(s)", ranks.size()));
-    auto outputs = transport.run(ctx.node(), ranks, timeout);
-    if (!outputs) return leave_ring(outputs.error());
+    // This node's ranks of the ring, run once: their reports as the result.
+    auto run_ranks = [&]() -> Result<json> {
+        ctx.progress(met.size() > 1 ? fmt::format("kiln-smoke on {} VM(s), ranks of a {}-VM ring over {}", ranks.size(),
+                                                  ring_vms.size(), fmt::join(met, ", "))
+                                    : fmt::format("kiln-smoke on {} VM(s)", ranks.size()));
+        auto outputs = transport.run(ctx.node(), ranks, timeout);
+        if (!outputs) return leave_ring(outputs.error());
 
-    json vm_results = json::array();
-    for (size_t k = 0; k < outputs->size(); ++k) {
-        const auto& o = (*outputs)[k];
-        json entry = {{"vm", o.vm}, {"rank", rank_of[k]}, {"exit_code", o.exit_code}, {"report", nullptr}};
-        auto doc = o.timed_out ? std::nullopt : parse_report(o.out);
-        Report parsed;
-        std::string err;
-        if (o.timed_out)
-            entry["error"] = "kiln-smoke did not finish within " + std::to_string(timeout.count() / 1000) + " s";
-        else if (!doc || !from_json(*doc, parsed, &err))
-            entry["error"] = "kiln-smoke printed no report (exit " + std::to_string(o.exit_code) +
-                             (err.empty() ? "" : ", " + err) + "): " + tail(o.err, 200);
-        else
-            entry["report"] = *doc;
-        vm_results.push_back(std::move(entry));
+        json vm_results = json::array();
+        for (size_t k = 0; k < outputs->size(); ++k) {
+            const auto& o = (*outputs)[k];
+            json entry = {{"vm", o.vm}, {"rank", rank_of[k]}, {"exit_code", o.exit_code}, {"report", nullptr}};
+            auto doc = o.timed_out ? std::nullopt : parse_report(o.out);
+            Report parsed;
+            std::string err;
+            if (o.timed_out)
+                entry["error"] = "kiln-smoke did not finish within " + std::to_string(timeout.count() / 1000) + " s";
+            else if (!doc || !from_json(*doc, parsed, &err))
+                entry["error"] = "kiln-smoke printed no report (exit " + std::to_string(o.exit_code) +
+                                 (err.empty() ? "" : ", " + err) + "): " + tail(o.err, 200);
+            else
+                entry["report"] = *doc;
+            vm_results.push_back(std::move(entry));
+        }
+        json result = {{"node", ctx.node().name}, {"input_hash", ctx.input_hash()}, {"ts_ms", journal::now_ms()},
+                       {"transport", transport.name()}, {"vms", vm_results}};
+        if (met.size() > 1) {
+            auto it = fleet.smoke.find(ctx.node().smoke);
+            result["ring"] = {{"scope", it != fleet.smoke.end() ? it->second.scope : "node"},
+                              {"nodes", met},
+                              {"ranks", ring_vms.size()}};
+        }
+        json th = json::object();
+        for (const auto& [k, v] : thresholds) th[k] = v;
+        result["thresholds"] = th;
+        return result;
+    };
+    json result;
+    if (figures_resumed) {
+        result = resumed->at("result");
+    } else {
+        auto ran = run_ranks();
+        if (!ran) return ran.error();
+        result = std::move(*ran);
     }
-    json result = {{"node", ctx.node().name}, {"input_hash", ctx.input_hash()}, {"ts_ms", journal::now_ms()},
-                   {"transport", transport.name()}, {"vms", vm_results}};
-    if (met.size() > 1) {
-        auto it = fleet.smoke.find(ctx.node().smoke);
-        result["ring"] = {{"scope", it != fleet.smoke.end() ? it->second.scope : "node"},
-                          {"nodes", met},
-                          {"ranks", ring_vms.size()}};
-    }
-    json th = json::object();
-    for (const auto& [k, v] : thresholds) th[k] = v;
-    result["thresholds"] = th;
     // A shared ring's figures come from every node of it: each node judges
     // its own VMs against the whole ring's distribution.
     json ring_vms_seen = nullptr;
     if (met.size() > 1) {
-        auto all = meeting_->exchange(ctx, "figures", met, own_vms(result));
-        if (!all) return all.error();
+        std::map<std::string, json> all;
+        if (ctx.can_park()) {
+            // Parked until every member has reported (a slow member's run).
+            std::string waiting;
+            auto got = meeting_->gather(ctx, "figures", met,
+                                        figures_resumed ? std::nullopt : std::optional<json>(own_vms(result)), &waiting);
+            if (!got) return got.error();
+            if (!*got)
+                return ctx
+                    .park_for(kRingRecheck, json{{"phase", "ring_figures"}, {"met", met}, {"result", result}},
+                              fmt::format("the shared smoke ring's figures (missing {})", waiting),
+                              RingMeeting::board_wake_key("figures", met))
+                    .error();
+            all = std::move(**got);
+        } else {
+            auto got = meeting_->exchange(ctx, "figures", met, own_vms(result));
+            if (!got) return got.error();
+            all = std::move(*got);
+        }
         ring_vms_seen = json::array();
-        for (const auto& [node, entries] : *all)
+        for (const auto& [node, entries] : all)
             if (entries.is_array())
                 for (const auto& e : entries) ring_vms_seen.push_back(e);
     }
@@ -489,6 +544,13 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     return result;
 }
 
+
+void SmokeStage::end_run(const config::Fleet& fleet) {
+    std::vector<std::string> nodes;
+    nodes.reserve(fleet.nodes.size());
+    for (const auto& n : fleet.nodes) nodes.push_back(n.name);
+    meeting_->forget(nodes);
+}
 
 Status SmokeStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     if (action.id != "smoke:run") return make_error("smoke", "smoke.action", "unknown action " + action.id);

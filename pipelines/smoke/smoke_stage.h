@@ -39,6 +39,8 @@ public:
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;
     Status verify(engine::StageContext& ctx) override;
+    // Drops the ring meetings and boards of the run's nodes.
+    void end_run(const config::Fleet& fleet) override;
 
     const SmokeStageOptions& options() const { return options_; }
 

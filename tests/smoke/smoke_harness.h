@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -45,9 +46,15 @@ public:
             std::lock_guard<std::mutex> lk(mu);
             runs_by_node[node.name]++;
         }
-        return inner_->run(node, launched, timeout);
+        auto out = inner_->run(node, launched, timeout);
+        if (slow.count(node.name)) std::this_thread::sleep_for(slow_by);
+        return out;
     }
     std::set<std::string> corrupt;  // set before the run
+    // These nodes' runs return `slow_by` after their ranks ended (a member
+    // whose transport is slow to bring the reports back).
+    std::set<std::string> slow;
+    std::chrono::milliseconds slow_by{0};
     std::mutex mu;
     std::map<std::string, int> runs_by_node;  // transport runs per node
 
@@ -109,11 +116,21 @@ struct SmokeHarness {
         for (auto& n : fleet.nodes)
             if (n.name == node) n.smoke = name;
     }
+    // Every engine event as "node stage message outcome" lines.
+    struct HeardSink : kiln::engine::EventSink {
+        void on_event(const kiln::engine::EngineEvent& e) override {
+            std::lock_guard<std::mutex> lock(mu);
+            text += e.node + " " + e.stage + " " + e.message + " " + e.outcome + "\n";
+        }
+        std::mutex mu;
+        std::string text;
+    };
+    HeardSink heard;
     kiln::engine::RunReport run(std::vector<std::string> nodes = {}) {
         kiln::engine::RunOptions o;
         o.seed = 1;
         o.nodes = std::move(nodes);
-        kiln::engine::Engine e(fleet, registry, store.get(), nullptr, stop);
+        kiln::engine::Engine e(fleet, registry, store.get(), &heard, stop);
         auto r = e.run(o);
         REQUIRE(r.ok());
         return *r;

@@ -224,6 +224,29 @@ TEST_CASE("a shared smoke ring goes on without the nodes that cannot come") {
     }
 }
 
+TEST_CASE("members of a shared ring meet parked and wait parked for a slow member's figures") {
+    SmokeHarness h({{"allreduce_errors", 0}}, 3);
+    share_ring(h, "fleet");
+    h.transport->slow = {"n002"};
+    h.transport->slow_by = std::chrono::milliseconds(1500);
+    auto report = h.run();
+    INFO(h.heard.text);
+    REQUIRE(report.nodes.size() == 3);
+    for (const auto& n : report.nodes) {
+        INFO(n.node << ": " << n.error);
+        CHECK(n.state == "ready");
+        auto r = result_of(h, n.node);
+        CHECK(r["ring"]["nodes"] == json::array({"n001", "n002", "n003"}));
+        CHECK(h.transport->runs_by_node[n.node] == 1);  // a resume does not run the ranks again
+    }
+    // The two quick members waited for n002's figures, parked.
+    for (const std::string node : {"n001", "n003"})
+        CHECK(h.heard.text.find(node + " smoke waiting: the shared smoke ring's figures") != std::string::npos);
+    CHECK(h.heard.text.find("n002 smoke waiting: the shared smoke ring's figures") == std::string::npos);
+    // Whoever came first to the meeting waited there for the others, parked.
+    CHECK(h.heard.text.find(" smoke waiting: the shared smoke ring to meet") != std::string::npos);
+}
+
 // Six nodes of two VMs, one ring of twelve ranks; the VMs of the bad nodes
 // add wrong values to the all-reduce, so every rank sees a wrong sum.
 void check_localised(const std::set<std::string>& bad) {
