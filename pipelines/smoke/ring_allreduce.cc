@@ -4,10 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 namespace kiln::smoke {
 
-bool ring_allreduce(TcpRing& ring, std::vector<float>& data, Deadline deadline, std::string* err) {
+bool ring_allreduce(TcpRing& ring, std::vector<float>& data, Deadline deadline, std::string* err,
+                    std::chrono::milliseconds step_delay) {
+    auto pause = [&] {
+        if (step_delay.count() > 0) std::this_thread::sleep_for(step_delay);
+    };
     const int n = ring.size(), r = ring.rank();
     if (n == 1) return true;
     const size_t count = data.size();
@@ -18,6 +23,7 @@ bool ring_allreduce(TcpRing& ring, std::vector<float>& data, Deadline deadline, 
     // Reduce-scatter: after n-1 steps rank r holds the full sum of chunk r+1.
     for (int s = 0; s < n - 1; ++s) {
         const int send_c = mod(r - s), recv_c = mod(r - s - 1);
+        pause();
         if (!ring.exchange(data.data() + begin(send_c), len(send_c) * sizeof(float), incoming.data(),
                            len(recv_c) * sizeof(float), deadline, err))
             return false;
@@ -27,6 +33,7 @@ bool ring_allreduce(TcpRing& ring, std::vector<float>& data, Deadline deadline, 
     // All-gather: pass the finished chunks round.
     for (int s = 0; s < n - 1; ++s) {
         const int send_c = mod(r + 1 - s), recv_c = mod(r - s);
+        pause();
         if (!ring.exchange(data.data() + begin(send_c), len(send_c) * sizeof(float), data.data() + begin(recv_c),
                            len(recv_c) * sizeof(float), deadline, err))
             return false;
@@ -41,7 +48,8 @@ namespace {
 float known_value(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 97 + 1)); }
 }  // namespace
 
-std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline, bool corrupt) {
+std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline,
+                                    const RankFault& fault) {
     const int n = ring.size();
     Check correct{"allreduce_errors", 0, std::nullopt, "elements", "<="};
     Check busbw{"allreduce_busbw_gbps", 0, std::nullopt, "GB/s", ">="};
@@ -54,10 +62,16 @@ std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations,
     const size_t count = std::max<size_t>(bytes / sizeof(float), static_cast<size_t>(n));
     std::vector<float> v(count);
     for (size_t i = 0; i < count; ++i) v[i] = known_value(ring.rank(), i);
-    if (corrupt)
+    if (fault.corrupt)
         for (size_t i = 0; i < count; i += 64) v[i] += 1;
+    if (fault.drop) {
+        ring.drop_links();
+        correct.verdict = busbw.verdict = Verdict::Fail;
+        correct.detail = busbw.detail = "this rank dropped its ring links (test fault)";
+        return {correct, busbw};
+    }
     std::string err;
-    if (!ring_allreduce(ring, v, deadline, &err)) {
+    if (!ring_allreduce(ring, v, deadline, &err, fault.step_delay)) {
         correct.verdict = busbw.verdict = Verdict::Fail;
         correct.detail = busbw.detail = "all-reduce failed: " + err;
         return {correct, busbw};
@@ -72,7 +86,7 @@ std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations,
     double best = 0;
     for (int it = 0; it < std::max(1, iterations); ++it) {
         auto t0 = std::chrono::steady_clock::now();
-        if (!ring_allreduce(ring, v, deadline, &err)) {
+        if (!ring_allreduce(ring, v, deadline, &err, fault.step_delay)) {
             busbw.verdict = Verdict::Fail;
             busbw.detail = "all-reduce failed: " + err;
             return {correct, busbw};

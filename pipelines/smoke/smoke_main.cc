@@ -91,7 +91,9 @@ int main(int argc, char** argv) {
     double check_timeout_s = 120, connect_timeout_s = 60;
     size_t allreduce_bytes = 4u << 20, mem_bytes = 64u << 20;
     int iterations = 5, steps = 300, gemm_n = 256, gemm_slowdown = 1;
-    bool ring_only = false, corrupt_allreduce = false;
+    bool ring_only = false;
+    RankFault fault;
+    int step_delay_ms = 0;
     Repeat repeat;
     unsigned seed = 1234;
     app.add_option("--rank", rank, "this rank (0-based)");
@@ -126,7 +128,10 @@ int main(int argc, char** argv) {
     app.add_option("--test-gemm-slowdown", gemm_slowdown)->group("")->check(CLI::Range(1, 1000));
     // A test hook, not for users (hidden): this rank adds wrong values to
     // what it contributes, as a rank behind a link that flips bits would.
-    app.add_flag("--test-corrupt-allreduce", corrupt_allreduce)->group("");
+    app.add_flag("--test-corrupt-allreduce", fault.corrupt)->group("");
+    // Likewise: a rank whose links go down, or whose link is slow.
+    app.add_flag("--test-drop-allreduce", fault.drop)->group("");
+    app.add_option("--test-allreduce-step-delay-ms", step_delay_ms)->group("")->check(CLI::Range(0, 60000));
     app.add_flag("--ring-only", ring_only,
                  "run only the all-reduce checks (kiln's fault localisation re-runs sub-rings with this)");
     app.add_option("--steps", steps, "training steps")->capture_default_str();
@@ -259,7 +264,8 @@ int main(int argc, char** argv) {
                     std::string e;
                     ring = TcpRing::connect(0, peers, listen_addr, listen_port, Clock::now(), &e);
                 }
-                return allreduce_checks(*ring, allreduce_bytes, iterations, Clock::now() + bound, corrupt_allreduce);
+                fault.step_delay = std::chrono::milliseconds(step_delay_ms);
+                return allreduce_checks(*ring, allreduce_bytes, iterations, Clock::now() + bound, fault);
             }));
         }
     }

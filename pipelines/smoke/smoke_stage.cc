@@ -167,11 +167,13 @@ std::vector<RankLaunch> ranks_of(SmokeTransport& transport, const std::string& n
                      {"--rank", std::to_string(g), "--peers", peers, "--listen-addr", a.listen_addr, "--listen-port",
                       std::to_string(a.listen_port), "--host", vm, "--connect-timeout",
                       std::to_string(std::max(1.0, args.connect_s)), "--check-timeout", std::to_string(args.check_s)}};
+        for (const auto& e : args.extra) r.args.push_back(e);
+        // The fleet's thresholds last: they win over the extra arguments'
+        // (kiln-smoke keeps the last one given), as they do when judged.
         for (const auto& [name, value] : args.thresholds) {
             r.args.push_back("--threshold");
             r.args.push_back(name + "=" + json(value).dump());
         }
-        for (const auto& e : args.extra) r.args.push_back(e);
         ranks.push_back(std::move(r));
         if (rank_of) rank_of->push_back(g);
     }

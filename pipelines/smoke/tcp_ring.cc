@@ -120,6 +120,11 @@ bool parse_peers(const std::string& text, std::vector<Endpoint>* out, std::strin
     return true;
 }
 
+void TcpRing::drop_links() {
+    if (next_fd_ >= 0) ::shutdown(next_fd_, SHUT_RDWR);
+    if (prev_fd_ >= 0) ::shutdown(prev_fd_, SHUT_RDWR);
+}
+
 TcpRing::~TcpRing() {
     if (next_fd_ >= 0) ::close(next_fd_);
     if (prev_fd_ >= 0) ::close(prev_fd_);

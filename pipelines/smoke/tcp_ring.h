@@ -45,6 +45,8 @@ public:
                   std::string* err);
     // Rank 0's `data` reaches every rank, round the ring.
     bool broadcast(std::string& data, Deadline deadline, std::string* err);
+    // Shuts both links down: the neighbours see them closed (a test fault).
+    void drop_links();
 
 private:
     TcpRing() = default;

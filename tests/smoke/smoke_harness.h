@@ -40,21 +40,28 @@ public:
                                                            const std::vector<kiln::smoke::RankLaunch>& ranks,
                                                            std::chrono::milliseconds timeout) override {
         auto launched = ranks;
-        if (corrupt.count(node.name))
-            for (auto& r : launched) r.args.push_back("--test-corrupt-allreduce");
+        for (auto& r : launched) {
+            if (corrupt.count(node.name)) r.args.push_back("--test-corrupt-allreduce");
+            if (drop.count(node.name)) r.args.push_back("--test-drop-allreduce");
+            if (slow_link.count(node.name))
+                r.args.insert(r.args.end(), {"--test-allreduce-step-delay-ms", std::to_string(slow_link_step.count())});
+        }
         {
             std::lock_guard<std::mutex> lk(mu);
             runs_by_node[node.name]++;
         }
         auto out = inner_->run(node, launched, timeout);
-        if (slow.count(node.name)) std::this_thread::sleep_for(slow_by);
+        if (late.count(node.name)) std::this_thread::sleep_for(late_by);
         return out;
     }
-    std::set<std::string> corrupt;  // set before the run
-    // These nodes' runs return `slow_by` after their ranks ended (a member
+    // Set before the run: these nodes' ranks corrupt the sum, drop their
+    // ring links, or wait `slow_link_step` before each ring step.
+    std::set<std::string> corrupt, drop, slow_link;
+    std::chrono::milliseconds slow_link_step{0};
+    // These nodes' runs return `late_by` after their ranks ended (a member
     // whose transport is slow to bring the reports back).
-    std::set<std::string> slow;
-    std::chrono::milliseconds slow_by{0};
+    std::set<std::string> late;
+    std::chrono::milliseconds late_by{0};
     std::mutex mu;
     std::map<std::string, int> runs_by_node;  // transport runs per node
 

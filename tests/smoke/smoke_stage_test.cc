@@ -227,8 +227,8 @@ TEST_CASE("a shared smoke ring goes on without the nodes that cannot come") {
 TEST_CASE("members of a shared ring meet parked and wait parked for a slow member's figures") {
     SmokeHarness h({{"allreduce_errors", 0}}, 3);
     share_ring(h, "fleet");
-    h.transport->slow = {"n002"};
-    h.transport->slow_by = std::chrono::milliseconds(1500);
+    h.transport->late = {"n002"};
+    h.transport->late_by = std::chrono::milliseconds(1500);
     auto report = h.run();
     INFO(h.heard.text);
     REQUIRE(report.nodes.size() == 3);
@@ -247,12 +247,35 @@ TEST_CASE("members of a shared ring meet parked and wait parked for a slow membe
     CHECK(h.heard.text.find(" smoke waiting: the shared smoke ring to meet") != std::string::npos);
 }
 
-// Six nodes of two VMs, one ring of twelve ranks; the VMs of the bad nodes
-// add wrong values to the all-reduce, so every rank sees a wrong sum.
-void check_localised(const std::set<std::string>& bad) {
-    SmokeHarness h({{"allreduce_errors", 0}}, 6);
+// How the test makes a node's ranks bad, as a bad part behind them would.
+enum class RankFault {
+    corrupt,    // wrong values in the sum: every rank sees a wrong sum
+    drop,       // ring links dropped: every rank's all-reduce fails
+    slow_link,  // 150 ms before each ring step: every rank's bus bandwidth is under the floor
+};
+
+// The bus bandwidth floor of the slow-link case, GB/s. A ring with the slow
+// member cannot reach it: a pair's all-reduce of 64 KiB takes at least its 2
+// steps x 150 ms, so 0.22 MB/s at most, and longer rings less. A ring
+// without it reaches it when one all-reduce (best of 2) takes under 33 ms
+// (a pair) to 60 ms (12 ranks); on a loaded 2-core machine such rings
+// measured 0.09-0.47 GB/s, 47-235x the floor.
+constexpr double kSlowLinkFloorGbps = 0.002;
+
+// Six nodes of two VMs, one ring of twelve ranks, with the VMs of the bad
+// nodes made bad by `fault`.
+void check_localised(const std::set<std::string>& bad, RankFault fault = RankFault::corrupt) {
+    std::map<std::string, double> thresholds{{"allreduce_errors", 0}};
+    if (fault == RankFault::slow_link) thresholds["allreduce_busbw_gbps"] = kSlowLinkFloorGbps;
+    SmokeHarness h(thresholds, 6);
     share_ring(h, "fleet");
-    h.transport->corrupt = bad;
+    if (fault == RankFault::corrupt) h.transport->corrupt = bad;
+    if (fault == RankFault::drop) h.transport->drop = bad;
+    if (fault == RankFault::slow_link) {
+        h.transport->slow_link = bad;
+        h.transport->slow_link_step = std::chrono::milliseconds(150);
+    }
+    const std::string failing = fault == RankFault::slow_link ? "allreduce_busbw_gbps" : "allreduce_errors";
     auto report = h.run();
     REQUIRE(report.nodes.size() == 6);
     const json suspects(std::vector<std::string>(bad.begin(), bad.end()));  // fleet order = name order here
@@ -277,7 +300,7 @@ void check_localised(const std::set<std::string>& bad) {
             bool failed_whole = false;
             for (const auto& vm : r["vms"])
                 for (const auto& c : vm["report"]["checks"])
-                    if (c["name"] == "allreduce_errors") failed_whole = failed_whole || c["verdict"] == "fail";
+                    if (c["name"] == failing) failed_whole = failed_whole || c["verdict"] == "fail";
             CHECK(failed_whole);
             bool passed_sub = false;
             for (const auto& run : r["localisation"]["runs"])
@@ -299,6 +322,14 @@ TEST_CASE("a shared ring that fails is searched: only the node that corrupts the
 
 TEST_CASE("a shared ring with two bad nodes names both, and only both") {
     check_localised({"n002", "n005"});
+}
+
+TEST_CASE("a shared ring whose member drops its links is searched: only that member is quarantined") {
+    check_localised({"n003"}, RankFault::drop);
+}
+
+TEST_CASE("a shared ring under its bandwidth floor from one slow member is searched: only that member is quarantined") {
+    check_localised({"n005"}, RankFault::slow_link);
 }
 
 TEST_CASE("a shared ring that passes is not searched") {
