@@ -1,6 +1,7 @@
 #include "pipelines/smoke/smoke_stage.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -315,6 +316,53 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds,
 namespace {
 
 // After a shared ring failed: which members make it fail? (fault_search.h)
+// The suspects' VMs, each run alone beside a node the search cleared: a bad
+// GPU or NIC sits in one VM, so where a node has several the one(s) that
+// still fail name the part to pull. Adds "vms" to `localisation`
+// ({node: {"beside", "runs", "suspects", "complete"}}) and the failing VMs
+// to the node's "why". At most kMaxVmRuns runs, within `deadline`.
+constexpr int kMaxVmRuns = 16;
+void narrow_to_vms(json& localisation, const SearchResult& found, const std::vector<RingVm>& ring_vms,
+                   const std::function<RingOutcome(const std::vector<RingVm>&)>& run_vms,
+                   std::chrono::steady_clock::time_point deadline) {
+    if (found.cleared.empty()) return;
+    const std::string& partner = found.cleared.front();
+    std::vector<RingVm> beside;
+    for (const auto& v : ring_vms)
+        if (v.node == partner) beside.push_back(v);
+    int runs = 0;
+    json by_node = json::object();
+    for (const auto& suspect : found.suspects) {
+        std::vector<RingVm> own;
+        for (const auto& v : ring_vms)
+            if (v.node == suspect) own.push_back(v);
+        if (own.size() < 2) continue;  // the node is the VM
+        json entry = {{"beside", partner}, {"runs", json::array()}, {"suspects", json::array()}, {"complete", true}};
+        for (const auto& v : own) {
+            if (runs >= kMaxVmRuns || std::chrono::steady_clock::now() >= deadline) {
+                entry["complete"] = false;
+                break;
+            }
+            // Ring order as in the whole ring (by ordinal).
+            std::vector<RingVm> sub = beside;
+            sub.push_back(v);
+            std::sort(sub.begin(), sub.end(), [](const RingVm& a, const RingVm& b) { return a.ordinal < b.ordinal; });
+            RingOutcome o = run_vms(sub);
+            ++runs;
+            entry["runs"].push_back({{"vm", v.vm}, {"pass", o.pass}, {"busbw_gbps", o.figure}, {"detail", o.detail}});
+            if (!o.pass) entry["suspects"].push_back(v.vm);
+        }
+        const size_t bad = entry["suspects"].size();
+        if (entry["complete"].get<bool>() && bad > 0 && bad < own.size()) {
+            std::vector<std::string> names = entry["suspects"].get<std::vector<std::string>>();
+            localisation["why"][suspect] = localisation["why"].value(suspect, std::string("not cleared")) + fmt::format("; alone beside {} only {} fail{}: look there first", partner, fmt::join(names, ", "),
+                               bad == 1 ? "s" : "");
+        }
+        by_node[suspect] = std::move(entry);
+    }
+    if (!by_node.empty()) localisation["vms"] = std::move(by_node);
+}
+
 Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, SmokeTransport& transport,
                            const std::vector<std::string>& met, const std::vector<RingVm>& ring_vms,
                            const RankArgs& rank_args, std::chrono::milliseconds timeout) {
@@ -325,10 +373,11 @@ Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, Smok
     if (ctx.node().name == leader) {
         RankArgs sub_args = rank_args;
         sub_args.extra.push_back("--ring-only");
-        auto run_subring = [&](const std::vector<std::string>& members) {
-            std::vector<RingVm> sub;
-            for (const auto& v : ring_vms)
-                if (std::find(members.begin(), members.end(), v.node) != members.end()) sub.push_back(v);
+        // One all-reduce over `sub` (ring order), each node starting its own.
+        auto run_vms = [&](const std::vector<RingVm>& sub) {
+            std::vector<std::string> members;
+            for (const auto& v : sub)
+                if (std::find(members.begin(), members.end(), v.node) == members.end()) members.push_back(v.node);
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() -
                                                                                    engine::StageContext::Clock::now());
             const auto bound = std::max(std::chrono::milliseconds(1000), std::min(timeout, left));
@@ -350,6 +399,13 @@ Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, Smok
             }
             return outcome_of(all);
         };
+        auto vms_of = [&](const std::vector<std::string>& nodes) {
+            std::vector<RingVm> sub;
+            for (const auto& v : ring_vms)
+                if (std::find(nodes.begin(), nodes.end(), v.node) != nodes.end()) sub.push_back(v);
+            return sub;
+        };
+        auto run_subring = [&](const std::vector<std::string>& members) { return run_vms(vms_of(members)); };
         SearchBudget budget;
         int log2n = 0;
         while ((size_t{1} << log2n) < met.size()) ++log2n;
@@ -359,7 +415,9 @@ Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, Smok
         budget.deadline = ctx.deadline() - timeout;
         ctx.progress(fmt::format("the ring of {} failed: localising the fault (at most {} sub-ring runs)",
                                  fmt::join(met, ", "), budget.max_runs));
-        mine = to_json(localise(met, run_subring, budget));
+        const SearchResult found = localise(met, run_subring, budget);
+        mine = to_json(found);
+        narrow_to_vms(mine, found, ring_vms, run_vms, budget.deadline);
     }
     auto all = meeting.exchange(ctx, "localise", met, mine);
     if (!all) return all.error();

@@ -41,7 +41,7 @@ public:
                                                            std::chrono::milliseconds timeout) override {
         auto launched = ranks;
         for (auto& r : launched) {
-            if (corrupt.count(node.name)) r.args.push_back("--test-corrupt-allreduce");
+            if (corrupt.count(node.name) || corrupt_vms.count(r.vm)) r.args.push_back("--test-corrupt-allreduce");
             if (drop.count(node.name)) r.args.push_back("--test-drop-allreduce");
             if (slow_link.count(node.name))
                 r.args.insert(r.args.end(), {"--test-allreduce-step-delay-ms", std::to_string(slow_link_step.count())});
@@ -57,6 +57,7 @@ public:
     // Set before the run: these nodes' ranks corrupt the sum, drop their
     // ring links, or wait `slow_link_step` before each ring step.
     std::set<std::string> corrupt, drop, slow_link;
+    std::set<std::string> corrupt_vms;  // these VMs' ranks only corrupt the sum
     std::chrono::milliseconds slow_link_step{0};
     // These nodes' runs return `late_by` after their ranks ended (a member
     // whose transport is slow to bring the reports back).

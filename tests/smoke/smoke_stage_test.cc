@@ -324,6 +324,34 @@ TEST_CASE("a shared ring with two bad nodes names both, and only both") {
     check_localised({"n002", "n005"});
 }
 
+TEST_CASE("a suspect node's VMs are each run beside a cleared node: the one VM that fails is named") {
+    SmokeHarness h({{"allreduce_errors", 0}}, 6);
+    share_ring(h, "fleet");
+    h.transport->corrupt_vms = {"kiln-n004-vm1"};  // one VM's GPU or NIC, not the whole node
+    auto report = h.run();
+    REQUIRE(report.nodes.size() == 6);
+    for (const auto& n : report.nodes) {
+        INFO(n.node << ": " << n.state << " " << n.error);
+        CHECK(n.state == (n.node == "n004" ? "quarantined" : "ready"));
+    }
+    auto r = result_of(h, "n004");
+    INFO(r.dump());
+    REQUIRE(r["localisation"]["suspects"] == json::array({"n004"}));
+    const json& vms = r["localisation"]["vms"]["n004"];
+    CHECK(vms["suspects"] == json::array({"kiln-n004-vm1"}));
+    CHECK(vms["complete"] == true);
+    REQUIRE(vms["runs"].size() == 2);
+    CHECK(vms["runs"][0]["vm"] == "kiln-n004-vm0");
+    CHECK(vms["runs"][0]["pass"] == true);
+    CHECK(vms["runs"][1]["pass"] == false);
+    // The quarantine reason points at the VM.
+    bool named = false;
+    for (const auto& f : r["failed"])
+        if (f["name"] == "fault_localisation")
+            named = f["detail"].get<std::string>().find("only kiln-n004-vm1 fails") != std::string::npos;
+    CHECK(named);
+}
+
 TEST_CASE("a shared ring whose member drops its links is searched: only that member is quarantined") {
     check_localised({"n003"}, RankFault::drop);
 }
