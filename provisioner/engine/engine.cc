@@ -81,6 +81,9 @@ struct Attempt {
     // under the lease this worker found it held by, or a later one; nothing
     // of it is this worker's to journal.
     bool verified_elsewhere = false;
+    // The claim found the node's generation past the run's start: another
+    // worker held it meanwhile, and may have verified its later stages.
+    bool claimed_after_other = false;
     std::shared_ptr<ParkedAction> parked;
 };
 
@@ -441,6 +444,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         // such check). One past the node's generation when the run began,
         // or the generation another worker was found holding it at.
         int64_t done_since = 0;
+        // This worker's lease came after another worker's in this run: what
+        // that one verified is looked up before each stage, lease or not.
+        bool after_other = false;
         std::shared_ptr<ParkedAction> parked;  // set while an action waits in the parking lot
         NodeOutcome outcome;
     };
@@ -658,7 +664,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 }
             }
         } else {
-            if (leases && r.done_since > 0 && !r.leased) {
+            if (leases && r.done_since > 0 && (!r.leased || r.after_other)) {
                 // What another worker verified during this run (under a lease
                 // claimed since it began, or the one this worker found the
                 // node held by), with these very inputs, is done for the
@@ -702,6 +708,18 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                     return a;
                 }
                 slots.held = true;
+                // The look above came before this claim: a worker that held
+                // the node until now may have verified this stage meanwhile.
+                if (r.done_since > 0 && std::get<journal::Lease>(claimed->lease).generation > r.done_since) {
+                    a.claimed_after_other = true;
+                    auto done = leases->verified_since(node.name, stage_name, hash, r.done_since);
+                    if (!done) return classify(done.error());
+                    if (*done) {
+                        a.kind = Attempt::Kind::Skipped;
+                        a.verified_elsewhere = true;
+                        return finish();
+                    }
+                }
             }
             auto last = store_->last_verified_hash(node.name, stage_name);
             if (!last) return classify(last.error());
@@ -959,6 +977,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 --inflight;
                 NodeRun& r = runs[c.index];
                 if (c.attempt.claimed) r.leased = true;
+                if (c.attempt.claimed_after_other) r.after_other = true;
                 if (c.attempt.out_of_service) r.out_of_service = true;
                 if (c.attempt.kind == Attempt::Kind::Parked) {
                     // Still in flight: its slots stay taken, its actions are
