@@ -1,18 +1,14 @@
 #include "firmware/bmc/bmc_server.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "firmware/bmc/firmware_image.h"
 #include "provisioner/net/mhd_event_loop.h"
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::bmc {
 
@@ -75,17 +71,6 @@ bool is_multipart(const char* content_type) {
 }
 
 constexpr size_t kMaxUpload = 1u << 20;
-
-Result<std::string> read_pem(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error("bmc", "tls_unreadable", "cannot read " + path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (text.str().find("-----BEGIN") == std::string::npos) {
-        return make_error("bmc", "tls_unreadable", path + " is not a PEM file");
-    }
-    return text.str();
-}
 
 MHD_Result collect_header(void* cls, MHD_ValueKind, const char* key, const char* value) {
     auto* headers = static_cast<HeaderMap*>(cls);
@@ -193,22 +178,10 @@ void on_completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTermination
 
 }  // namespace
 
-MhdDaemon::~MhdDaemon() {
-    if (d_) MHD_stop_daemon(d_);
-}
-
-MhdDaemon& MhdDaemon::operator=(MhdDaemon&& other) noexcept {
-    if (this != &other) {
-        if (d_) MHD_stop_daemon(d_);
-        d_ = other.d_;
-        other.d_ = nullptr;
-    }
-    return *this;
-}
-
 BmcServer::~BmcServer() {
-    if (loop_ && daemon_.get()) loop_->remove(daemon_.get());
-    daemon_ = MhdDaemon();
+    // Out of its loop first: then no loop thread is inside the daemon.
+    if (loop_ && server_) loop_->remove(server_->daemon());
+    server_.reset();
 }
 
 std::string BmcServer::url() const {
@@ -218,63 +191,31 @@ std::string BmcServer::url() const {
 Result<std::unique_ptr<BmcServer>> BmcServer::start(const BmcServerConfig& config, BmcState& state) {
     std::unique_ptr<BmcServer> server(new BmcServer(state));
     server->bind_ = config.bind_address;
-
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(config.port);
-    if (inet_pton(AF_INET, config.bind_address.c_str(), &addr.sin_addr) != 1) {
-        return make_error("bmc", "listen_failed", "bind address " + config.bind_address + " is not an IPv4 address");
-    }
-
-    // AUTO picks epoll or poll: select() would cap a many-BMC process at 1024 fds.
-    unsigned flags = config.loop ? net::MhdEventLoop::daemon_flags() : MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
-    if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
-        if (config.tls_cert_file.empty() || config.tls_key_file.empty()) {
-            return make_error("bmc", "tls_unreadable", "HTTPS needs both a certificate and a key");
-        }
-        auto cert = read_pem(config.tls_cert_file);
-        if (!cert) return cert.error();
-        auto key = read_pem(config.tls_key_file);
-        if (!key) return key.error();
-        server->cert_pem_ = std::move(*cert);
-        server->key_pem_ = std::move(*key);
-        server->tls_ = true;
-        flags |= MHD_USE_TLS;
-    }
-
-    MHD_Daemon* d = nullptr;
-    if (server->tls_) {
-        d = MHD_start_daemon(flags, config.port, nullptr, nullptr, &on_request, &state, MHD_OPTION_SOCK_ADDR,
-                             reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr,
-                             MHD_OPTION_CONNECTION_TIMEOUT, config.connection_timeout_s, MHD_OPTION_HTTPS_MEM_CERT,
-                             server->cert_pem_.c_str(), MHD_OPTION_HTTPS_MEM_KEY, server->key_pem_.c_str(),
-                             MHD_OPTION_END);
-    } else {
-        d = MHD_start_daemon(flags, config.port, nullptr, nullptr, &on_request, &state, MHD_OPTION_SOCK_ADDR,
-                             reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr,
-                             MHD_OPTION_CONNECTION_TIMEOUT, config.connection_timeout_s, MHD_OPTION_END);
-    }
-    if (!d) {
-        return make_error("bmc", "listen_failed",
-                          "cannot listen on " + config.bind_address + ":" + std::to_string(config.port) +
-                              (server->tls_ ? " with TLS (check the certificate and key)" : " (port in use?)"));
-    }
-    server->daemon_ = MhdDaemon(d);
+    net::MhdServerOptions o;
+    o.bind_address = config.bind_address;
+    o.port = config.port;
+    // Default (0): a thread of its own, epoll or poll (select() would cap a
+    // many-BMC process at 1024 fds); with a loop, served by the loop's threads.
+    o.flags = config.loop ? net::MhdEventLoop::daemon_flags() : 0;
+    o.connection_timeout_s = config.connection_timeout_s;
+    o.handler = &on_request;
+    o.handler_cls = &state;
+    o.completed = &on_completed;
+    o.cert_file = config.tls_cert_file;
+    o.key_file = config.tls_key_file;
+    auto started = net::MhdServer::start(std::move(o));
+    if (!started)
+        return make_error("bmc", started.error().code == "net.tls" ? "tls_unreadable" : "listen_failed",
+                          started.error().message);
+    server->server_ = std::move(*started);
+    server->tls_ = server->server_->tls();
+    server->port_ = server->server_->port();
     if (config.loop) {
-        if (auto added = config.loop->add(d); !added)
+        if (auto added = config.loop->add(server->server_->daemon()); !added)
             return make_error("bmc", "listen_failed", "cannot serve " + config.bind_address + ":" +
                                                           std::to_string(config.port) + ": " + added.error().message);
         server->loop_ = config.loop;
     }
-
-    // The kernel's choice when port 0 was asked for.
-    const MHD_DaemonInfo* info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
-    sockaddr_in bound{};
-    socklen_t len = sizeof bound;
-    if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-        return make_error("bmc", "listen_failed", std::string("cannot read the bound port: ") + std::strerror(errno));
-    }
-    server->port_ = ntohs(bound.sin_port);
     return server;
 }
 

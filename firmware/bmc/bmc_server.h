@@ -19,8 +19,7 @@
 
 #include "firmware/bmc/bmc_state.h"
 #include "provisioner/core/result.h"
-
-struct MHD_Daemon;
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::net {
 class MhdEventLoop;
@@ -40,22 +39,6 @@ struct BmcServerConfig {
     net::MhdEventLoop* loop = nullptr;
 };
 
-// Owns an MHD_Daemon; stopping it joins its thread. Move-only.
-class MhdDaemon {
-public:
-    MhdDaemon() = default;
-    explicit MhdDaemon(MHD_Daemon* d) : d_(d) {}
-    ~MhdDaemon();
-    MhdDaemon(MhdDaemon&& other) noexcept : d_(other.d_) { other.d_ = nullptr; }
-    MhdDaemon& operator=(MhdDaemon&& other) noexcept;
-    MhdDaemon(const MhdDaemon&) = delete;
-    MhdDaemon& operator=(const MhdDaemon&) = delete;
-    MHD_Daemon* get() const { return d_; }
-
-private:
-    MHD_Daemon* d_ = nullptr;
-};
-
 class BmcServer {
 public:
     // Listening when it returns. Errors: "tls_unreadable", "listen_failed".
@@ -70,12 +53,11 @@ private:
     explicit BmcServer(BmcState& state) : state_(state) {}
 
     BmcState& state_;
-    std::string cert_pem_, key_pem_;  // MHD keeps pointers to these
     bool tls_ = false;
     std::string bind_;
     uint16_t port_ = 0;
     net::MhdEventLoop* loop_ = nullptr;
-    MhdDaemon daemon_;
+    std::unique_ptr<net::MhdServer> server_;
 };
 
 }  // namespace kiln::bmc

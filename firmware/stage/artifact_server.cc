@@ -1,10 +1,7 @@
 #include "firmware/stage/artifact_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +16,7 @@
 
 #include "provisioner/core/host_port.h"
 #include "provisioner/core/sha256.h"
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::firmware {
 
@@ -85,34 +83,27 @@ Result<std::unique_ptr<ArtifactServer>> ArtifactServer::start(const ArtifactServ
     if (!hp)
         return make_error("firmware", "firmware.artifact_server",
                           fmt::format("artifact server listen address '{}' is not HOST:PORT", config.listen));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    if (inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr) != 1)
-        return make_error("firmware", "firmware.artifact_server",
-                          fmt::format("artifact server listen address '{}' is not IPv4 HOST:PORT", config.listen));
-    addr.sin_port = htons(static_cast<uint16_t>(hp->port));
-
     std::unique_ptr<ArtifactServer> s(new ArtifactServer());
-    s->daemon_ = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(hp->port),
-                                  nullptr, nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR,
-                                  reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_TIMEOUT, 60u,
-                                  MHD_OPTION_END);
-    if (!s->daemon_)
+    net::MhdServerOptions o;
+    o.bind_address = hp->host;
+    o.port = static_cast<uint16_t>(hp->port);
+    o.handler = &on_request;
+    o.handler_cls = s.get();
+    auto server = net::MhdServer::start(std::move(o));
+    if (!server)
         return make_error("firmware", "firmware.artifact_server",
-                          fmt::format("artifact server cannot listen on {} (address in use?)", config.listen));
-    const MHD_DaemonInfo* info = MHD_get_daemon_info(s->daemon_, MHD_DAEMON_INFO_LISTEN_FD);
-    sockaddr_in bound{};
-    socklen_t len = sizeof bound;
-    if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
-        return make_error("firmware", "firmware.artifact_server", "artifact server: cannot read its bound port");
-    s->port_ = ntohs(bound.sin_port);
+                          server.error().code == "net.bind_address"
+                              ? fmt::format("artifact server listen address '{}' is not IPv4 HOST:PORT", config.listen)
+                              : "artifact server: " + server.error().message);
+    s->server_ = std::move(*server);
+    s->port_ = s->server_->port();
     s->base_url_ = config.advertise.empty() ? fmt::format("http://{}:{}", hp->host, s->port_) : config.advertise;
     while (!s->base_url_.empty() && s->base_url_.back() == '/') s->base_url_.pop_back();
     return s;
 }
 
 ArtifactServer::~ArtifactServer() {
-    if (daemon_) MHD_stop_daemon(daemon_);
+    server_.reset();  // no request reads a file from here on
     for (auto& [path, e] : by_path_) close(e.fd);
 }
 

@@ -18,8 +18,7 @@
 #include <string>
 
 #include "provisioner/core/result.h"
-
-struct MHD_Daemon;
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::firmware {
 
@@ -63,7 +62,7 @@ public:
 private:
     ArtifactServer() = default;
 
-    MHD_Daemon* daemon_ = nullptr;
+    std::unique_ptr<net::MhdServer> server_;
     std::string base_url_;
     uint16_t port_ = 0;
     mutable std::mutex mu_;

@@ -1,14 +1,10 @@
 #include "network/emulator/switch_server.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::network::emulator {
 
@@ -20,16 +16,6 @@ struct Upload {
 };
 
 constexpr size_t kMaxUpload = 16u << 20;  // a 2,048-port config fits well inside
-
-Result<std::string> read_pem(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error("emulator", "tls_unreadable", "cannot read " + path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (text.str().find("-----BEGIN") == std::string::npos)
-        return make_error("emulator", "tls_unreadable", path + " is not a PEM file");
-    return text.str();
-}
 
 MHD_Result collect_arg(void* cls, MHD_ValueKind, const char* key, const char* value) {
     auto* args = static_cast<std::map<std::string, std::string>*>(cls);
@@ -82,9 +68,7 @@ void on_completed(void*, MHD_Connection*, void** con_cls, MHD_RequestTermination
 
 }  // namespace
 
-SwitchServer::~SwitchServer() {
-    if (daemon_) MHD_stop_daemon(daemon_);
-}
+SwitchServer::~SwitchServer() = default;
 
 std::string SwitchServer::url() const {
     return std::string(tls_ ? "https" : "http") + "://" + bind_ + ":" + std::to_string(port_);
@@ -93,51 +77,26 @@ std::string SwitchServer::url() const {
 Result<std::unique_ptr<SwitchServer>> SwitchServer::start(const SwitchServerConfig& config, EmulatedSwitch& sw) {
     std::unique_ptr<SwitchServer> server(new SwitchServer(sw));
     server->bind_ = config.bind_address;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(config.port);
-    if (inet_pton(AF_INET, config.bind_address.c_str(), &addr.sin_addr) != 1)
-        return make_error("emulator", "listen_failed", "bind address " + config.bind_address + " is not IPv4");
-    // poll(), not select(): select() cannot watch a descriptor past FD_SETSIZE
-    // (1,024), and each switch holds two (its socket and a wake-up pipe), so
-    // select() stopped kiln-switch at ~509 switches.
-    unsigned flags =
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (!config.tls_cert_file.empty() || !config.tls_key_file.empty()) {
-        if (config.tls_cert_file.empty() || config.tls_key_file.empty())
-            return make_error("emulator", "tls_unreadable", "HTTPS needs both a certificate and a key");
-        auto cert = read_pem(config.tls_cert_file);
-        if (!cert) return cert.error();
-        auto key = read_pem(config.tls_key_file);
-        if (!key) return key.error();
-        server->cert_pem_ = std::move(*cert);
-        server->key_pem_ = std::move(*key);
-        server->tls_ = true;
-        flags |= MHD_USE_TLS;
-    }
-    MHD_Daemon* d = nullptr;
-    if (server->tls_) {
-        d = MHD_start_daemon(flags, config.port, nullptr, nullptr, &on_request, &sw, MHD_OPTION_SOCK_ADDR,
-                             reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_HTTPS_MEM_CERT, server->cert_pem_.c_str(),
-                             MHD_OPTION_HTTPS_MEM_KEY, server->key_pem_.c_str(), MHD_OPTION_END);
-    } else {
-        d = MHD_start_daemon(flags, config.port, nullptr, nullptr, &on_request, &sw, MHD_OPTION_SOCK_ADDR,
-                             reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, &on_completed, nullptr,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
-    }
-    if (!d)
-        return make_error("emulator", "listen_failed",
-                          "cannot listen on " + config.bind_address + ":" + std::to_string(config.port) +
-                              (server->tls_ ? " with TLS (check the certificate and key)" : " (port in use?)"));
-    server->daemon_ = d;
-    const MHD_DaemonInfo* info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
-    sockaddr_in bound{};
-    socklen_t len = sizeof bound;
-    if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
-        return make_error("emulator", "listen_failed",
-                          std::string("cannot read the bound port: ") + std::strerror(errno));
-    server->port_ = ntohs(bound.sin_port);
+    net::MhdServerOptions o;
+    o.bind_address = config.bind_address;
+    o.port = config.port;
+    // A thread per connection (a delayed answer holds only its client), and
+    // poll(), not select(): select() cannot watch a descriptor past
+    // FD_SETSIZE (1,024), and each switch holds two (its socket and a
+    // wake-up pipe), so select() stopped kiln-switch at ~509 switches.
+    o.flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    o.handler = &on_request;
+    o.handler_cls = &sw;
+    o.completed = &on_completed;
+    o.cert_file = config.tls_cert_file;
+    o.key_file = config.tls_key_file;
+    auto started = net::MhdServer::start(std::move(o));
+    if (!started)
+        return make_error("emulator", started.error().code == "net.tls" ? "tls_unreadable" : "listen_failed",
+                          started.error().message);
+    server->server_ = std::move(*started);
+    server->tls_ = server->server_->tls();
+    server->port_ = server->server_->port();
     return server;
 }
 

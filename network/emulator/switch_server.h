@@ -4,8 +4,7 @@
 // delayed answer (the timeout fault) holds up only its own client; poll(),
 // not select(), so one process serves thousands of switches (two descriptors
 // each; raise RLIMIT_NOFILE, as kiln-switch does).
-// The libmicrohttpd glue follows firmware/bmc/bmc_server.cc; it is repeated
-// here rather than shared because that one is bound to BmcState.
+// Listening, TLS and the bound port: net::MhdServer, as for kiln-bmc.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +13,7 @@
 
 #include "network/emulator/emulated_switch.h"
 #include "provisioner/core/result.h"
-
-struct MHD_Daemon;
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::network::emulator {
 
@@ -31,7 +29,7 @@ public:
     // Listening when it returns. `sw` must outlive the server.
     // Errors: "tls_unreadable", "listen_failed".
     static Result<std::unique_ptr<SwitchServer>> start(const SwitchServerConfig& config, EmulatedSwitch& sw);
-    ~SwitchServer();
+    ~SwitchServer();  // stops serving before anything it uses goes
     SwitchServer(const SwitchServer&) = delete;
     SwitchServer& operator=(const SwitchServer&) = delete;
 
@@ -42,11 +40,10 @@ private:
     explicit SwitchServer(EmulatedSwitch& sw) : sw_(sw) {}
 
     EmulatedSwitch& sw_;
-    std::string cert_pem_, key_pem_;  // libmicrohttpd keeps pointers to these
     bool tls_ = false;
     std::string bind_;
     uint16_t port_ = 0;
-    MHD_Daemon* daemon_ = nullptr;
+    std::unique_ptr<net::MhdServer> server_;
 };
 
 }  // namespace kiln::network::emulator

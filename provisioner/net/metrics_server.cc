@@ -1,15 +1,13 @@
 #include "provisioner/net/metrics_server.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "provisioner/core/host_port.h"
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::net {
 
@@ -52,33 +50,28 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& listen,
                                                             std::function<std::string()> render) {
     const auto hp = parse_host_port(listen);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    if (!hp || inet_pton(AF_INET, hp->host.c_str(), &addr.sin_addr) != 1)
-        return make_error("metrics", "metrics.listen",
-                          fmt::format("--metrics-listen '{}': expected IPv4 HOST:PORT, as 127.0.0.1:9464", listen));
-    addr.sin_port = htons(static_cast<uint16_t>(hp->port));
+    auto refused = [&](const std::string& why) {
+        return make_error("metrics", "metrics.listen", fmt::format("--metrics-listen '{}': {}", listen, why));
+    };
+    if (!hp) return refused("expected IPv4 HOST:PORT, as 127.0.0.1:9464");
     std::unique_ptr<MetricsServer> s(new MetricsServer());
     s->render_ = std::move(render);
-    s->daemon_ =
-        MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, static_cast<uint16_t>(hp->port), nullptr,
-                         nullptr, &on_request, s.get(), MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr),
-                         MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
-    if (!s->daemon_)
-        return make_error("metrics", "metrics.listen",
-                          fmt::format("--metrics-listen '{}': cannot listen there (address in use?)", listen));
-    const MHD_DaemonInfo* info = MHD_get_daemon_info(s->daemon_, MHD_DAEMON_INFO_LISTEN_FD);
-    sockaddr_in bound{};
-    socklen_t len = sizeof bound;
-    if (!info || getsockname(info->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0)
-        return make_error("metrics", "metrics.listen", "metrics server: cannot read its bound port");
-    s->port_ = ntohs(bound.sin_port);
+    MhdServerOptions o;
+    o.bind_address = hp->host;
+    o.port = static_cast<uint16_t>(hp->port);
+    o.connection_timeout_s = 30;
+    o.handler = &on_request;
+    o.handler_cls = s.get();
+    auto server = MhdServer::start(std::move(o));
+    if (!server)
+        return refused(server.error().code == "net.bind_address" ? "expected IPv4 HOST:PORT, as 127.0.0.1:9464"
+                                                                  : server.error().message);
+    s->server_ = std::move(*server);
+    s->port_ = s->server_->port();
     s->url_ = fmt::format("http://{}:{}/metrics", hp->host, s->port_);
     return s;
 }
 
-MetricsServer::~MetricsServer() {
-    if (daemon_) MHD_stop_daemon(daemon_);
-}
+MetricsServer::~MetricsServer() = default;
 
 }  // namespace kiln::net

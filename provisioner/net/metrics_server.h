@@ -12,8 +12,7 @@
 #include <string>
 
 #include "provisioner/core/result.h"
-
-struct MHD_Daemon;
+#include "provisioner/net/mhd_server.h"
 
 namespace kiln::net {
 
@@ -22,7 +21,7 @@ public:
     // `listen` is "HOST:PORT" (IPv4; port 0 picks a free one). `render` is
     // called on the server's thread for each scrape.
     static Result<std::unique_ptr<MetricsServer>> start(const std::string& listen, std::function<std::string()> render);
-    ~MetricsServer();
+    ~MetricsServer();  // stops serving before render goes
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
 
@@ -32,7 +31,7 @@ public:
 private:
     MetricsServer() = default;
     std::function<std::string()> render_;
-    MHD_Daemon* daemon_ = nullptr;
+    std::unique_ptr<MhdServer> server_;
     uint16_t port_ = 0;
     std::string url_;
     friend struct MetricsServerAccess;
