@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace kiln::smoke {
 
 enum class Verdict { Pass, Fail, Skip };
@@ -37,6 +39,8 @@ struct Report {
     int rank = 0;
     int ranks = 1;
     std::vector<Check> checks;
+    // The GPU path's NVML state (gpu_state_json); null elsewhere.
+    nlohmann::json nvml;
 
     // Fail when any check failed; skips do not fail a run.
     Verdict verdict() const;

@@ -18,8 +18,10 @@ nlohmann::json to_json(const Check& c) {
 nlohmann::json to_json(const Report& r) {
     nlohmann::json checks = nlohmann::json::array();
     for (const auto& c : r.checks) checks.push_back(to_json(c));
-    return {{"host", r.host},       {"backend", r.backend}, {"rank", r.rank},
-            {"ranks", r.ranks},     {"checks", checks},     {"verdict", verdict_name(r.verdict())}};
+    nlohmann::json j = {{"host", r.host},   {"backend", r.backend}, {"rank", r.rank},
+                        {"ranks", r.ranks}, {"checks", checks},     {"verdict", verdict_name(r.verdict())}};
+    if (!r.nvml.is_null()) j["nvml"] = r.nvml;
+    return j;
 }
 
 bool from_json(const nlohmann::json& j, Report& out, std::string* err) {
@@ -34,6 +36,7 @@ bool from_json(const nlohmann::json& j, Report& out, std::string* err) {
     r.backend = j.value("backend", "cpu");
     r.rank = j.value("rank", 0);
     r.ranks = j.value("ranks", 1);
+    if (j.contains("nvml")) r.nvml = j["nvml"];
     for (const auto& cj : j["checks"]) {
         if (!cj.is_object() || !cj.contains("name") || !cj["name"].is_string())
             return fail("a check without a 'name'");

@@ -78,7 +78,7 @@ double time_on(cudaStream_t stream, F fn) {
     return ms / 1000.0;
 }
 
-std::vector<Check> nvml_checks() {
+std::vector<Check> nvml_checks(GpuOptions::NvmlState* state) {
     std::string err;
     Nvml* nvml = Nvml::instance(&err);
     std::vector<GpuRead> reads;
@@ -93,6 +93,11 @@ std::vector<Check> nvml_checks() {
             }
             reads.push_back(std::move(r));
         }
+    }
+    auto read = gpu_state_json(nvml ? "" : err, reads);
+    {
+        std::lock_guard<std::mutex> lock(state->mu);
+        state->value = std::move(read);
     }
     return nvml_health_checks(nvml ? "" : err, reads);
 }
@@ -453,8 +458,8 @@ std::vector<GpuCheckStep> gpu_check_steps(const GpuOptions& o, TcpRing* ring, De
     return {
         {{"row_remaps_pending", "clock_slowdown_reasons", "retired_pages_pending", "retired_pages",
           "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "xid_events"},
-         [] {
-             auto checks = nvml_checks();
+         [state = o.nvml_state] {
+             auto checks = nvml_checks(state.get());
              std::string log, err;
              const bool read = read_kernel_log(&log, &err);
              checks.push_back(xid_check(read ? parse_xid_events(log) : std::vector<XidEvent>{}, read ? "" : err));

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "pipelines/smoke/tcp_ring.h"
 #include "pipelines/smoke/watchdog.h"
@@ -28,6 +32,13 @@ struct GpuOptions {
     int iterations = 10;
     int train_steps = 200;
     unsigned seed = 1234;
+    // Out: the NVML step leaves the GPUs' state here (gpu_state_json),
+    // under its lock: a step the watchdog gave up on may still write.
+    struct NvmlState {
+        std::mutex mu;
+        nlohmann::json value;
+    };
+    std::shared_ptr<NvmlState> nvml_state = std::make_shared<NvmlState>();
 };
 
 // One entry per check group: the names it reports (for the watchdog) and

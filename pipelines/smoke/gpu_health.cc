@@ -76,6 +76,39 @@ std::vector<Check> error_checks(const std::vector<GpuRead>& reads, Check pending
 
 }  // namespace
 
+nlohmann::json gpu_state_json(const std::string& nvml_error, const std::vector<GpuRead>& reads) {
+    using nlohmann::json;
+    if (!nvml_error.empty()) return json{{"error", nvml_error}};
+    json gpus = json::array();
+    for (const auto& r : reads) {
+        const NvmlGpuHealth& h = r.health;
+        json g = {{"gpu", r.gpu}};
+        if (!h.error.empty()) {
+            g["error"] = h.error;
+            gpus.push_back(std::move(g));
+            continue;
+        }
+        for (const auto& [key, value] : {std::pair{"name", &h.name}, std::pair{"uuid", &h.uuid},
+                                         std::pair{"serial", &h.serial}, std::pair{"vbios", &h.vbios}})
+            g[key] = value->empty() ? json(nullptr) : json(*value);
+        char bits[24];
+        std::snprintf(bits, sizeof bits, "0x%llx", h.reasons);
+        g["row_remaps"] = h.remaps_supported ? json{{"pending", h.remap_pending}, {"failed", h.remap_failure}}
+                                             : json(nullptr);
+        g["clock_event_reasons"] = h.reasons_supported
+                                       ? json{{"bits", bits}, {"fault", (h.reasons & kBadClockReasons) != 0}}
+                                       : json(nullptr);
+        g["ecc_uncorrected"] = h.ecc_supported ? json{{"volatile", h.ecc_uncorrected_volatile},
+                                                      {"aggregate", h.ecc_uncorrected_aggregate}}
+                                               : json(nullptr);
+        g["retired_pages"] = h.retirement_supported
+                                 ? json{{"count", h.retired_pages}, {"pending", h.retirement_pending}}
+                                 : json(nullptr);
+        gpus.push_back(std::move(g));
+    }
+    return json{{"gpus", gpus}};
+}
+
 std::vector<Check> nvml_health_checks(const std::string& nvml_error, const std::vector<GpuRead>& reads) {
     Check remaps = ceiling("row_remaps_pending");
     Check clocks = ceiling("clock_slowdown_reasons");

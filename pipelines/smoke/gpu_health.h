@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pipelines/smoke/check.h"
 #include "pipelines/smoke/nvml_loader.h"  // NvmlGpuHealth: a plain struct
 
@@ -27,6 +29,13 @@ struct GpuRead {
 // and "ecc_uncorrected_aggregate" (over the GPUs' life), summed over GPUs; a
 // GPU that cannot be read fails all four, a counter no GPU reports skips.
 std::vector<Check> nvml_health_checks(const std::string& nvml_error, const std::vector<GpuRead>& reads);
+
+// The GPUs' NVML state as read, for the report's "nvml" member (and from
+// there the evidence bundle of a quarantined node): per GPU its name, UUID,
+// serial and VBIOS where NVML gives them, and each counter it could read
+// (null where the GPU does not support it); a GPU that could not be read
+// says why. `nvml_error` non-empty: {"error": it}.
+nlohmann::json gpu_state_json(const std::string& nvml_error, const std::vector<GpuRead>& reads);
 
 // "gpu_count": the GPUs CUDA can use, held against how many the VM was
 // given (`expected`; 0 = not known). `problem` says why GPUs are missing

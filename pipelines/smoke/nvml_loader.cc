@@ -20,6 +20,8 @@ using EccFn = nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*);
 using RetiredFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*, unsigned long long*);
 // nvmlDeviceGetRetiredPagesPendingStatus(device, nvmlEnableState_t*)
 using PendingFn = nvmlReturn_t (*)(nvmlDevice_t, int*);
+// nvmlDeviceGetName / GetUUID / GetSerial / GetVbiosVersion(device, buffer, length)
+using TextFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
 constexpr nvmlReturn_t kInsufficientSize = 7;   // NVML_ERROR_INSUFFICIENT_SIZE
 constexpr int kUncorrected = 1;                 // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kVolatile = 0, kAggregate = 1;    // NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
@@ -61,6 +63,14 @@ NvmlGpuHealth Nvml::health(const std::string& pci_bus_id) {
         h.error = "NVML does not know the GPU at " + pci_bus_id;
         return h;
     }
+    auto text = [&](const char* fn, std::string& out) {
+        char buf[128] = {};  // NVML's largest (name, UUID) fit in 96
+        if (auto f = sym<TextFn>(lib_, fn); f && f(dev, buf, sizeof buf) == kSuccess) out = buf;
+    };
+    text("nvmlDeviceGetName", h.name);
+    text("nvmlDeviceGetUUID", h.uuid);
+    text("nvmlDeviceGetSerial", h.serial);
+    text("nvmlDeviceGetVbiosVersion", h.vbios);
     if (auto remap = sym<RemapFn>(lib_, "nvmlDeviceGetRemappedRows")) {
         unsigned corr = 0, unc = 0;
         h.remaps_supported = remap(dev, &corr, &unc, &h.remap_pending, &h.remap_failure) == kSuccess;

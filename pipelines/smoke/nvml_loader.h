@@ -9,6 +9,8 @@ namespace kiln::smoke {
 
 struct NvmlGpuHealth {
     std::string error;                 // why nothing could be read ("" = read)
+    // Who the GPU is, for an RMA: "" where NVML does not say.
+    std::string name, uuid, serial, vbios;
     bool remaps_supported = false;
     unsigned remap_pending = 0;        // row remaps waiting for a GPU reset
     unsigned remap_failure = 0;        // a remap failed: the GPU needs service

@@ -230,6 +230,11 @@ int main(int argc, char** argv) {
                 if (ring_only && !ring_step) continue;
                 add(run_bounded(step.names, bound, step.run));
             }
+            // The NVML step's read, when it finished (a hung one leaves null).
+            {
+                std::lock_guard<std::mutex> lock(go.nvml_state->mu);
+                report.nvml = go.nvml_state->value;
+            }
         }
 #endif
     } else {

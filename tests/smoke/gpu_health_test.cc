@@ -3,6 +3,7 @@
 // or a missing one fails.
 #include <catch2/catch.hpp>
 
+#include "pipelines/smoke/check_json.h"
 #include "pipelines/smoke/gpu_health.h"
 
 using namespace kiln::smoke;
@@ -143,4 +144,42 @@ TEST_CASE("NVML error counters: summed over GPUs, held against ceilings, unknown
                              "ecc_uncorrected_aggregate"})
         CHECK(named(off, name).verdict == Verdict::Skip);
     CHECK(nvml_health_checks("NVML not found", {healthy("gpu0")}).size() == 6);
+}
+
+TEST_CASE("NVML state for the report: each GPU's identity and counters, unsupported ones null, unreadable ones with why") {
+    GpuRead a = healthy("gpu0 0000:4f:00.0");
+    a.health.name = "NVIDIA H100 80GB HBM3";
+    a.health.uuid = "GPU-5c3e9d0a-0b1e-4f57-9a41-3c1f0e6d2b7a";
+    a.health.serial = "1654922012345";
+    a.health.vbios = "96.00.74.00.01";
+    a.health.remap_pending = 1;
+    a.health.reasons = 0x20;  // SW thermal slowdown: a fault reason
+    a.health.ecc_supported = true;
+    a.health.ecc_uncorrected_aggregate = 3;
+    GpuRead lost{"gpu1 0000:5f:00.0", {}};
+    lost.health.error = "NVML does not know the GPU at 0000:5f:00.0";
+    auto j = gpu_state_json("", {a, lost});
+    REQUIRE(j["gpus"].size() == 2);
+    const auto& g = j["gpus"][0];
+    CHECK(g["gpu"] == "gpu0 0000:4f:00.0");
+    CHECK(g["serial"] == "1654922012345");
+    CHECK(g["uuid"] == "GPU-5c3e9d0a-0b1e-4f57-9a41-3c1f0e6d2b7a");
+    CHECK(g["row_remaps"]["pending"] == 1);
+    CHECK(g["clock_event_reasons"]["bits"] == "0x20");
+    CHECK(g["clock_event_reasons"]["fault"] == true);
+    CHECK(g["ecc_uncorrected"]["aggregate"] == 3);
+    CHECK(g["retired_pages"].is_null());  // not supported: no figure made up
+    CHECK(j["gpus"][1]["error"] == lost.health.error);
+    CHECK_FALSE(j["gpus"][1].contains("serial"));
+    CHECK(gpu_state_json("libnvidia-ml.so.1: cannot open", {}) == nlohmann::json{{"error", "libnvidia-ml.so.1: cannot open"}});
+
+    // It travels in the report kiln reads back (and the evidence bundle takes it from there).
+    Report r;
+    r.backend = "cuda";
+    r.nvml = j;
+    Report back;
+    std::string err;
+    REQUIRE(from_json(to_json(r), back, &err));
+    CHECK(back.nvml == j);
+    CHECK_FALSE(to_json(Report{}).contains("nvml"));
 }
