@@ -122,6 +122,29 @@ struct NetworkStage::RunCache {
         if (fabric_error) return *fabric_error;
         return ok_status();
     }
+    // NetworkStage::input_text: node_section_json(fleet, node, "network").dump(),
+    // byte for byte, with each uplink's entry serialised once per run instead
+    // of once per node of its leaves (every leaf's nodes list all its uplinks).
+    std::string input_text(const config::Node& node) {
+        std::string text = config::network_section_json_without_uplinks(fleet, node).dump();
+        const auto ups = config::network_uplinks_of_node(fleet, node);
+        if (ups.empty()) return text;  // no "uplinks" key, as node_section_json
+        std::call_once(uplinks_serialised, [&] {
+            uplink_text.reserve(fleet.uplinks.size());
+            for (const auto& u : fleet.uplinks) uplink_text.push_back(config::network_uplink_json(fleet, u).dump());
+        });
+        // "uplinks" sorts after the section's other keys (cables, host,
+        // profile, rack, switches): it is the object's last member.
+        text.pop_back();  // '}'
+        text += text.size() > 1 ? ",\"uplinks\":[" : "\"uplinks\":[";
+        for (size_t k = 0; k < ups.size(); ++k) {
+            if (k) text += ',';
+            text += uplink_text[static_cast<size_t>(ups[k] - fleet.uplinks.data())];
+        }
+        text += "]}";
+        return text;
+    }
+
     SwitchProfileFn profile_fn() const {
         return [this](size_t i) { return profiles.at(i); };
     }
@@ -203,6 +226,8 @@ struct NetworkStage::RunCache {
     }
 
     const config::Fleet& fleet;
+    std::once_flag uplinks_serialised;
+    std::vector<std::string> uplink_text;  // by fleet.uplinks index: network_uplink_json's dump
     std::once_flag built;
     std::optional<Error> fabric_error;
     Fabric fabric;
@@ -277,6 +302,12 @@ std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, con
     std::vector<std::string> out;
     for (const auto& n : names) out.push_back("switch:" + n);
     return out;
+}
+
+Result<std::string> NetworkStage::input_text(const engine::StageContext& ctx) const {
+    auto cache = run_cache(ctx.fleet());
+    if (!cache) return Stage::input_text(ctx);
+    return cache->input_text(ctx.node());
 }
 
 Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
@@ -397,7 +428,7 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
         }
         switches.push_back(std::move(entry));
     }
-    obs.state["switches"] = switches;
+    obs.state["switches"] = std::move(switches);
 
     const config::Node& node = ctx.node();
     auto hs = host::host_scope_for_node(ctx.fleet(), node);
@@ -426,9 +457,13 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
 
 Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     std::vector<engine::Action> actions;
-    for (const auto& s : observed.state.value("switches", json::array())) {
+    // By reference: a node's observation lists every switch its traffic crosses.
+    static const json kNone = json::array();
+    const auto found = observed.state.find("switches");
+    for (const auto& s : found == observed.state.end() ? kNone : *found) {
         const auto& changes = s["changes"];
-        const json shared = s.value("shared", json::array());
+        const auto at = s.find("shared");
+        const json& shared = at == s.end() ? kNone : *at;
         if (changes.empty() && shared.empty()) continue;
         // Ports the switch takes down and up to make the change: their links drop.
         std::set<std::string> flaps;

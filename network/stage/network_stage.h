@@ -68,6 +68,9 @@ public:
 
     std::string name() const override { return "network"; }
     std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
+    // node_section_json's "network" text; within a run each uplink's entry
+    // is serialised once and reused by every node of its leaves.
+    Result<std::string> input_text(const engine::StageContext& ctx) const override;
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;

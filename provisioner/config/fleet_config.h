@@ -392,4 +392,12 @@ private:
 // positions, secrets as their reference only). Stages hash it.
 nlohmann::json node_section_json(const Fleet& fleet, const Node& node, const std::string& stage);
 
+// The "network" section in its parts, which node_section_json joins: all but
+// "uplinks"; the uplinks of the node's leaves (both ends, in file order, each
+// once); one uplink's entry in "uplinks". The network stage serialises each
+// uplink's entry once per run and every node of its leaves reuses the text.
+nlohmann::json network_section_json_without_uplinks(const Fleet& fleet, const Node& node);
+std::vector<const Uplink*> network_uplinks_of_node(const Fleet& fleet, const Node& node);
+nlohmann::json network_uplink_json(const Fleet& fleet, const Uplink& uplink);
+
 }  // namespace kiln::config

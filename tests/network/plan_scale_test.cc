@@ -17,6 +17,7 @@
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
 #include "provisioner/engine/engine.h"
+#include "provisioner/engine/input_hash.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "provisioner/net/http_client.h"
@@ -437,6 +438,48 @@ TEST_CASE("network plan with spines: each node configures its leaf's uplink and 
         "priority-flow-control priority 3 no-drop"));
     const json repaired = plan_of(fleet, registry);
     for (const auto& [node, actions] : repaired.items()) CHECK(actions.empty());
+}
+
+TEST_CASE("network input hashes: within a run uplinks are serialised once, and every node hashes what it did before") {
+    SpineLab lab;
+    const config::Fleet& fleet = lab.f();
+    Counts counts;
+    auto stage = counting_stage(counts);
+    engine::StopToken stop;
+    // node_section_json's text, outside a run and inside one (uplink entries
+    // serialised once and spliced in), for every node: the same bytes.
+    std::vector<std::string> outside;
+    for (const auto& node : fleet.nodes) {
+        auto ctx = context(fleet, node, stop);
+        auto text = stage->input_text(ctx);
+        REQUIRE(text);
+        CHECK(*text == config::node_section_json(fleet, node, "network").dump());
+        CHECK_THAT(*text, Catch::Contains("\"uplinks\":[{"));
+        outside.push_back(*text);
+    }
+    stage->begin_run(fleet);
+    for (size_t k = 0; k < fleet.nodes.size(); ++k) {
+        auto ctx = context(fleet, fleet.nodes[k], stop);
+        auto text = stage->input_text(ctx);
+        REQUIRE(text);
+        CHECK(*text == outside[k]);
+    }
+    stage->end_run(fleet);
+    // Through the engine (which hashes inside its run): each node's hash is
+    // the one chained from node_section_json, so journals stay valid.
+    engine::StageRegistry registry;
+    registry.add(stage);
+    engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "plan";
+    auto report = eng.plan(opts);
+    REQUIRE(report);
+    REQUIRE(report->entries.size() == fleet.nodes.size());
+    for (const auto& e : report->entries) {
+        const config::Node* node = fleet.find_node(e.node);
+        REQUIRE(node);
+        CHECK(e.input_hash == engine::chain_hash("network", config::node_section_json(fleet, *node, "network"), ""));
+    }
 }
 
 namespace {
