@@ -1,6 +1,7 @@
 #include "network/stage/network_stage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <set>
@@ -66,32 +67,46 @@ std::string first_lines(const std::vector<std::string>& lines, size_t max = 3) {
 // What the nodes of one plan or run share: the fabric, each switch's profile,
 // and each switch's last read (its state, and its whole comparison).
 struct NetworkStage::RunCache {
+    // Changes several nodes share and the leaves whose nodes share them.
+    struct SharedGroup {
+        std::vector<size_t> ks;  // into SwitchRead::changes
+        std::vector<size_t> leaves;
+        std::optional<size_t> owner;  // shared_owner, resolved by the first sharer
+    };
+    // A set of leaves' shared changes on one switch, under the node that
+    // lists them in full (shared_owner): all of them, and the ports they
+    // take down and up.
+    struct OwnedShare {
+        size_t owner = 0;
+        std::vector<size_t> ks;
+        std::set<std::string> flaps;
+    };
     struct SwitchRead {
         std::mutex mu;              // held across the read, so one node reads and the others wait for it
         std::optional<json> state;  // read_state(); empty: not read, or dropped
         std::optional<std::vector<ConfigChange>> changes;  // every cabled port, from `state`
-        // Indexes into `changes`: by the node whose port it is, by the switch
-        // whose nodes share it (an uplink port: both ends' switches), and
-        // switch-wide (no port, or one nothing is cabled to), so a node's
-        // share costs its own.
+        // Indexes into `changes`: by the node whose port it is, and the
+        // groups several nodes share, so a node's share costs its own.
         std::unordered_map<std::string, std::vector<size_t>> by_node;
-        std::unordered_map<std::string, std::vector<size_t>> by_leaf;
-        std::vector<size_t> core;  // on core links (no node at either end): every node above them shares them
-        std::vector<size_t> wide;
-        // Who lists each shared group in full (shared_owner), by group:
-        // "all" (switch-wide and core changes), "up:<far switch>" (uplinks).
-        std::unordered_map<std::string, size_t> owners;
+        // "all": switch-wide (no port, or one nothing is cabled to) and,
+        // above the leaves, the core links (no node at either end); every
+        // node whose scope holds the switch shares it.
+        SharedGroup all;
+        // Uplink ports by the switch at their other end: the nodes of both ends share them.
+        std::map<size_t, SharedGroup> up;
+        // What the nodes of one set of leaves share here, by owner: resolved
+        // by the first of them, taken as is by the others.
+        std::map<std::vector<size_t>, std::vector<OwnedShare>> by_leaves;
         void forget() {
             changes.reset();
             by_node.clear();
-            by_leaf.clear();
-            core.clear();
-            wide.clear();
-            owners.clear();
+            all = {};
+            up.clear();
+            by_leaves.clear();
         }
     };
 
-    explicit RunCache(const config::Fleet& f) : fleet(f) {}
+    RunCache(const config::Fleet& f, AtomicCounters& c) : fleet(f), counters(c) {}
 
     // Built on first use: a run whose pipelines lack the network stage pays nothing.
     Status build() {
@@ -132,6 +147,7 @@ struct NetworkStage::RunCache {
         std::call_once(uplinks_serialised, [&] {
             uplink_text.reserve(fleet.uplinks.size());
             for (const auto& u : fleet.uplinks) uplink_text.push_back(config::network_uplink_json(fleet, u).dump());
+            counters.uplinks_serialised += fleet.uplinks.size();
         });
         // "uplinks" sorts after the section's other keys (cables, host,
         // profile, rack, switches): it is the object's last member.
@@ -225,7 +241,37 @@ struct NetworkStage::RunCache {
         return best;
     }
 
+    // The groups of switch i's changes that nodes on `leaves` share (the
+    // switch-wide ones; the uplinks with one end on their leaves), each
+    // resolved to its owner once (shared_owner) and gathered by owner.
+    // Called under entry.mu, once per set of leaves per read.
+    std::vector<OwnedShare> shares_of(SwitchRead& entry, size_t i, const std::vector<size_t>& leaves, size_t self,
+                                      const engine::StageContext& ctx) {
+        ++counters.shared_resolved;
+        std::map<size_t, OwnedShare> by_owner;
+        auto take = [&](SharedGroup& g) {
+            if (g.ks.empty()) return;
+            if (!g.owner) g.owner = shared_owner(g.leaves, self, ctx);
+            OwnedShare& share = by_owner[*g.owner];
+            share.owner = *g.owner;
+            share.ks.insert(share.ks.end(), g.ks.begin(), g.ks.end());
+            for (size_t k : g.ks)
+                if ((*entry.changes)[k].disruptive) share.flaps.insert((*entry.changes)[k].port);
+        };
+        take(entry.all);
+        if (std::binary_search(leaves.begin(), leaves.end(), i)) {
+            for (auto& [far, g] : entry.up) take(g);
+        } else {
+            for (size_t l : leaves)
+                if (auto g = entry.up.find(l); g != entry.up.end()) take(g->second);
+        }
+        std::vector<OwnedShare> out;
+        for (auto& [owner, share] : by_owner) out.push_back(std::move(share));
+        return out;
+    }
+
     const config::Fleet& fleet;
+    AtomicCounters& counters;  // the stage's
     std::once_flag uplinks_serialised;
     std::vector<std::string> uplink_text;  // by fleet.uplinks index: network_uplink_json's dump
     std::once_flag built;
@@ -240,8 +286,12 @@ struct NetworkStage::RunCache {
     std::vector<std::vector<size_t>> reach;          // by switch: leaves whose nodes' scope includes it
 };
 
+NetworkStage::Counters NetworkStage::counters() const {
+    return {counters_->shared_resolved.load(), counters_->uplinks_serialised.load()};
+}
+
 NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
-    : factory_(std::move(factory)), hosts_(std::move(hosts)) {
+    : factory_(std::move(factory)), hosts_(std::move(hosts)), counters_(std::make_shared<AtomicCounters>()) {
     if (!hosts_) hosts_ = [](const config::Node& node) { return host::make_host_runner(node); };
     if (!factory_) {
         // One HTTP client for every switch: it keeps connections per thread.
@@ -256,7 +306,7 @@ NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
 void NetworkStage::begin_run(const config::Fleet& fleet) {
     std::lock_guard<std::mutex> lock(runs_mu_);
     auto& [holders, cache] = runs_[&fleet];
-    if (holders++ == 0) cache = std::make_shared<RunCache>(fleet);
+    if (holders++ == 0) cache = std::make_shared<RunCache>(fleet, *counters_);
 }
 
 void NetworkStage::end_run(const config::Fleet& fleet) {
@@ -317,9 +367,11 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     const Fabric& fabric = view->fabric();
     auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
     if (!scopes) return scopes.error();
-    // The switches the node is cabled to: it shares their uplinks' changes.
-    std::set<std::string> leaves;
-    for (const PortRef& ref : fabric.ports_of(ctx.node().name)) leaves.insert(fabric.switches[ref.sw].name);
+    // The switches the node is cabled to (fabric indexes, ascending): it shares their uplinks' changes.
+    std::vector<size_t> leaves;
+    for (const PortRef& ref : fabric.ports_of(ctx.node().name)) leaves.push_back(ref.sw);
+    std::sort(leaves.begin(), leaves.end());
+    leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
     const size_t self = node_index(ctx.fleet(), ctx.node());
     engine::Observation obs;
     json switches = json::array();
@@ -347,11 +399,8 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                 if (!whole) return whole.error();
                 auto cmp = compare_switch(**driver, *whole, *entry.state);
                 if (!cmp) return cmp.error();
+                entry.forget();
                 entry.changes = std::move(cmp->changes);
-                entry.by_node.clear();
-                entry.by_leaf.clear();
-                entry.core.clear();
-                entry.wide.clear();
                 const auto& owner = cache->port_owner[i];
                 const auto& far = cache->uplink_far[i];
                 const auto& core = cache->core_ports_of[i];
@@ -361,48 +410,41 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                         entry.by_node[o->second].push_back(k);
                     } else if (auto f = far.find(port); f != far.end()) {
                         // An uplink: the nodes of the switches at both ends share it.
-                        entry.by_leaf[scope.sw->name].push_back(k);
-                        entry.by_leaf[f->second].push_back(k);
+                        const size_t f_index = cache->index_of(f->second);
+                        auto& group = entry.up[f_index];
+                        group.ks.push_back(k);
+                        group.leaves = {i, f_index};
                     } else if (core.count(port)) {
-                        entry.core.push_back(k);
+                        // Above its leaves a node's traffic crosses every core link in its scope.
+                        if (!fabric.switches[i].leaf) entry.all.ks.push_back(k);
                     } else {
-                        entry.wide.push_back(k);
+                        entry.all.ks.push_back(k);
                     }
                 }
+                std::sort(entry.all.ks.begin(), entry.all.ks.end());
+                entry.all.leaves = cache->reach[i];
             }
             // The node's own changes, and the groups it shares with other
             // nodes: listed in full under one of them (shared_owner), as a
             // count under the others, so a plan of thousands of nodes holds
             // each shared change once. apply re-reads and re-diffs the whole
             // scope, so whichever sharer applies first does the group's work.
+            // Which groups a node shares depends only on its leaves: the
+            // first node of each set of leaves resolves them, the others
+            // take that (a node's cost is its own changes, not its leaves').
             std::vector<size_t> mine;
             if (auto o = entry.by_node.find(ctx.node().name); o != entry.by_node.end()) mine = o->second;
-            auto share = [&](const std::vector<size_t>& ks, const std::string& key, const std::vector<size_t>& leaves) {
-                if (ks.empty()) return;
-                auto [it, fresh] = entry.owners.try_emplace(key, self);
-                if (fresh) it->second = cache->shared_owner(leaves, self, ctx);
-                if (it->second == self) {
-                    mine.insert(mine.end(), ks.begin(), ks.end());
-                    return;
+            auto [shares, fresh] = entry.by_leaves.try_emplace(leaves);
+            if (fresh) shares->second = cache->shares_of(entry, i, leaves, self, ctx);
+            for (const auto& share : shares->second) {
+                if (share.owner == self) {
+                    mine.insert(mine.end(), share.ks.begin(), share.ks.end());
+                    continue;
                 }
-                auto& elsewhere = listed_elsewhere[it->second];
-                elsewhere.count += ks.size();
-                for (size_t k : ks)
-                    if ((*entry.changes)[k].disruptive) elsewhere.flaps.insert((*entry.changes)[k].port);
-            };
-            std::vector<size_t> whole = entry.wide;
-            // Above its leaves the node's traffic crosses every core link in its scope.
-            if (!fabric.switches[i].leaf) whole.insert(whole.end(), entry.core.begin(), entry.core.end());
-            share(whole, "all", cache->reach[i]);
-            // Uplink ports, grouped by the switch they face: the nodes of both ends share them.
-            std::set<size_t> uplink;
-            for (const auto& leaf : leaves)
-                if (auto o = entry.by_leaf.find(leaf); o != entry.by_leaf.end())
-                    uplink.insert(o->second.begin(), o->second.end());
-            std::map<size_t, std::vector<size_t>> by_far;
-            for (size_t k : uplink)
-                by_far[cache->index_of(cache->uplink_far[i].at((*entry.changes)[k].port))].push_back(k);
-            for (const auto& [far, ks] : by_far) share(ks, "up:" + fabric.switches[far].name, {i, far});
+                auto& elsewhere = listed_elsewhere[share.owner];
+                elsewhere.count += share.ks.size();
+                elsewhere.flaps.insert(share.flaps.begin(), share.flaps.end());
+            }
             // In the whole comparison's order, as the node's own diff lists them.
             std::sort(mine.begin(), mine.end());
             mine.erase(std::unique(mine.begin(), mine.end()), mine.end());

@@ -440,6 +440,43 @@ TEST_CASE("network plan with spines: each node configures its leaf's uplink and 
     for (const auto& [node, actions] : repaired.items()) CHECK(actions.empty());
 }
 
+TEST_CASE("network plan with spines: shared changes are resolved once per switch and set of leaves, not per node") {
+    SpineLab lab;
+    Counts counts;
+    auto stage = counting_stage(counts);
+    engine::StageRegistry registry;
+    registry.add(stage);
+    const config::Fleet& fleet = lab.f();
+
+    // Two leaves of two nodes each, under one spine: a node's scope is its
+    // leaf and the spine, 8 node-switch pairs; the sets of leaves are 2, so
+    // 4 (switch, leaves) pairs are resolved and the second node of each
+    // leaf takes the first one's.
+    const auto before = stage->counters();
+    const json shared = plan_of(fleet, registry);
+    const auto after = stage->counters();
+    CHECK(after.shared_resolved - before.shared_resolved == 4);
+    CHECK(after.uplinks_serialised - before.uplinks_serialised == fleet.uplinks.size());  // once per run, not per node
+    // ... and what the second node takes is what it would have computed on its own.
+    const json own = plan_outside_run(fleet, *stage);
+    check_same_work(shared, own);
+    CHECK(shared["n2"][0]["detail"]["shared"][0]["listed_under"] == "n1");
+    CHECK(shared["n4"][1]["detail"]["shared"].size() == 2);  // the uplink under n3, the switch-wide settings under n1
+
+    // A plan of n2 alone resolves its own: it lists all of its changes.
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "plan";
+    opts.nodes = {"n2"};
+    auto alone = eng.plan(opts);
+    REQUIRE(alone);
+    REQUIRE(alone->entries.size() == 1);
+    REQUIRE(alone->entries[0].actions.size() == own["n2"].size());
+    for (size_t a = 0; a < own["n2"].size(); ++a)
+        CHECK(alone->entries[0].actions[a].detail["changes"] == own["n2"][a]["detail"]["changes"]);
+}
+
 TEST_CASE("network input hashes: within a run uplinks are serialised once, and every node hashes what it did before") {
     SpineLab lab;
     const config::Fleet& fleet = lab.f();
