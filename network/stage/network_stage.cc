@@ -270,8 +270,45 @@ struct NetworkStage::RunCache {
         return out;
     }
 
+    // The part of a node's scope its leaves decide (scope_beyond_own_ports),
+    // each switch with its fleet entry, its profile checked: walked once per
+    // set of leaves, shared by all their nodes.
+    struct CrossedSwitch {
+        size_t sw = 0;
+        const config::Switch* fleet_sw = nullptr;
+        std::vector<size_t> ports;
+    };
+    using CrossedSwitches = Result<std::vector<CrossedSwitch>>;
+    std::shared_ptr<const CrossedSwitches> crossed_by(const std::vector<size_t>& leaves) {
+        {
+            std::lock_guard<std::mutex> lock(crossed_mu);
+            if (auto it = crossed.find(leaves); it != crossed.end()) return it->second;
+        }
+        auto walked = std::make_shared<CrossedSwitches>(walk_beyond(leaves));
+        std::lock_guard<std::mutex> lock(crossed_mu);
+        return crossed.try_emplace(leaves, std::move(walked)).first->second;
+    }
+    CrossedSwitches walk_beyond(const std::vector<size_t>& leaves) const {
+        auto beyond = scope_beyond_own_ports(fabric, leaves);
+        if (!beyond) return beyond.error();
+        std::vector<CrossedSwitch> out;
+        out.reserve(beyond->size());
+        for (auto& [sw, ports] : *beyond) {
+            const config::Switch* fleet_sw = fleet_switch(fleet, fabric, sw);
+            if (fleet_sw == nullptr)
+                return make_error("network", "unknown-switch",
+                                  fmt::format("switch {} is not in the fleet", fabric.switches[sw].name));
+            // One profile for all the switch's nodes (scopes_for_node's rule).
+            if (!profiles.at(sw)) return profiles[sw].error();
+            out.push_back({sw, fleet_sw, std::move(ports)});
+        }
+        return out;
+    }
+
     const config::Fleet& fleet;
-    AtomicCounters& counters;  // the stage's
+    AtomicCounters& counters;
+    std::mutex crossed_mu;
+    std::map<std::vector<size_t>, std::shared_ptr<const CrossedSwitches>> crossed;  // by set of leaves  // the stage's
     std::once_flag uplinks_serialised;
     std::vector<std::string> uplink_text;  // by fleet.uplinks index: network_uplink_json's dump
     std::once_flag built;
@@ -365,17 +402,56 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     if (!view) return view.error();
     const auto& cache = view->cache;
     const Fabric& fabric = view->fabric();
-    auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
-    if (!scopes) return scopes.error();
+    const config::Node& node = ctx.node();
     // The switches the node is cabled to (fabric indexes, ascending): it shares their uplinks' changes.
+    const std::vector<PortRef>& own_ports = fabric.ports_of(node.name);
     std::vector<size_t> leaves;
-    for (const PortRef& ref : fabric.ports_of(ctx.node().name)) leaves.push_back(ref.sw);
+    for (const PortRef& ref : own_ports) leaves.push_back(ref.sw);
     std::sort(leaves.begin(), leaves.end());
     leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
-    const size_t self = node_index(ctx.fleet(), ctx.node());
+    const size_t self = node_index(ctx.fleet(), node);
+    // The switches the node's traffic crosses, with its ports on each. In a
+    // run the part its leaves decide is walked once per set of leaves
+    // (RunCache::crossed_by) and the node adds its own ports; outside a run
+    // scopes_for_node walks it all for this node.
+    struct Crossed {
+        size_t index = 0;  // in the fabric
+        const config::Switch* sw = nullptr;
+        const std::vector<size_t>* ports = nullptr;  // port indexes
+        std::vector<size_t> with_own;                // a leaf's: the shared ones and the node's own
+        const SwitchScope* scope = nullptr;          // outside a run
+    };
+    std::vector<SwitchScope> scopes;
+    std::vector<Crossed> crossed;
+    if (cache) {
+        auto has = node_has_scope(ctx.fleet(), node);
+        if (!has) return has.error();
+        if (*has) {
+            auto beyond = cache->crossed_by(leaves);
+            if (!*beyond) return beyond->error();
+            crossed.reserve((*beyond)->size());
+            for (const auto& c : **beyond) {
+                Crossed x{c.sw, c.fleet_sw, &c.ports, {}, nullptr};
+                if (std::binary_search(leaves.begin(), leaves.end(), c.sw)) {
+                    x.with_own = c.ports;
+                    for (const PortRef& ref : own_ports)
+                        if (ref.sw == c.sw) x.with_own.push_back(ref.port);
+                    std::sort(x.with_own.begin(), x.with_own.end());
+                    x.with_own.erase(std::unique(x.with_own.begin(), x.with_own.end()), x.with_own.end());
+                    x.ports = nullptr;
+                }
+                crossed.push_back(std::move(x));
+            }
+        }
+    } else {
+        auto walked = scopes_for_node(ctx.fleet(), fabric, node, view->profiles());
+        if (!walked) return walked.error();
+        scopes = std::move(*walked);
+        for (const auto& s : scopes) crossed.push_back({0, s.sw, nullptr, {}, &s});
+    }
     engine::Observation obs;
     json switches = json::array();
-    for (const auto& scope : *scopes) {
+    for (const Crossed& x : crossed) {
         if (ctx.should_stop()) return make_error("network", "stopped", "stopped while reading switches");
         json changes = json::array();
         std::map<size_t, ListedElsewhere> listed_elsewhere;  // by the node listing them
@@ -383,19 +459,19 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
             // The whole switch, compared once for all its nodes; this node
             // takes the changes on its own ports, on its leaves' uplinks,
             // the core links above and the switch-wide ones.
-            const size_t i = cache->index_of(scope.sw->name);
+            const size_t i = x.index;
             auto& entry = *cache->reads[i];
             std::lock_guard<std::mutex> lock(entry.mu);
             if (!entry.changes) {
-                auto driver = factory_(ctx.fleet(), *scope.sw);
+                auto driver = factory_(ctx.fleet(), *x.sw);
                 if (!driver) return driver.error();
                 if (!entry.state) {
-                    ctx.progress(fmt::format("reading {}", scope.sw->name));
+                    ctx.progress(fmt::format("reading {}", x.sw->name));
                     auto state = (*driver)->read_state();
                     if (!state) return state.error();
                     entry.state = std::move(*state);
                 }
-                auto whole = scope_for_switch(ctx.fleet(), fabric, *scope.sw);
+                auto whole = scope_for_switch(ctx.fleet(), fabric, *x.sw);
                 if (!whole) return whole.error();
                 auto cmp = compare_switch(**driver, *whole, *entry.state);
                 if (!cmp) return cmp.error();
@@ -433,7 +509,7 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
             // first node of each set of leaves resolves them, the others
             // take that (a node's cost is its own changes, not its leaves').
             std::vector<size_t> mine;
-            if (auto o = entry.by_node.find(ctx.node().name); o != entry.by_node.end()) mine = o->second;
+            if (auto o = entry.by_node.find(node.name); o != entry.by_node.end()) mine = o->second;
             auto [shares, fresh] = entry.by_leaves.try_emplace(leaves);
             if (fresh) shares->second = cache->shares_of(entry, i, leaves, self, ctx);
             for (const auto& share : shares->second) {
@@ -448,18 +524,23 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
             // In the whole comparison's order, as the node's own diff lists them.
             std::sort(mine.begin(), mine.end());
             mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-            for (size_t k : mine) changes.push_back(change_json(scope.sw->name, (*entry.changes)[k]));
+            for (size_t k : mine) changes.push_back(change_json(x.sw->name, (*entry.changes)[k]));
         } else {
-            ctx.progress(fmt::format("reading {}", scope.sw->name));
-            auto driver = factory_(ctx.fleet(), *scope.sw);
+            ctx.progress(fmt::format("reading {}", x.sw->name));
+            auto driver = factory_(ctx.fleet(), *x.sw);
             if (!driver) return driver.error();
-            auto cmp = compare_switch(**driver, scope);
+            auto cmp = compare_switch(**driver, *x.scope);
             if (!cmp) return cmp.error();
-            for (const auto& c : cmp->changes) changes.push_back(change_json(scope.sw->name, c));
+            for (const auto& c : cmp->changes) changes.push_back(change_json(x.sw->name, c));
         }
         json ports = json::array();
-        for (const auto& p : scope.ports) ports.push_back(p.name);
-        json entry = {{"switch", scope.sw->name}, {"os", scope.sw->os}, {"ports", ports}, {"changes", changes}};
+        if (x.scope) {
+            for (const auto& p : x.scope->ports) ports.push_back(p.name);
+        } else {
+            for (size_t p : x.ports ? *x.ports : x.with_own) ports.push_back(fabric.switches[x.index].ports[p].name);
+        }
+        json entry = {{"switch", x.sw->name}, {"os", x.sw->os}, {"ports", std::move(ports)},
+                      {"changes", std::move(changes)}};
         if (!listed_elsewhere.empty()) {
             json shared = json::array();
             for (const auto& [owner, what] : listed_elsewhere)
@@ -472,7 +553,6 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     }
     obs.state["switches"] = std::move(switches);
 
-    const config::Node& node = ctx.node();
     auto hs = host::host_scope_for_node(ctx.fleet(), node);
     if (!hs.managed) {
         obs.state["host_nics"] = host::host_not_managed_json(hs.why_not);
