@@ -187,7 +187,7 @@ json switch_end_json(const Fleet& fleet, const std::string& sw_name, const std::
         if (const SwitchPort* p = s->find_port(port_name))
             port = {{"name", p->name}, {"speed_mbps", p->speed_mbps}, {"lanes", p->lanes}, {"alias", p->alias}};
     }
-    return json{{"switch", sw_json}, {"port", port}};
+    return json{{"switch", std::move(sw_json)}, {"port", std::move(port)}};
 }
 
 }  // namespace
@@ -231,7 +231,8 @@ json network_section_json_without_uplinks(const Fleet& fleet, const Node& node) 
             if (const SwitchPort* p = s->find_port(c->port))
                 port = {{"name", p->name}, {"speed_mbps", p->speed_mbps}, {"lanes", p->lanes}, {"alias", p->alias}};
         }
-        json cable = {{"nic", c->nic}, {"switch", sw_json}, {"port", port}};
+        // Moved in: an initializer list copies what it is given (a plan hashes every node's).
+        json cable = {{"nic", c->nic}, {"switch", std::move(sw_json)}, {"port", std::move(port)}};
         // Only a length given changes the hash: fleets without one keep their keys.
         if (c->cable_length_m > 0) cable["cable_length_m"] = c->cable_length_m;
         cables.push_back(std::move(cable));
@@ -258,9 +259,12 @@ json network_section_json_without_uplinks(const Fleet& fleet, const Node& node) 
         json ecn_given = json::array();
         for (const char* k : {"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"})
             if (p.is_given(k)) ecn_given.push_back(k);
-        if (!ecn_given.empty()) profile["ecn_given"] = ecn_given;
+        if (!ecn_given.empty()) profile["ecn_given"] = std::move(ecn_given);
     }
-    json out = {{"rack", node.rack}, {"switches", sws}, {"profile", profile}, {"cables", cables}};
+    json out = {{"rack", node.rack},
+                {"switches", std::move(sws)},
+                {"profile", std::move(profile)},
+                {"cables", std::move(cables)}};
     // Only a managed host adds inputs: nodes without one hash as before.
     if (node.host.managed()) {
         json nics = json::array();
@@ -280,7 +284,7 @@ json network_section_json_without_uplinks(const Fleet& fleet, const Node& node) 
                        {"known_hosts", node.host.known_hosts},
                        {"netns", node.host.netns},
                        {"require", node.host.require},
-                       {"nics", nics}};
+                       {"nics", std::move(nics)}};
     }
     return out;
 }
