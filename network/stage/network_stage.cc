@@ -138,26 +138,13 @@ struct NetworkStage::RunCache {
         return ok_status();
     }
     // NetworkStage::input_text: node_section_json(fleet, node, "network").dump(),
-    // byte for byte, with each uplink's entry serialised once per run instead
-    // of once per node of its leaves (every leaf's nodes list all its uplinks).
+    // byte for byte, with what nodes share (each uplink of their leaves, far
+    // switch, rack, profile) serialised once per run, not once per node.
     std::string input_text(const config::Node& node) {
-        std::string text = config::network_section_json_without_uplinks(fleet, node).dump();
-        const auto ups = config::network_uplinks_of_node(fleet, node);
-        if (ups.empty()) return text;  // no "uplinks" key, as node_section_json
-        std::call_once(uplinks_serialised, [&] {
-            uplink_text.reserve(fleet.uplinks.size());
-            for (const auto& u : fleet.uplinks) uplink_text.push_back(config::network_uplink_json(fleet, u).dump());
-            counters.uplinks_serialised += fleet.uplinks.size();
-        });
-        // "uplinks" sorts after the section's other keys (cables, host,
-        // profile, rack, switches): it is the object's last member.
-        text.pop_back();  // '}'
-        text += text.size() > 1 ? ",\"uplinks\":[" : "\"uplinks\":[";
-        for (size_t k = 0; k < ups.size(); ++k) {
-            if (k) text += ',';
-            text += uplink_text[static_cast<size_t>(ups[k] - fleet.uplinks.data())];
-        }
-        text += "]}";
+        std::lock_guard<std::mutex> lock(text_mu);
+        const size_t before = text_memo.uplinks_serialised;
+        std::string text = config::network_section_text(fleet, node, text_memo);
+        counters.uplinks_serialised += text_memo.uplinks_serialised - before;
         return text;
     }
 
@@ -309,8 +296,8 @@ struct NetworkStage::RunCache {
     AtomicCounters& counters;
     std::mutex crossed_mu;
     std::map<std::vector<size_t>, std::shared_ptr<const CrossedSwitches>> crossed;  // by set of leaves  // the stage's
-    std::once_flag uplinks_serialised;
-    std::vector<std::string> uplink_text;  // by fleet.uplinks index: network_uplink_json's dump
+    std::mutex text_mu;
+    config::NetworkTextMemo text_memo;  // input_text's
     std::once_flag built;
     std::optional<Error> fabric_error;
     Fabric fabric;

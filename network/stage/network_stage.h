@@ -87,7 +87,8 @@ public:
         // Sets of a switch's shared changes resolved to the node listing
         // them: once per switch read and set of leaves, not once per node.
         size_t shared_resolved = 0;
-        // Uplink entries serialised for input hashes: once per uplink per run.
+        // Uplink entries serialised for input hashes: once per uplink per run
+        // (config::network_section_text).
         size_t uplinks_serialised = 0;
     };
     Counters counters() const;

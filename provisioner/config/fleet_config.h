@@ -392,12 +392,20 @@ private:
 // positions, secrets as their reference only). Stages hash it.
 nlohmann::json node_section_json(const Fleet& fleet, const Node& node, const std::string& stage);
 
-// The "network" section in its parts, which node_section_json joins: all but
-// "uplinks"; the uplinks of the node's leaves (both ends, in file order, each
-// once); one uplink's entry in "uplinks". The network stage serialises each
-// uplink's entry once per run and every node of its leaves reuses the text.
-nlohmann::json network_section_json_without_uplinks(const Fleet& fleet, const Node& node);
-std::vector<const Uplink*> network_uplinks_of_node(const Fleet& fleet, const Node& node);
-nlohmann::json network_uplink_json(const Fleet& fleet, const Uplink& uplink);
+// What network_section_text serialised for one fleet, to reuse: the
+// pieces that many nodes' "network" sections share. Not thread-safe.
+struct NetworkTextMemo {
+    std::unordered_map<std::string, std::string> switches;  // a cable's far switch, by name
+    std::unordered_map<std::string, std::string> racks;     // a rack's switches, by rack
+    std::unordered_map<std::string, std::string> profiles;  // by network profile name
+    std::vector<std::optional<std::string>> uplinks;        // by fleet.uplinks index
+    size_t uplinks_serialised = 0;
+};
+
+// node_section_json(fleet, node, "network").dump(), byte for byte, with the
+// pieces nodes share (their leaves' uplinks, far switches, rack, profile)
+// serialised once into `memo` and copied as text: a plan hashes every
+// node's section, and each lists every uplink of its leaves.
+std::string network_section_text(const Fleet& fleet, const Node& node, NetworkTextMemo& memo);
 
 }  // namespace kiln::config

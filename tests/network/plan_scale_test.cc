@@ -502,6 +502,40 @@ TEST_CASE("network input hashes: within a run uplinks are serialised once, and e
         CHECK(*text == outside[k]);
     }
     stage->end_run(fleet);
+
+    // The keys only some fleets have: cable and uplink lengths, written ECN
+    // keys, a managed host, a node with no cable (no uplinks), two racks.
+    auto varied = write_fleet(
+        fleet_toml({{"leaf-n", "nvue", "127.0.0.1:1", {"swp1", "swp2", "swp3"}, false, 1, 2},
+                    {"leaf-e", "eos", "127.0.0.1:2", {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1"}, false, 2, 1},
+                    {"spine-e", "eos", "127.0.0.1:3", {"Ethernet1/1", "Ethernet2/1"}, true}},
+                   3, "ecn_min_kb = 120\n") +
+        uplink_toml("leaf-n", "swp3", "spine-e", "Ethernet1/1") +
+        uplink_toml("leaf-e", "Ethernet3/1", "spine-e", "Ethernet2/1", "cable_length_m = 100\n") +
+        "[[racks]]\nname = \"r2\"\nswitches = [\"leaf-e\"]\n"
+        "[[nodes]]\nname = \"n4\"\nrack = \"r2\"\nhost = { netns = \"kiln-n4\" }\n"
+        "nics = [{ name = \"mlx5_1\", ifname = \"rdma1\" }]\n"
+        "[[cabling]]\nnode = \"n4\"\nnic = \"mlx5_1\"\nswitch = \"leaf-e\"\nport = \"Ethernet2/1\"\n"
+        "cable_length_m = 7\n");
+    INFO(varied->errors());
+    REQUIRE(varied->loaded.fleet);
+    const config::Fleet& vf = *varied->loaded.fleet;
+    REQUIRE(vf.nodes.size() == 4);
+    stage->begin_run(vf);
+    for (const auto& node : vf.nodes) {
+        INFO(node.name);
+        auto ctx = context(vf, node, stop);
+        auto text = stage->input_text(ctx);
+        REQUIRE(text);
+        CHECK(*text == config::node_section_json(vf, node, "network").dump());
+    }
+    stage->end_run(vf);
+    const auto n4 = config::node_section_json(vf, vf.nodes[3], "network");
+    CHECK(n4.contains("host"));
+    CHECK(n4["cables"][0]["cable_length_m"] == 7);
+    CHECK(n4["uplinks"][0]["cable_length_m"] == 100);
+    CHECK_FALSE(config::node_section_json(vf, vf.nodes[2], "network").contains("uplinks"));  // n3: no cable
+
     // Through the engine (which hashes inside its run): each node's hash is
     // the one chained from node_section_json, so journals stay valid.
     engine::StageRegistry registry;
