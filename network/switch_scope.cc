@@ -1,5 +1,6 @@
 #include "network/switch_scope.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -14,25 +15,22 @@ const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fab
     return fleet.find_switch(name);
 }
 
-Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
-                                                 const config::Node& node, const SwitchProfileFn& profile) {
-    std::vector<SwitchScope> out;
-    if (node.network.empty()) return out;
-    auto it = fleet.network.find(node.network);
-    if (it == fleet.network.end())
+Result<bool> node_has_scope(const config::Fleet& fleet, const config::Node& node) {
+    if (node.network.empty()) return false;
+    if (fleet.network.find(node.network) == fleet.network.end())
         return make_error("network", "unknown-profile",
                           fmt::format("node {}: network profile {} is not declared", node.name, node.network));
-    // Switch index -> port indexes: the node's own ports, its leaves' uplink
-    // ports, the ports those uplinks face (on spines, or on another of its
-    // leaves), and above the spines every core link (no node at either end)
-    // at both ends, up to the top of the fabric. Ordered, so scopes come in
-    // fabric order, ports in switch order.
+    return true;
+}
+
+Result<std::vector<ScopePorts>> scope_beyond_own_ports(const Fabric& fabric, const std::vector<size_t>& leaves) {
+    // Switch index -> port indexes: the leaves' uplink ports, the ports
+    // those uplinks face (on spines, or on another leaf), and above the
+    // spines every core link (no node at either end) at both ends, up to
+    // the top of the fabric. Ordered, so scopes come in fabric order,
+    // ports in switch order.
     std::map<size_t, std::set<size_t>> wanted;
-    std::set<size_t> leaves;
-    for (const PortRef& ref : fabric.ports_of(node.name)) {
-        wanted[ref.sw].insert(ref.port);
-        leaves.insert(ref.sw);
-    }
+    for (size_t leaf : leaves) wanted[leaf];
     // Both ends of the uplink at (sw, port); the far switch, or an error.
     auto take_link = [&](size_t sw, size_t port) -> Result<size_t> {
         wanted[sw].insert(port);
@@ -63,7 +61,30 @@ Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, con
             }
         frontier = std::move(next);
     }
-    for (const auto& [sw, ports] : wanted) {
+    std::vector<ScopePorts> out;
+    out.reserve(wanted.size());
+    for (const auto& [sw, ports] : wanted) out.push_back({sw, std::vector<size_t>(ports.begin(), ports.end())});
+    return out;
+}
+
+Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
+                                                 const config::Node& node, const SwitchProfileFn& profile) {
+    std::vector<SwitchScope> out;
+    auto has = node_has_scope(fleet, node);
+    if (!has) return has.error();
+    if (!*has) return out;
+    std::vector<size_t> leaves;
+    for (const PortRef& ref : fabric.ports_of(node.name)) leaves.push_back(ref.sw);
+    std::sort(leaves.begin(), leaves.end());
+    leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
+    auto beyond = scope_beyond_own_ports(fabric, leaves);
+    if (!beyond) return beyond.error();
+    for (auto& [sw, ports] : *beyond) {
+        // The node's own ports on this switch (ports_of: switch then port order).
+        for (const PortRef& ref : fabric.ports_of(node.name))
+            if (ref.sw == sw) ports.push_back(ref.port);
+        std::sort(ports.begin(), ports.end());
+        ports.erase(std::unique(ports.begin(), ports.end()), ports.end());
         SwitchScope scope;
         scope.sw = fleet_switch(fleet, fabric, sw);
         if (scope.sw == nullptr)

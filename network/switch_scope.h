@@ -40,6 +40,23 @@ using SwitchProfileFn = std::function<Result<const config::RoceProfile*>(size_t 
 Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, const Fabric& fabric,
                                                  const config::Node& node, const SwitchProfileFn& profile = {});
 
+// Whether `node` has a network scope: false when it names no network
+// profile, an error when it names one the fleet does not declare.
+Result<bool> node_has_scope(const config::Fleet& fleet, const config::Node& node);
+
+// A switch of a scope by fabric index, with port indexes into its ports (ascending).
+struct ScopePorts {
+    size_t sw = 0;
+    std::vector<size_t> ports;
+};
+
+// The part of a node's scope its leaves decide (fabric indexes, ascending):
+// every leaf (even without uplinks) with its uplink ports, the ports those
+// face, and above the spines every core link at both ends; in fabric order.
+// scopes_for_node adds the node's own ports to it; a plan computes it once
+// per set of leaves, which all nodes of those leaves share.
+Result<std::vector<ScopePorts>> scope_beyond_own_ports(const Fabric& fabric, const std::vector<size_t>& leaves);
+
 // The fleet's switch behind fabric.switches[i] (build_fabric keeps fleet order).
 const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fabric, size_t switch_index);
 

@@ -1,6 +1,7 @@
 #include "network/stage/network_stage.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <set>
@@ -66,32 +67,46 @@ std::string first_lines(const std::vector<std::string>& lines, size_t max = 3) {
 // What the nodes of one plan or run share: the fabric, each switch's profile,
 // and each switch's last read (its state, and its whole comparison).
 struct NetworkStage::RunCache {
+    // Changes several nodes share and the leaves whose nodes share them.
+    struct SharedGroup {
+        std::vector<size_t> ks;  // into SwitchRead::changes
+        std::vector<size_t> leaves;
+        std::optional<size_t> owner;  // shared_owner, resolved by the first sharer
+    };
+    // A set of leaves' shared changes on one switch, under the node that
+    // lists them in full (shared_owner): all of them, and the ports they
+    // take down and up.
+    struct OwnedShare {
+        size_t owner = 0;
+        std::vector<size_t> ks;
+        std::set<std::string> flaps;
+    };
     struct SwitchRead {
         std::mutex mu;              // held across the read, so one node reads and the others wait for it
         std::optional<json> state;  // read_state(); empty: not read, or dropped
         std::optional<std::vector<ConfigChange>> changes;  // every cabled port, from `state`
-        // Indexes into `changes`: by the node whose port it is, by the switch
-        // whose nodes share it (an uplink port: both ends' switches), and
-        // switch-wide (no port, or one nothing is cabled to), so a node's
-        // share costs its own.
+        // Indexes into `changes`: by the node whose port it is, and the
+        // groups several nodes share, so a node's share costs its own.
         std::unordered_map<std::string, std::vector<size_t>> by_node;
-        std::unordered_map<std::string, std::vector<size_t>> by_leaf;
-        std::vector<size_t> core;  // on core links (no node at either end): every node above them shares them
-        std::vector<size_t> wide;
-        // Who lists each shared group in full (shared_owner), by group:
-        // "all" (switch-wide and core changes), "up:<far switch>" (uplinks).
-        std::unordered_map<std::string, size_t> owners;
+        // "all": switch-wide (no port, or one nothing is cabled to) and,
+        // above the leaves, the core links (no node at either end); every
+        // node whose scope holds the switch shares it.
+        SharedGroup all;
+        // Uplink ports by the switch at their other end: the nodes of both ends share them.
+        std::map<size_t, SharedGroup> up;
+        // What the nodes of one set of leaves share here, by owner: resolved
+        // by the first of them, taken as is by the others.
+        std::map<std::vector<size_t>, std::vector<OwnedShare>> by_leaves;
         void forget() {
             changes.reset();
             by_node.clear();
-            by_leaf.clear();
-            core.clear();
-            wide.clear();
-            owners.clear();
+            all = {};
+            up.clear();
+            by_leaves.clear();
         }
     };
 
-    explicit RunCache(const config::Fleet& f) : fleet(f) {}
+    RunCache(const config::Fleet& f, AtomicCounters& c) : fleet(f), counters(c) {}
 
     // Built on first use: a run whose pipelines lack the network stage pays nothing.
     Status build() {
@@ -122,6 +137,17 @@ struct NetworkStage::RunCache {
         if (fabric_error) return *fabric_error;
         return ok_status();
     }
+    // NetworkStage::input_text: node_section_json(fleet, node, "network").dump(),
+    // byte for byte, with what nodes share (each uplink of their leaves, far
+    // switch, rack, profile) serialised once per run, not once per node.
+    std::string input_text(const config::Node& node) {
+        std::lock_guard<std::mutex> lock(text_mu);
+        const size_t before = text_memo.uplinks_serialised;
+        std::string text = config::network_section_text(fleet, node, text_memo);
+        counters.uplinks_serialised += text_memo.uplinks_serialised - before;
+        return text;
+    }
+
     SwitchProfileFn profile_fn() const {
         return [this](size_t i) { return profiles.at(i); };
     }
@@ -202,7 +228,76 @@ struct NetworkStage::RunCache {
         return best;
     }
 
+    // The groups of switch i's changes that nodes on `leaves` share (the
+    // switch-wide ones; the uplinks with one end on their leaves), each
+    // resolved to its owner once (shared_owner) and gathered by owner.
+    // Called under entry.mu, once per set of leaves per read.
+    std::vector<OwnedShare> shares_of(SwitchRead& entry, size_t i, const std::vector<size_t>& leaves, size_t self,
+                                      const engine::StageContext& ctx) {
+        ++counters.shared_resolved;
+        std::map<size_t, OwnedShare> by_owner;
+        auto take = [&](SharedGroup& g) {
+            if (g.ks.empty()) return;
+            if (!g.owner) g.owner = shared_owner(g.leaves, self, ctx);
+            OwnedShare& share = by_owner[*g.owner];
+            share.owner = *g.owner;
+            share.ks.insert(share.ks.end(), g.ks.begin(), g.ks.end());
+            for (size_t k : g.ks)
+                if ((*entry.changes)[k].disruptive) share.flaps.insert((*entry.changes)[k].port);
+        };
+        take(entry.all);
+        if (std::binary_search(leaves.begin(), leaves.end(), i)) {
+            for (auto& [far, g] : entry.up) take(g);
+        } else {
+            for (size_t l : leaves)
+                if (auto g = entry.up.find(l); g != entry.up.end()) take(g->second);
+        }
+        std::vector<OwnedShare> out;
+        for (auto& [owner, share] : by_owner) out.push_back(std::move(share));
+        return out;
+    }
+
+    // The part of a node's scope its leaves decide (scope_beyond_own_ports),
+    // each switch with its fleet entry, its profile checked: walked once per
+    // set of leaves, shared by all their nodes.
+    struct CrossedSwitch {
+        size_t sw = 0;
+        const config::Switch* fleet_sw = nullptr;
+        std::vector<size_t> ports;
+    };
+    using CrossedSwitches = Result<std::vector<CrossedSwitch>>;
+    std::shared_ptr<const CrossedSwitches> crossed_by(const std::vector<size_t>& leaves) {
+        {
+            std::lock_guard<std::mutex> lock(crossed_mu);
+            if (auto it = crossed.find(leaves); it != crossed.end()) return it->second;
+        }
+        auto walked = std::make_shared<CrossedSwitches>(walk_beyond(leaves));
+        std::lock_guard<std::mutex> lock(crossed_mu);
+        return crossed.try_emplace(leaves, std::move(walked)).first->second;
+    }
+    CrossedSwitches walk_beyond(const std::vector<size_t>& leaves) const {
+        auto beyond = scope_beyond_own_ports(fabric, leaves);
+        if (!beyond) return beyond.error();
+        std::vector<CrossedSwitch> out;
+        out.reserve(beyond->size());
+        for (auto& [sw, ports] : *beyond) {
+            const config::Switch* fleet_sw = fleet_switch(fleet, fabric, sw);
+            if (fleet_sw == nullptr)
+                return make_error("network", "unknown-switch",
+                                  fmt::format("switch {} is not in the fleet", fabric.switches[sw].name));
+            // One profile for all the switch's nodes (scopes_for_node's rule).
+            if (!profiles.at(sw)) return profiles[sw].error();
+            out.push_back({sw, fleet_sw, std::move(ports)});
+        }
+        return out;
+    }
+
     const config::Fleet& fleet;
+    AtomicCounters& counters;
+    std::mutex crossed_mu;
+    std::map<std::vector<size_t>, std::shared_ptr<const CrossedSwitches>> crossed;  // by set of leaves  // the stage's
+    std::mutex text_mu;
+    config::NetworkTextMemo text_memo;  // input_text's
     std::once_flag built;
     std::optional<Error> fabric_error;
     Fabric fabric;
@@ -215,8 +310,12 @@ struct NetworkStage::RunCache {
     std::vector<std::vector<size_t>> reach;          // by switch: leaves whose nodes' scope includes it
 };
 
+NetworkStage::Counters NetworkStage::counters() const {
+    return {counters_->shared_resolved.load(), counters_->uplinks_serialised.load()};
+}
+
 NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
-    : factory_(std::move(factory)), hosts_(std::move(hosts)) {
+    : factory_(std::move(factory)), hosts_(std::move(hosts)), counters_(std::make_shared<AtomicCounters>()) {
     if (!hosts_) hosts_ = [](const config::Node& node) { return host::make_host_runner(node); };
     if (!factory_) {
         // One HTTP client for every switch: it keeps connections per thread.
@@ -231,7 +330,7 @@ NetworkStage::NetworkStage(DriverFactory factory, HostRunnerFactory hosts)
 void NetworkStage::begin_run(const config::Fleet& fleet) {
     std::lock_guard<std::mutex> lock(runs_mu_);
     auto& [holders, cache] = runs_[&fleet];
-    if (holders++ == 0) cache = std::make_shared<RunCache>(fleet);
+    if (holders++ == 0) cache = std::make_shared<RunCache>(fleet, *counters_);
 }
 
 void NetworkStage::end_run(const config::Fleet& fleet) {
@@ -279,20 +378,67 @@ std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, con
     return out;
 }
 
+Result<std::string> NetworkStage::input_text(const engine::StageContext& ctx) const {
+    auto cache = run_cache(ctx.fleet());
+    if (!cache) return Stage::input_text(ctx);
+    return cache->input_text(ctx.node());
+}
+
 Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     auto view = fabric_view(ctx.fleet());
     if (!view) return view.error();
     const auto& cache = view->cache;
     const Fabric& fabric = view->fabric();
-    auto scopes = scopes_for_node(ctx.fleet(), fabric, ctx.node(), view->profiles());
-    if (!scopes) return scopes.error();
-    // The switches the node is cabled to: it shares their uplinks' changes.
-    std::set<std::string> leaves;
-    for (const PortRef& ref : fabric.ports_of(ctx.node().name)) leaves.insert(fabric.switches[ref.sw].name);
-    const size_t self = node_index(ctx.fleet(), ctx.node());
+    const config::Node& node = ctx.node();
+    // The switches the node is cabled to (fabric indexes, ascending): it shares their uplinks' changes.
+    const std::vector<PortRef>& own_ports = fabric.ports_of(node.name);
+    std::vector<size_t> leaves;
+    for (const PortRef& ref : own_ports) leaves.push_back(ref.sw);
+    std::sort(leaves.begin(), leaves.end());
+    leaves.erase(std::unique(leaves.begin(), leaves.end()), leaves.end());
+    const size_t self = node_index(ctx.fleet(), node);
+    // The switches the node's traffic crosses, with its ports on each. In a
+    // run the part its leaves decide is walked once per set of leaves
+    // (RunCache::crossed_by) and the node adds its own ports; outside a run
+    // scopes_for_node walks it all for this node.
+    struct Crossed {
+        size_t index = 0;  // in the fabric
+        const config::Switch* sw = nullptr;
+        const std::vector<size_t>* ports = nullptr;  // port indexes
+        std::vector<size_t> with_own;                // a leaf's: the shared ones and the node's own
+        const SwitchScope* scope = nullptr;          // outside a run
+    };
+    std::vector<SwitchScope> scopes;
+    std::vector<Crossed> crossed;
+    if (cache) {
+        auto has = node_has_scope(ctx.fleet(), node);
+        if (!has) return has.error();
+        if (*has) {
+            auto beyond = cache->crossed_by(leaves);
+            if (!*beyond) return beyond->error();
+            crossed.reserve((*beyond)->size());
+            for (const auto& c : **beyond) {
+                Crossed x{c.sw, c.fleet_sw, &c.ports, {}, nullptr};
+                if (std::binary_search(leaves.begin(), leaves.end(), c.sw)) {
+                    x.with_own = c.ports;
+                    for (const PortRef& ref : own_ports)
+                        if (ref.sw == c.sw) x.with_own.push_back(ref.port);
+                    std::sort(x.with_own.begin(), x.with_own.end());
+                    x.with_own.erase(std::unique(x.with_own.begin(), x.with_own.end()), x.with_own.end());
+                    x.ports = nullptr;
+                }
+                crossed.push_back(std::move(x));
+            }
+        }
+    } else {
+        auto walked = scopes_for_node(ctx.fleet(), fabric, node, view->profiles());
+        if (!walked) return walked.error();
+        scopes = std::move(*walked);
+        for (const auto& s : scopes) crossed.push_back({0, s.sw, nullptr, {}, &s});
+    }
     engine::Observation obs;
     json switches = json::array();
-    for (const auto& scope : *scopes) {
+    for (const Crossed& x : crossed) {
         if (ctx.should_stop()) return make_error("network", "stopped", "stopped while reading switches");
         json changes = json::array();
         std::map<size_t, ListedElsewhere> listed_elsewhere;  // by the node listing them
@@ -300,27 +446,24 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
             // The whole switch, compared once for all its nodes; this node
             // takes the changes on its own ports, on its leaves' uplinks,
             // the core links above and the switch-wide ones.
-            const size_t i = cache->index_of(scope.sw->name);
+            const size_t i = x.index;
             auto& entry = *cache->reads[i];
             std::lock_guard<std::mutex> lock(entry.mu);
             if (!entry.changes) {
-                auto driver = factory_(ctx.fleet(), *scope.sw);
+                auto driver = factory_(ctx.fleet(), *x.sw);
                 if (!driver) return driver.error();
                 if (!entry.state) {
-                    ctx.progress(fmt::format("reading {}", scope.sw->name));
+                    ctx.progress(fmt::format("reading {}", x.sw->name));
                     auto state = (*driver)->read_state();
                     if (!state) return state.error();
                     entry.state = std::move(*state);
                 }
-                auto whole = scope_for_switch(ctx.fleet(), fabric, *scope.sw);
+                auto whole = scope_for_switch(ctx.fleet(), fabric, *x.sw);
                 if (!whole) return whole.error();
                 auto cmp = compare_switch(**driver, *whole, *entry.state);
                 if (!cmp) return cmp.error();
+                entry.forget();
                 entry.changes = std::move(cmp->changes);
-                entry.by_node.clear();
-                entry.by_leaf.clear();
-                entry.core.clear();
-                entry.wide.clear();
                 const auto& owner = cache->port_owner[i];
                 const auto& far = cache->uplink_far[i];
                 const auto& core = cache->core_ports_of[i];
@@ -330,63 +473,61 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
                         entry.by_node[o->second].push_back(k);
                     } else if (auto f = far.find(port); f != far.end()) {
                         // An uplink: the nodes of the switches at both ends share it.
-                        entry.by_leaf[scope.sw->name].push_back(k);
-                        entry.by_leaf[f->second].push_back(k);
+                        const size_t f_index = cache->index_of(f->second);
+                        auto& group = entry.up[f_index];
+                        group.ks.push_back(k);
+                        group.leaves = {i, f_index};
                     } else if (core.count(port)) {
-                        entry.core.push_back(k);
+                        // Above its leaves a node's traffic crosses every core link in its scope.
+                        if (!fabric.switches[i].leaf) entry.all.ks.push_back(k);
                     } else {
-                        entry.wide.push_back(k);
+                        entry.all.ks.push_back(k);
                     }
                 }
+                std::sort(entry.all.ks.begin(), entry.all.ks.end());
+                entry.all.leaves = cache->reach[i];
             }
             // The node's own changes, and the groups it shares with other
             // nodes: listed in full under one of them (shared_owner), as a
             // count under the others, so a plan of thousands of nodes holds
             // each shared change once. apply re-reads and re-diffs the whole
             // scope, so whichever sharer applies first does the group's work.
+            // Which groups a node shares depends only on its leaves: the
+            // first node of each set of leaves resolves them, the others
+            // take that (a node's cost is its own changes, not its leaves').
             std::vector<size_t> mine;
-            if (auto o = entry.by_node.find(ctx.node().name); o != entry.by_node.end()) mine = o->second;
-            auto share = [&](const std::vector<size_t>& ks, const std::string& key, const std::vector<size_t>& leaves) {
-                if (ks.empty()) return;
-                auto [it, fresh] = entry.owners.try_emplace(key, self);
-                if (fresh) it->second = cache->shared_owner(leaves, self, ctx);
-                if (it->second == self) {
-                    mine.insert(mine.end(), ks.begin(), ks.end());
-                    return;
+            if (auto o = entry.by_node.find(node.name); o != entry.by_node.end()) mine = o->second;
+            auto [shares, fresh] = entry.by_leaves.try_emplace(leaves);
+            if (fresh) shares->second = cache->shares_of(entry, i, leaves, self, ctx);
+            for (const auto& share : shares->second) {
+                if (share.owner == self) {
+                    mine.insert(mine.end(), share.ks.begin(), share.ks.end());
+                    continue;
                 }
-                auto& elsewhere = listed_elsewhere[it->second];
-                elsewhere.count += ks.size();
-                for (size_t k : ks)
-                    if ((*entry.changes)[k].disruptive) elsewhere.flaps.insert((*entry.changes)[k].port);
-            };
-            std::vector<size_t> whole = entry.wide;
-            // Above its leaves the node's traffic crosses every core link in its scope.
-            if (!fabric.switches[i].leaf) whole.insert(whole.end(), entry.core.begin(), entry.core.end());
-            share(whole, "all", cache->reach[i]);
-            // Uplink ports, grouped by the switch they face: the nodes of both ends share them.
-            std::set<size_t> uplink;
-            for (const auto& leaf : leaves)
-                if (auto o = entry.by_leaf.find(leaf); o != entry.by_leaf.end())
-                    uplink.insert(o->second.begin(), o->second.end());
-            std::map<size_t, std::vector<size_t>> by_far;
-            for (size_t k : uplink)
-                by_far[cache->index_of(cache->uplink_far[i].at((*entry.changes)[k].port))].push_back(k);
-            for (const auto& [far, ks] : by_far) share(ks, "up:" + fabric.switches[far].name, {i, far});
+                auto& elsewhere = listed_elsewhere[share.owner];
+                elsewhere.count += share.ks.size();
+                elsewhere.flaps.insert(share.flaps.begin(), share.flaps.end());
+            }
             // In the whole comparison's order, as the node's own diff lists them.
             std::sort(mine.begin(), mine.end());
             mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-            for (size_t k : mine) changes.push_back(change_json(scope.sw->name, (*entry.changes)[k]));
+            for (size_t k : mine) changes.push_back(change_json(x.sw->name, (*entry.changes)[k]));
         } else {
-            ctx.progress(fmt::format("reading {}", scope.sw->name));
-            auto driver = factory_(ctx.fleet(), *scope.sw);
+            ctx.progress(fmt::format("reading {}", x.sw->name));
+            auto driver = factory_(ctx.fleet(), *x.sw);
             if (!driver) return driver.error();
-            auto cmp = compare_switch(**driver, scope);
+            auto cmp = compare_switch(**driver, *x.scope);
             if (!cmp) return cmp.error();
-            for (const auto& c : cmp->changes) changes.push_back(change_json(scope.sw->name, c));
+            for (const auto& c : cmp->changes) changes.push_back(change_json(x.sw->name, c));
         }
         json ports = json::array();
-        for (const auto& p : scope.ports) ports.push_back(p.name);
-        json entry = {{"switch", scope.sw->name}, {"os", scope.sw->os}, {"ports", ports}, {"changes", changes}};
+        if (x.scope) {
+            for (const auto& p : x.scope->ports) ports.push_back(p.name);
+        } else {
+            for (size_t p : x.ports ? *x.ports : x.with_own) ports.push_back(fabric.switches[x.index].ports[p].name);
+        }
+        json entry = {{"switch", x.sw->name}, {"os", x.sw->os}, {"ports", std::move(ports)},
+                      {"changes", std::move(changes)}};
         if (!listed_elsewhere.empty()) {
             json shared = json::array();
             for (const auto& [owner, what] : listed_elsewhere)
@@ -397,9 +538,8 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
         }
         switches.push_back(std::move(entry));
     }
-    obs.state["switches"] = switches;
+    obs.state["switches"] = std::move(switches);
 
-    const config::Node& node = ctx.node();
     auto hs = host::host_scope_for_node(ctx.fleet(), node);
     if (!hs.managed) {
         obs.state["host_nics"] = host::host_not_managed_json(hs.why_not);
@@ -426,9 +566,13 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
 
 Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     std::vector<engine::Action> actions;
-    for (const auto& s : observed.state.value("switches", json::array())) {
+    // By reference: a node's observation lists every switch its traffic crosses.
+    static const json kNone = json::array();
+    const auto found = observed.state.find("switches");
+    for (const auto& s : found == observed.state.end() ? kNone : *found) {
         const auto& changes = s["changes"];
-        const json shared = s.value("shared", json::array());
+        const auto at = s.find("shared");
+        const json& shared = at == s.end() ? kNone : *at;
         if (changes.empty() && shared.empty()) continue;
         // Ports the switch takes down and up to make the change: their links drop.
         std::set<std::string> flaps;

@@ -43,6 +43,7 @@
 // `netns` host are warnings too: kiln does not reboot the machine it runs on.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -68,6 +69,9 @@ public:
 
     std::string name() const override { return "network"; }
     std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
+    // node_section_json's "network" text; within a run each uplink's entry
+    // is serialised once and reused by every node of its leaves.
+    Result<std::string> input_text(const engine::StageContext& ctx) const override;
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;
@@ -76,6 +80,18 @@ public:
     void end_run(const config::Fleet& fleet) override;
 
     struct RunCache;  // network_stage.cc
+
+    // What this stage has computed once per plan or run to share among
+    // nodes, over its lifetime: for tests and benchmarks to count.
+    struct Counters {
+        // Sets of a switch's shared changes resolved to the node listing
+        // them: once per switch read and set of leaves, not once per node.
+        size_t shared_resolved = 0;
+        // Uplink entries serialised for input hashes: once per uplink per run
+        // (config::network_section_text).
+        size_t uplinks_serialised = 0;
+    };
+    Counters counters() const;
 
 private:
     // The fabric a call works on: the run's, or one of its own outside a run.
@@ -92,8 +108,14 @@ private:
     Status apply_firmware(engine::StageContext& ctx);
     Status verify_host(engine::StageContext& ctx);
 
+    struct AtomicCounters {
+        std::atomic<size_t> shared_resolved{0};
+        std::atomic<size_t> uplinks_serialised{0};
+    };
+
     DriverFactory factory_;
     HostRunnerFactory hosts_;
+    std::shared_ptr<AtomicCounters> counters_;
     mutable std::mutex runs_mu_;
     std::map<const config::Fleet*, std::pair<int, std::shared_ptr<RunCache>>> runs_;  // holders, cache
 };

@@ -234,16 +234,16 @@ Result<std::vector<StageHash>> Engine::pipeline_hashes(const config::Node& node,
     std::vector<StageHash> out;
     std::string previous;
     for (const auto& name : pipeline.stages) {
-        nlohmann::json inputs;
+        std::string inputs;
         if (const Stage* stage = registry_.find(name)) {
             StageContext ctx(fleet_, node, name, no_stop(), Clock::time_point::max(), nullptr, nullptr);
-            auto r = stage->inputs(ctx);
+            auto r = stage->input_text(ctx);
             if (!r) return r.error();
             inputs = std::move(*r);
         } else {
-            inputs = config::node_section_json(fleet_, node, name);
+            inputs = config::node_section_json(fleet_, node, name).dump();
         }
-        previous = chain_hash(name, inputs, previous);
+        previous = chain_hash_text(name, inputs, previous);
         if (std::find(selected.begin(), selected.end(), name) != selected.end()) out.emplace_back(previous);
     }
     return out;
@@ -281,10 +281,11 @@ Result<PlanReport> Engine::plan(const RunOptions& options) {
 }
 
 Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink) {
+    // Opened before select: stages may share work across nodes' input hashes too.
+    const StageRegistry::RunScope scope(registry_, fleet_);
     auto sel = select(options);
     if (!sel) return sel.error();
     const auto& selection = *sel;
-    const StageRegistry::RunScope scope(registry_, fleet_);
 
     // In a plan every selected node is pending (StageContext::node_pending).
     std::unordered_set<std::string> selected;
@@ -394,6 +395,8 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
 
 Result<RunReport> Engine::run(const RunOptions& options) {
     if (!store_) return make_error("engine", "journal.required", "a run needs a journal");
+    // Opened before select: stages may share work across nodes' input hashes too.
+    const StageRegistry::RunScope scope(registry_, fleet_);
     auto sel = select(options);
     if (!sel) return sel.error();
     const auto& selection = *sel;
@@ -406,7 +409,6 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         in_flight, core_threads,
         fmt::format("[limits] in {}", fleet_.limits.pos.line > 0 ? fleet_.limits.pos.str() : fleet_.path));
     if (!max_threads) return max_threads.error();
-    const StageRegistry::RunScope scope(registry_, fleet_);
 
     // Everything is validated: from here on the run is journaled.
     // Each node's state before this run, by the fleet's own name string:

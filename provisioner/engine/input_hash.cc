@@ -5,11 +5,15 @@
 namespace kiln::engine {
 
 std::string chain_hash(const std::string& stage, const nlohmann::json& inputs, const std::string& previous) {
+    return chain_hash_text(stage, inputs.dump(), previous);  // nlohmann::json sorts object keys: canonical
+}
+
+std::string chain_hash_text(const std::string& stage, const std::string& inputs_text, const std::string& previous) {
     Sha256 h;
     h.update("kiln-stage-v1\n");
     h.update(stage);
     h.update("\n");
-    h.update(inputs.dump());  // nlohmann::json sorts object keys: canonical
+    h.update(inputs_text);
     h.update("\n");
     h.update(previous);
     return h.hex();

@@ -11,6 +11,8 @@
 namespace kiln::engine {
 
 std::string chain_hash(const std::string& stage, const nlohmann::json& inputs, const std::string& previous);
+// The same on inputs already serialised (inputs.dump()).
+std::string chain_hash_text(const std::string& stage, const std::string& inputs_text, const std::string& previous);
 
 // A chain hash held in 32 bytes instead of 64 hex characters on the heap: a
 // run holds one per selected node-stage (600,000 at 100,000 nodes of six

@@ -9,6 +9,12 @@ Result<nlohmann::json> Stage::inputs(const StageContext& ctx) const {
     return config::node_section_json(ctx.fleet(), ctx.node(), name());
 }
 
+Result<std::string> Stage::input_text(const StageContext& ctx) const {
+    auto in = inputs(ctx);
+    if (!in) return in.error();
+    return in->dump();
+}
+
 bool StageContext::wait_for(std::chrono::milliseconds d) const {
     // The pool may start another thread while this one sleeps.
     WorkerPool::BlockingRegion blocking;

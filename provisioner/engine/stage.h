@@ -175,6 +175,12 @@ public:
     // The engine hashes them together with the previous stage's hash.
     // Default: the node's config section for this stage.
     virtual Result<nlohmann::json> inputs(const StageContext& ctx) const;
+    // inputs() as the text the engine hashes: inputs(ctx)->dump(). A stage
+    // whose nodes share large parts of their inputs (the network stage: the
+    // uplinks of shared leaves) may build the same text from pieces it
+    // serialises once per run (begin_run..end_run; the engine hashes inside
+    // one). Must equal inputs(ctx)->dump() byte for byte: hashes are journaled.
+    virtual Result<std::string> input_text(const StageContext& ctx) const;
 
     // Shared things this stage holds while it runs, as "kind:id"
     // ("bmc:10.1.2.3:443", "switch:leaf-1"). The scheduler caps each kind.

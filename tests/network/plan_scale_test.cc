@@ -17,6 +17,7 @@
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
 #include "provisioner/engine/engine.h"
+#include "provisioner/engine/input_hash.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "provisioner/net/http_client.h"
@@ -437,6 +438,119 @@ TEST_CASE("network plan with spines: each node configures its leaf's uplink and 
         "priority-flow-control priority 3 no-drop"));
     const json repaired = plan_of(fleet, registry);
     for (const auto& [node, actions] : repaired.items()) CHECK(actions.empty());
+}
+
+TEST_CASE("network plan with spines: shared changes are resolved once per switch and set of leaves, not per node") {
+    SpineLab lab;
+    Counts counts;
+    auto stage = counting_stage(counts);
+    engine::StageRegistry registry;
+    registry.add(stage);
+    const config::Fleet& fleet = lab.f();
+
+    // Two leaves of two nodes each, under one spine: a node's scope is its
+    // leaf and the spine, 8 node-switch pairs; the sets of leaves are 2, so
+    // 4 (switch, leaves) pairs are resolved and the second node of each
+    // leaf takes the first one's.
+    const auto before = stage->counters();
+    const json shared = plan_of(fleet, registry);
+    const auto after = stage->counters();
+    CHECK(after.shared_resolved - before.shared_resolved == 4);
+    CHECK(after.uplinks_serialised - before.uplinks_serialised == fleet.uplinks.size());  // once per run, not per node
+    // ... and what the second node takes is what it would have computed on its own.
+    const json own = plan_outside_run(fleet, *stage);
+    check_same_work(shared, own);
+    CHECK(shared["n2"][0]["detail"]["shared"][0]["listed_under"] == "n1");
+    CHECK(shared["n4"][1]["detail"]["shared"].size() == 2);  // the uplink under n3, the switch-wide settings under n1
+
+    // A plan of n2 alone resolves its own: it lists all of its changes.
+    engine::StopToken stop;
+    engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "plan";
+    opts.nodes = {"n2"};
+    auto alone = eng.plan(opts);
+    REQUIRE(alone);
+    REQUIRE(alone->entries.size() == 1);
+    REQUIRE(alone->entries[0].actions.size() == own["n2"].size());
+    for (size_t a = 0; a < own["n2"].size(); ++a)
+        CHECK(alone->entries[0].actions[a].detail["changes"] == own["n2"][a]["detail"]["changes"]);
+}
+
+TEST_CASE("network input hashes: within a run uplinks are serialised once, and every node hashes what it did before") {
+    SpineLab lab;
+    const config::Fleet& fleet = lab.f();
+    Counts counts;
+    auto stage = counting_stage(counts);
+    engine::StopToken stop;
+    // node_section_json's text, outside a run and inside one (uplink entries
+    // serialised once and spliced in), for every node: the same bytes.
+    std::vector<std::string> outside;
+    for (const auto& node : fleet.nodes) {
+        auto ctx = context(fleet, node, stop);
+        auto text = stage->input_text(ctx);
+        REQUIRE(text);
+        CHECK(*text == config::node_section_json(fleet, node, "network").dump());
+        CHECK_THAT(*text, Catch::Contains("\"uplinks\":[{"));
+        outside.push_back(*text);
+    }
+    stage->begin_run(fleet);
+    for (size_t k = 0; k < fleet.nodes.size(); ++k) {
+        auto ctx = context(fleet, fleet.nodes[k], stop);
+        auto text = stage->input_text(ctx);
+        REQUIRE(text);
+        CHECK(*text == outside[k]);
+    }
+    stage->end_run(fleet);
+
+    // The keys only some fleets have: cable and uplink lengths, written ECN
+    // keys, a managed host, a node with no cable (no uplinks), two racks.
+    auto varied = write_fleet(
+        fleet_toml({{"leaf-n", "nvue", "127.0.0.1:1", {"swp1", "swp2", "swp3"}, false, 1, 2},
+                    {"leaf-e", "eos", "127.0.0.1:2", {"Ethernet1/1", "Ethernet2/1", "Ethernet3/1"}, false, 2, 1},
+                    {"spine-e", "eos", "127.0.0.1:3", {"Ethernet1/1", "Ethernet2/1"}, true}},
+                   3, "ecn_min_kb = 120\n") +
+        uplink_toml("leaf-n", "swp3", "spine-e", "Ethernet1/1") +
+        uplink_toml("leaf-e", "Ethernet3/1", "spine-e", "Ethernet2/1", "cable_length_m = 100\n") +
+        "[[racks]]\nname = \"r2\"\nswitches = [\"leaf-e\"]\n"
+        "[[nodes]]\nname = \"n4\"\nrack = \"r2\"\nhost = { netns = \"kiln-n4\" }\n"
+        "nics = [{ name = \"mlx5_1\", ifname = \"rdma1\" }]\n"
+        "[[cabling]]\nnode = \"n4\"\nnic = \"mlx5_1\"\nswitch = \"leaf-e\"\nport = \"Ethernet2/1\"\n"
+        "cable_length_m = 7\n");
+    INFO(varied->errors());
+    REQUIRE(varied->loaded.fleet);
+    const config::Fleet& vf = *varied->loaded.fleet;
+    REQUIRE(vf.nodes.size() == 4);
+    stage->begin_run(vf);
+    for (const auto& node : vf.nodes) {
+        INFO(node.name);
+        auto ctx = context(vf, node, stop);
+        auto text = stage->input_text(ctx);
+        REQUIRE(text);
+        CHECK(*text == config::node_section_json(vf, node, "network").dump());
+    }
+    stage->end_run(vf);
+    const auto n4 = config::node_section_json(vf, vf.nodes[3], "network");
+    CHECK(n4.contains("host"));
+    CHECK(n4["cables"][0]["cable_length_m"] == 7);
+    CHECK(n4["uplinks"][0]["cable_length_m"] == 100);
+    CHECK_FALSE(config::node_section_json(vf, vf.nodes[2], "network").contains("uplinks"));  // n3: no cable
+
+    // Through the engine (which hashes inside its run): each node's hash is
+    // the one chained from node_section_json, so journals stay valid.
+    engine::StageRegistry registry;
+    registry.add(stage);
+    engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
+    engine::RunOptions opts;
+    opts.command = "plan";
+    auto report = eng.plan(opts);
+    REQUIRE(report);
+    REQUIRE(report->entries.size() == fleet.nodes.size());
+    for (const auto& e : report->entries) {
+        const config::Node* node = fleet.find_node(e.node);
+        REQUIRE(node);
+        CHECK(e.input_hash == engine::chain_hash("network", config::node_section_json(fleet, *node, "network"), ""));
+    }
 }
 
 namespace {
