@@ -7,6 +7,13 @@
 // the pool never grows past the threads that limit covers; nodes beyond
 // them wait for a thread when their stages block. A limit that cannot
 // cover even the pool's core refuses the run.
+//
+// Idle HTTP connections are open files too: the HTTP client keeps them in
+// one process-wide pool between a node's requests, across its parks
+// (net/http_client.h), within idle_connection_budget(). The limit is split:
+// the base, then up to half of the rest for idle connections (2 per node in
+// flight: its BMC and a switch), then the threads; the idle share shrinks
+// first when the threads' core would not fit.
 #pragma once
 
 #include <string>
@@ -20,14 +27,29 @@ namespace kiln::engine {
 // listeners, the artifact server, logs).
 inline constexpr long kFilesPerThread = 4;
 inline constexpr long kFilesBase = 64;
+// Idle connections worth keeping per node in flight, and in all (5,000
+// BMCs polled every few seconds reuse 5,000).
+inline constexpr long kIdleConnectionsPerNode = 2;
+inline constexpr long kIdleConnectionsMax = 16384;
 
-// The worker threads an open-file limit covers (0 when not even one).
+// The worker threads an open-file limit covers, with no idle connections
+// kept (0 when not even one).
 long threads_for_open_files(long limit);
 
-// Raises the soft limit to the hard limit and returns the most threads the
-// pool may grow to: min(in_flight, what the limit covers). `where` names
-// the setting for the error message (the fleet file and line of [limits]).
-// Errors: engine/limits.open_files, when it covers fewer than `core`.
-Result<int> raise_open_file_limit(int in_flight, int core, const std::string& where);
+struct OpenFilePlan {
+    int threads = 0;               // the most the pool may grow to
+    long idle_connections = 0;     // the HTTP pool's budget
+};
+
+// How `limit` open files split for `in_flight` nodes (above), keeping at
+// least `core` threads when the limit covers them at all (threads = 0 when
+// it does not). limit < 0: no limit.
+OpenFilePlan plan_open_files(long limit, int in_flight, int core);
+
+// Raises the soft limit to the hard limit and returns its plan: threads =
+// min(in_flight, what the limit leaves them). `where` names the setting for
+// the error message (the fleet file and line of [limits]). Errors:
+// engine/limits.open_files, when it covers fewer than `core` threads.
+Result<OpenFilePlan> raise_open_file_limit(int in_flight, int core, const std::string& where);
 
 }  // namespace kiln::engine
