@@ -278,13 +278,14 @@ TEST_CASE("engine: the open-file limit is shared by threads and idle connections
             CHECK(plan.idle_connections >= 0);
             CHECK(plan.idle_connections <= kiln::engine::kIdleConnectionsPerNode * in_flight);
             CHECK(plan.idle_connections <= kiln::engine::kIdleConnectionsMax);
-            CHECK(kFilesBase + kFilesPerThread * plan.threads + plan.idle_connections <= limit);
+            CHECK(kFilesBase + kFilesPerThread * plan.threads +
+                      kiln::kFilesPerIdleConnection * plan.idle_connections <= limit);
         }
     }
     // bench/redfish part s: 5,000 BMCs under 20,000 files keep every BMC's connection.
     CHECK(plan_open_files(20000, 5000, 6).idle_connections >= 5000);
     // A tight limit keeps the threads' core and lends the idle connections what is left.
-    const auto tight = plan_open_files(kFilesBase + 6 * kFilesPerThread + 3, 1000, 6);
+    const auto tight = plan_open_files(kFilesBase + 6 * kFilesPerThread + 3 * kiln::kFilesPerIdleConnection, 1000, 6);
     CHECK(tight.threads == 6);
     CHECK(tight.idle_connections == 3);
     // Not even the core: refused (threads 0).

@@ -16,13 +16,13 @@ OpenFilePlan plan_open_files(long limit, int in_flight, int core) {
     const long wanted_idle = std::min(kIdleConnectionsMax, kIdleConnectionsPerNode * in_flight);
     if (limit < 0) return {in_flight, wanted_idle};
     const long budget = std::max(0L, limit - kFilesBase);
-    long idle = std::min(wanted_idle, budget / 2);
-    long threads = std::min<long>(in_flight, (budget - idle) / kFilesPerThread);
+    long idle = std::min(wanted_idle, budget * 4 / 5 / kFilesPerIdleConnection);
+    long threads = std::min<long>(in_flight, (budget - idle * kFilesPerIdleConnection) / kFilesPerThread);
     const long needed = std::min(in_flight, core);
     if (threads < needed) {  // threads first: idle connections only save reconnects
         threads = std::min(needed, threads_for_open_files(limit));
         if (threads < needed) return {0, 0};
-        idle = std::min(idle, budget - threads * kFilesPerThread);
+        idle = std::min(idle, (budget - threads * kFilesPerThread) / kFilesPerIdleConnection);
     }
     return {static_cast<int>(threads), idle};
 }

@@ -8,16 +8,20 @@
 // them wait for a thread when their stages block. A limit that cannot
 // cover even the pool's core refuses the run.
 //
-// Idle HTTP connections are open files too: the HTTP client keeps them in
-// one process-wide pool between a node's requests, across its parks
-// (net/http_client.h), within idle_connection_budget(). The limit is split:
-// the base, then up to half of the rest for idle connections (2 per node in
-// flight: its BMC and a switch), then the threads; the idle share shrinks
-// first when the threads' core would not fit.
+// Idle HTTP connections are open files too (3 each: core/
+// idle_connection_budget.h): the HTTP client keeps them in one process-wide
+// pool between a node's requests, across its parks (net/http_client.h),
+// within idle_connection_budget(). The limit is split: the base, then up to
+// four fifths of the rest for idle connections (2 per node in flight: its
+// BMC and a switch; a parked node needs no thread but wants its
+// connection), then the threads; the idle share shrinks first when the
+// threads' core would not fit. Nodes polling in turn beyond the idle share
+// find their connections evicted (LRU) and reconnect, as before the pool.
 #pragma once
 
 #include <string>
 
+#include "provisioner/core/idle_connection_budget.h"
 #include "provisioner/core/result.h"
 
 namespace kiln::engine {

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <dirent.h>
+
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -541,6 +543,31 @@ TEST_CASE("The idle-connection budget closes the least recently used connection"
     CHECK_FALSE(established(p_loose, https));
     CHECK(established(p_pinned, https));
     CHECK(established(p_http2, http));
+}
+
+TEST_CASE("Each idle connection holds no more open files than budgeted for it", "[net][http]") {
+    // The engine lends the pool kFilesPerIdleConnection files per connection
+    // of its budget (engine/open_files.h): more would run a run out of files.
+    BudgetScope budget(8);
+    auto open_files = [] {
+        int n = 0;
+        if (DIR* d = ::opendir("/proc/self/fd")) {
+            while (::readdir(d) != nullptr) ++n;
+            ::closedir(d);
+        }
+        return n;
+    };
+    CurlHttpClient client;
+    HttpRequest loose = get(server().https_url("/echo"));
+    loose.tls.verify = false;
+    const int before = open_files();
+    send_json(client, get(server().http_url("/echo")));
+    send_json(client, loose);
+    send_json(client, pinned("/echo"));
+    const int after = open_files();
+    REQUIRE(kiln::net::idle_connections() == 3);
+    CHECK(after - before >= 3);
+    CHECK(after - before <= 3 * kiln::kFilesPerIdleConnection);
 }
 
 TEST_CASE("A budget of no idle connections keeps none open", "[net][http]") {
