@@ -17,7 +17,7 @@ inline constexpr long kFilesPerIdleConnection = 3;
 
 // Outside a run (kiln firmware, kiln network, tests): a handful of BMCs and
 // switches at a time.
-inline constexpr long kDefaultIdleConnections = 256;
+inline constexpr long kDefaultIdleConnections = 64;
 
 inline std::atomic<long>& idle_connection_budget_slot() {
     static std::atomic<long> budget{kDefaultIdleConnections};

@@ -1,10 +1,11 @@
-// The open files a run may use. A node in flight holds descriptors only
-// while a thread works for it (a BMC or switch connection, a pooled
-// session's socket, an image or log file): a parked wait holds none
-// (bench/redfish part s: 4,900 nodes parked in Redfish task polls, 58 open
-// files). So the limit bounds the engine's threads, not `parallel`: the
-// soft RLIMIT_NOFILE is raised to the hard limit at the start of a run, and
-// the pool never grows past the threads that limit covers; nodes beyond
+// The open files a run may use. A node in flight holds descriptors of its
+// own only while a thread works for it (a pooled session's socket, an image
+// or log file): a parked wait holds none but its idle connection, which
+// the HTTP client's pool may close (before the pool, bench/redfish part s
+// parked 4,900 nodes in Redfish task polls on 58 open files). So the limit
+// bounds the engine's threads and the idle connections, not `parallel`:
+// the soft RLIMIT_NOFILE is raised to the hard limit at the start of a run,
+// and the pool never grows past the threads that limit covers; nodes beyond
 // them wait for a thread when their stages block. A limit that cannot
 // cover even the pool's core refuses the run.
 //

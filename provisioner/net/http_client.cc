@@ -156,9 +156,10 @@ bool is_ip_literal(const std::string& host) {
 // An easy handle keeps its connection and TLS session across
 // curl_easy_reset. Each is told to keep at most one connection and only
 // ever serves one destination under one set of TLS settings (its pool key),
-// so a pooled handle is one idle connection: one open file, counted against
-// the process's idle-connection budget (core/idle_connection_budget.h), and
-// never reused under settings it was not verified with.
+// so a pooled handle is one idle connection (kFilesPerIdleConnection open
+// files), counted against the process's idle-connection budget
+// (core/idle_connection_budget.h), and never reused under settings it was
+// not verified with.
 struct PooledHandle {
     CurlEasy easy;
     std::unique_ptr<PinState> pin;  // set for pinned keys; lives as long as the handle's connections
