@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "provisioner/core/idle_connection_budget.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/engine/open_files.h"
 #include "provisioner/engine/parking_lot.h"
@@ -230,14 +231,54 @@ TEST_CASE("engine: waits that hold their thread still all run, on threads up to 
     REQUIRE(h.ledger().size() == static_cast<size_t>(2 * nodes));
 }
 
+TEST_CASE("engine: the open-file limit is shared by threads and idle connections", "[engine][parking]") {
+    using kiln::engine::kFilesBase;
+    using kiln::engine::kFilesPerThread;
+    using kiln::engine::plan_open_files;
+    // Every plan's descriptors fit the limit: base, threads, idle connections.
+    for (long limit : {100L, 300L, 1024L, 20000L, 1L << 20}) {
+        for (int in_flight : {1, 10, 200, 5000, 100000}) {
+            const auto plan = plan_open_files(limit, in_flight, 6);
+            INFO("limit " << limit << " in flight " << in_flight);
+            CHECK(plan.threads >= std::min(in_flight, 6));
+            CHECK(plan.threads <= in_flight);
+            CHECK(plan.idle_connections >= 0);
+            CHECK(plan.idle_connections <= kiln::engine::kIdleConnectionsPerNode * in_flight);
+            CHECK(plan.idle_connections <= kiln::engine::kIdleConnectionsMax);
+            CHECK(kFilesBase + kFilesPerThread * plan.threads +
+                      kiln::kFilesPerIdleConnection * plan.idle_connections <= limit);
+        }
+    }
+    // bench/redfish part s: 5,000 BMCs under 20,000 files keep every BMC's connection.
+    CHECK(plan_open_files(20000, 5000, 6).idle_connections >= 5000);
+    // A tight limit keeps the threads' core and lends the idle connections what is left.
+    const auto tight = plan_open_files(kFilesBase + 6 * kFilesPerThread + 3 * kiln::kFilesPerIdleConnection, 1000, 6);
+    CHECK(tight.threads == 6);
+    CHECK(tight.idle_connections == 3);
+    // Not even the core: refused (threads 0).
+    CHECK(plan_open_files(kFilesBase + 5 * kFilesPerThread, 1000, 6).threads == 0);
+    // No limit: every node in flight.
+    CHECK(plan_open_files(-1, 300, 6).threads == 300);
+
+    // A run sets the HTTP pool's budget from its plan.
+    kiln::set_idle_connection_budget(-1);
+    Harness h(0, false);
+    auto report = h.run(kiln::test::make_fleet(4, 1, {"t-park"}, limits(4)));
+    REQUIRE(report.status == "completed");
+    CHECK(kiln::idle_connection_budget() > 0);
+    kiln::set_idle_connection_budget(kiln::kDefaultIdleConnections);
+}
+
 TEST_CASE("engine: the open-file limit bounds the threads, not the nodes in flight", "[engine][parking]") {
+    using kiln::engine::plan_open_files;
     using kiln::engine::threads_for_open_files;
     CHECK(threads_for_open_files(300) == (300 - kiln::engine::kFilesBase) / kiln::engine::kFilesPerThread);
     CHECK(threads_for_open_files(kiln::engine::kFilesBase) == 0);
     CHECK(threads_for_open_files(10) == 0);
 
     // 200 nodes in flight whose stages block (ctx.wait_for grows the pool),
-    // under an open-file limit of 300: 59 threads' worth. Before, the run
+    // under an open-file limit of 300: 59 threads' worth, less what the idle
+    // connections are lent (plan_open_files). Before, the run
     // was refused (200 nodes x 4 + 64 files); unbounded, the pool would
     // grow towards 200 threads.
     TempDir dir;
@@ -262,9 +303,10 @@ TEST_CASE("engine: the open-file limit bounds the threads, not the nodes in flig
     auto done = LedgerStage::read_ledger(ledger);
     REQUIRE(done.size() == static_cast<size_t>(nodes * 4));
     for (const auto& [line, count] : done) REQUIRE(count == 1);
-    // The pool's 59, and the run's own few (main, stop watcher, supervisor).
+    // The pool's share, and the run's own few (main, stop watcher, supervisor).
     CHECK(peak > kiln::engine::WorkerPool::default_core());
-    CHECK(peak <= threads_for_open_files(300) + 8);
+    const int core = kiln::engine::WorkerPool::default_core();
+    CHECK(peak <= plan_open_files(300, nodes, core).threads + 8);
 
     // A limit that covers not even the pool's core refuses the run before
     // anything is journaled.

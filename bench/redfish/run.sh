@@ -32,7 +32,9 @@
 #      update tasks run KILN_BENCH_WAVE_TASK_SECONDS (60) s, at parallel =
 #      all of them, and KILN_BENCH_WAVE_SMALL (256) BMCs at parallel 64 for
 #      comparison: wall over ceil(bmcs / parallel) * task seconds, kiln's
-#      threads, open files and RSS, kiln-bmc's threads and RSS.
+#      threads, open files and RSS, kiln-bmc's threads and RSS. With
+#      KILN_BENCH_BASELINE_KILN, the 5,000-BMC wave is also run with that
+#      kiln just before: ratios of wall and kiln CPU over it, same run.
 # KILN_BENCH_REDFISH_PARTS (default "a b w s c r fuzz") picks the parts to run.
 # Writes bench/results/redfish.json (keys "inventory_walk",
 # "inventory_walk_multi_system", "inventory_walk_gpus", "fleet_apply", "fleet_workers", "firmware_waves",
@@ -198,8 +200,14 @@ fi
 # ---- (s) firmware waves at the task-time bound -----------------------------
 if part s; then
 mkdir -p "$WORK/s"
+wave_base=()
+if [ -n "$BASELINE_KILN" ]; then
+  wave_base=(--baseline-kiln "$BASELINE_KILN"
+             --baseline-label "${KILN_BENCH_BASELINE_LABEL:-$("$BASELINE_KILN" --version 2>/dev/null | head -1)}")
+fi
 /usr/bin/python3 bench/redfish/wave_bench.py --build "$BUILD" --mockup "$MOCKUPS/dmtf-public-rackmount1" \
-  --task-seconds "$WAVE_TASK_SECONDS" --runs "$WAVE_BMCS:$WAVE_BMCS,$WAVE_SMALL:64" --work "$WORK/s" > "$WORK/s.json"
+  --task-seconds "$WAVE_TASK_SECONDS" --runs "$WAVE_BMCS:$WAVE_BMCS,$WAVE_SMALL:64" --work "$WORK/s" \
+  ${wave_base[@]+"${wave_base[@]}"} > "$WORK/s.json"
 echo "(s) $(cat "$WORK/s.json")"
 /usr/bin/python3 -c 'import json,sys; print(json.dumps({"firmware_waves": json.load(open(sys.argv[1]))}))' \
   "$WORK/s.json" > "$WORK/part-s.json"

@@ -14,6 +14,11 @@ waits, not loopback bandwidth (part b pushes 4 MiB images).
 Writes, per run: wall seconds, the bound, their ratio, kiln's peak threads and
 peak RSS (sampled every 0.5 s from /proc), kiln-bmc's threads and RSS, and how
 many BMCs were flashed exactly once, read back from each BMC.
+
+With --baseline-kiln (run.sh: KILN_BENCH_BASELINE_KILN), the first run is
+also made with that kiln binary, just before, on its own fresh kiln-bmc of
+this build: "baseline" holds its figures and "ratio_over_baseline" this
+build's wall and kiln CPU over the baseline's, same machine, same load.
 """
 import argparse
 import json
@@ -45,8 +50,8 @@ def cpu_seconds(pid):
         return 0.0
 
 
-def one_run(args, bmcs, parallel, index):
-    kiln = os.path.join(args.build, "kiln")
+def one_run(args, bmcs, parallel, index, kiln=None):
+    kiln = kiln or os.path.join(args.build, "kiln")
     kiln_bmc = os.path.join(args.build, "kiln-bmc")
     log = os.path.join(args.work, "bmc-s%d.log" % index)
     procs, urls = wb.start_bmcs(kiln_bmc, args.mockup, bmcs, log, per_process=bmcs, task_seconds=args.task_seconds)
@@ -79,6 +84,9 @@ def one_run(args, bmcs, parallel, index):
         for q in procs:
             q.terminate()
             q.wait()
+        # Reaped now, kiln-bmc's CPU joins RUSAGE_CHILDREN: not the next run's kiln.
+        c = resource.getrusage(resource.RUSAGE_CHILDREN)
+        args.cpu_before = c.ru_utime + c.ru_stime
     bound = math.ceil(bmcs / parallel) * args.task_seconds
     return {
         "bmcs": bmcs,
@@ -108,10 +116,13 @@ def main():
     ap.add_argument("--image-kib", type=int, default=64)
     ap.add_argument("--runs", default="5000:5000,256:64", help="N:P,... (BMCs:parallel)")
     ap.add_argument("--work", required=True)
+    ap.add_argument("--baseline-kiln", help="a kiln binary built at an earlier commit, for the first run")
+    ap.add_argument("--baseline-label", default="")
     args = ap.parse_args()
-    # kiln budgets 4 open files per node in flight (engine/open_files.h):
-    # 5,000 in flight need more than this machine's default hard limit of
-    # 20,000. Root may raise it; the children inherit it.
+    # kiln keeps an idle connection (3 open files) per node in flight and 4
+    # files per thread (engine/open_files.h): more room than this machine's
+    # default hard limit of 20,000 does no harm. Root may raise it; the
+    # children inherit it.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(hard, 65536), max(hard, 65536)))
@@ -119,15 +130,24 @@ def main():
         pass
     args.cpu_before = 0.0  # children's CPU so far (kiln runs; kiln-bmc is read from /proc)
     runs = []
+    baseline = None
     for i, spec in enumerate(args.runs.split(",")):
         n, p = (int(x) for x in spec.split(":"))
+        if i == 0 and args.baseline_kiln:
+            baseline = one_run(args, n, p, 100, kiln=args.baseline_kiln)
+            baseline["kiln"] = args.baseline_label or args.baseline_kiln
         runs.append(one_run(args, n, p, i))
-    print(json.dumps({
+    extra = {}
+    if baseline:
+        extra = {"baseline": baseline, "ratio_over_baseline": {
+            "wall_seconds": round(runs[0]["wall_seconds"] / baseline["wall_seconds"], 3),
+            "kiln_cpu_seconds": round(runs[0]["kiln_cpu_seconds"] / max(baseline["kiln_cpu_seconds"], 0.1), 3)}}
+    print(json.dumps(dict({
         "runs": runs,
         "change": "BIOS firmware update per BMC, %d KiB image, no BIOS attribute" % args.image_kib,
         "note": "one machine: kiln-bmc and kiln share its 2 cores; bound = ceil(bmcs / parallel) * task_seconds",
         "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
-    }))
+    }, **extra)))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/idle_connection_budget.h"
 #include "provisioner/engine/backoff.h"
 #include "provisioner/engine/exclusive_locks.h"
 #include "provisioner/engine/input_hash.h"
@@ -405,10 +406,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // bounds the threads (open_files.h): a parked node holds no descriptor.
     const int in_flight = std::max(1, std::min<int>(fleet_.limits.parallel, static_cast<int>(selection.size())));
     const int core_threads = std::min(WorkerPool::default_core(), in_flight);
-    auto max_threads = raise_open_file_limit(
+    auto open_files = raise_open_file_limit(
         in_flight, core_threads,
         fmt::format("[limits] in {}", fleet_.limits.pos.line > 0 ? fleet_.limits.pos.str() : fleet_.path));
-    if (!max_threads) return max_threads.error();
+    if (!open_files) return open_files.error();
+    // The HTTP client's idle connections get the share the threads leave.
+    set_idle_connection_budget(open_files->idle_connections);
 
     // Everything is validated: from here on the run is journaled.
     // Each node's state before this run, by the fleet's own name string:
@@ -895,7 +898,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     {
         // Threads for the cores; `parallel` bounds nodes in flight, parked
         // ones included (they keep their scheduler slots).
-        WorkerPool pool(core_threads, *max_threads);
+        WorkerPool pool(core_threads, open_files->threads);
         std::unique_lock<std::mutex> lock(mu);
         bool stop_announced = false;
         auto submit = [&](size_t i) {

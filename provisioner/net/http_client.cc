@@ -17,6 +17,8 @@
 #include <mutex>
 
 #include "provisioner/core/base64.h"
+#include "provisioner/core/idle_connection_budget.h"
+#include "provisioner/net/idle_pool.h"
 #include "provisioner/net/url.h"
 
 namespace kiln::net {
@@ -105,7 +107,7 @@ std::string normalize_pin(const std::string& pin) {
 // ---- certificate pinning -----------------------------------------------------
 
 // Lives as long as the easy handle whose connections it checks (see
-// HandleCache), so a late handshake on a kept connection never sees a
+// PooledHandle), so a late handshake on a kept connection never sees a
 // dangling pointer.
 struct PinState {
     std::string expected;  // normalized
@@ -149,60 +151,37 @@ bool is_ip_literal(const std::string& host) {
     return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-// ---- per-thread handle cache ---------------------------------------------------
+// ---- idle connection pool ------------------------------------------------------
 
-// An easy handle keeps its connection cache and TLS session cache across
-// curl_easy_reset. One handle per (thread, TLS settings): threads never
-// share a handle, and a connection is only reused under the settings it was
-// verified with.
-class HandleCache {
-public:
-    struct Entry {
-        std::string key;
-        CurlEasy easy;
-        std::unique_ptr<PinState> pin;  // set for pinned keys
-        uint64_t last_used = 0;
-    };
-
-    // nullptr only when libcurl cannot allocate a handle.
-    Entry* get(const std::string& key, const std::string& pin) {
-        ++tick_;
-        for (auto& e : entries_) {
-            if (e->key == key) {
-                e->last_used = tick_;
-                return e.get();
-            }
-        }
-        CurlEasy easy(curl_easy_init());
-        if (!easy) return nullptr;
-        if (entries_.size() >= kMaxHandles) {
-            auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                           [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
-            entries_.erase(oldest);
-        }
-        auto entry = std::make_unique<Entry>();
-        entry->key = key;
-        entry->easy = std::move(easy);
-        if (!pin.empty()) {
-            entry->pin = std::make_unique<PinState>();
-            entry->pin->expected = pin;
-        }
-        entry->last_used = tick_;
-        entries_.push_back(std::move(entry));
-        return entries_.back().get();
-    }
-
-private:
-    // Enough for a worker talking to a handful of BMCs and switches in turn;
-    // an evicted handle only costs a new connection.
-    static constexpr size_t kMaxHandles = 8;
-    std::vector<std::unique_ptr<Entry>> entries_;
-    uint64_t tick_ = 0;
+// An easy handle keeps its connection and TLS session across
+// curl_easy_reset. Each is told to keep at most one connection and only
+// ever serves one destination under one set of TLS settings (its pool key),
+// so a pooled handle is one idle connection (kFilesPerIdleConnection open
+// files), counted against the process's idle-connection budget
+// (core/idle_connection_budget.h), and never reused under settings it was
+// not verified with.
+struct PooledHandle {
+    CurlEasy easy;
+    std::unique_ptr<PinState> pin;  // set for pinned keys; lives as long as the handle's connections
 };
+using HandlePtr = std::unique_ptr<PooledHandle>;
 
-HandleCache& thread_handles() {
-    thread_local HandleCache cache;
-    return cache;
+// Per destination: a BMC is talked to by one node at a time; a switch by a
+// few at once.
+constexpr size_t kIdlePerDestination = 8;
+
+// Never destroyed: a detached thread may still put a handle back after
+// main returns; the OS closes what is left at exit.
+IdlePool<HandlePtr>& idle_handles() {
+    static auto* pool = new IdlePool<HandlePtr>(kIdlePerDestination);
+    return *pool;
+}
+
+// Back to the pool for the next request to `key`, within the budget read now.
+void put_back(const std::string& key, HandlePtr handle) {
+    // Evicted handles close their connections here, outside the pool's lock.
+    auto dropped = idle_handles().put(key, std::move(handle), static_cast<size_t>(idle_connection_budget()));
+    dropped.clear();
 }
 
 // ---- response sinks ------------------------------------------------------------
@@ -408,14 +387,16 @@ std::string HttpResponse::header(const std::string& name) const {
 
 CurlHttpClient::CurlHttpClient() {
     std::call_once(g_init_once, [] {
-        // Never paired with curl_global_cleanup: handles live in thread_local
-        // caches until their threads end, possibly after main returns.
+        // Never paired with curl_global_cleanup: idle handles stay in the
+        // pool, and threads may still be sending, until the process ends.
         g_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
         const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
         g_openssl =
             info != nullptr && info->ssl_version != nullptr && std::strncmp(info->ssl_version, "OpenSSL", 7) == 0;
     });
 }
+
+size_t idle_connections() { return idle_handles().size(); }
 
 Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
     const ErrorBuilder err(req);
@@ -429,15 +410,30 @@ Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
         if (pin.empty()) return err("http.tls_pin", "pinned_sha256 is not 64 hex digits");
         if (!g_openssl) return err("http.internal", "certificate pinning needs libcurl built with OpenSSL");
     }
-    const std::string key =
-        !pin.empty() ? "pin\n" + pin : std::string(req.tls.verify ? "verify\n" : "noverify\n") + req.tls.ca_bundle;
-    HandleCache::Entry* entry = thread_handles().get(key, pin);
-    if (entry == nullptr) return err("http.internal", "curl_easy_init failed");
-    CURL* h = entry->easy.get();
-    curl_easy_reset(h);  // options of the last request go; connections stay
-    if (entry->pin) {
-        entry->pin->seen.clear();
-        entry->pin->mismatch = false;
+    // Only a connection to the same place, opened under the same TLS
+    // settings and proxy, may serve this request.
+    auto dest = split_url(req.url);  // checked above
+    const std::string key = dest->scheme + "://" + dest->host + ":" + std::to_string(dest->port) + "\n" +
+                            (!pin.empty()      ? "pin " + pin
+                             : req.tls.verify ? "verify " + req.tls.ca_bundle
+                                              : std::string("noverify")) +
+                            "\nproxy " + req.proxy;
+    HandlePtr handle;
+    if (auto idle = idle_handles().take(key)) {
+        handle = std::move(*idle);
+    } else {
+        handle = std::make_unique<PooledHandle>();
+        handle->easy.reset(curl_easy_init());
+        if (!handle->easy) return err("http.internal", "curl_easy_init failed");
+        if (!pin.empty()) {
+            handle->pin = std::make_unique<PinState>();
+            handle->pin->expected = pin;
+        }
+    }
+    CURL* h = handle->easy.get();
+    if (handle->pin) {
+        handle->pin->seen.clear();
+        handle->pin->mismatch = false;
     }
 
     HttpResponse response;
@@ -486,10 +482,11 @@ Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
         if (rc == CURLE_OK) rc = curl_easy_setopt(h, opt, value);
     };
     set(CURLOPT_URL, req.url.c_str());
-    // An address needs no resolving, and libcurl would still cache it: one
-    // entry per host:port, all pruned on every request (a thread that had
-    // talked to 5,000 BMCs walked 5,000 entries per request).
-    if (auto parts = split_url(req.url); parts && is_ip_literal(parts->host)) set(CURLOPT_DNS_CACHE_TIMEOUT, 0L);
+    // An address needs no resolving, and libcurl would still cache it.
+    if (is_ip_literal(dest->host)) set(CURLOPT_DNS_CACHE_TIMEOUT, 0L);
+    // The handle is one pooled connection (PooledHandle): a reconnect
+    // replaces it rather than keeping a second one open.
+    set(CURLOPT_MAXCONNECTS, 1L);
     set(CURLOPT_ERRORBUFFER, errbuf);
     set(CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for timeouts
     set(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -532,12 +529,12 @@ Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
         set(CURLOPT_PASSWORD, req.basic_password.c_str());
     }
 
-    if (entry->pin) {
+    if (handle->pin) {
         // libcurl's own checks off; install_pin enforces the pin instead.
         set(CURLOPT_SSL_VERIFYPEER, 0L);
         set(CURLOPT_SSL_VERIFYHOST, 0L);
         set(CURLOPT_SSL_CTX_FUNCTION, install_pin);
-        set(CURLOPT_SSL_CTX_DATA, static_cast<void*>(entry->pin.get()));
+        set(CURLOPT_SSL_CTX_DATA, static_cast<void*>(handle->pin.get()));
     } else if (req.tls.verify) {
         set(CURLOPT_SSL_VERIFYPEER, 1L);
         set(CURLOPT_SSL_VERIFYHOST, 2L);
@@ -561,10 +558,16 @@ Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
         curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &failure.os_errno);
         failure.body_too_large = body_sink.too_large;
         failure.headers_too_large = header_sink.too_large;
-        failure.pin = entry->pin.get();
+        failure.pin = handle->pin.get();
     }
+    // Kept only with its connection still open: a failed transfer's handle
+    // and whatever it held go, as does one the server said Connection: close to.
+    curl_socket_t socket = CURL_SOCKET_BAD;
+    const bool keep = rc == CURLE_OK && curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK &&
+                      socket != CURL_SOCKET_BAD;
     // Drop the pointers into this frame (headers, mime, sinks) before they go.
     curl_easy_reset(h);
+    if (keep) put_back(key, std::move(handle));
     if (rc != CURLE_OK) return classify(failure, req, err);
     return response;
 }

@@ -91,15 +91,23 @@ public:
     virtual Result<HttpResponse> send(const HttpRequest& request) = 0;
 };
 
-// Thread-safe: any number of threads may call send() at once. Each thread
-// keeps its own libcurl handles, one per distinct TlsOptions, so connections
-// and TLS sessions are reused within a thread but never across different TLS
-// settings (a connection opened unverified must not serve a pinned request).
-// Redirects are not followed: a 3xx is a response.
+// Thread-safe: any number of threads may call send() at once. Connections
+// are kept between requests in one process-wide pool of idle connections
+// (net/idle_pool.h), keyed by scheme, host, port, TLS settings and proxy:
+// a node that parks between task polls and resumes on another thread still
+// reuses its BMC's connection, and a connection opened unverified never
+// serves a pinned or verified request. At most 8 idle per destination and
+// idle_connection_budget() in all (core/idle_connection_budget.h; a run
+// sizes it from the open-file limit), least recently used evicted first.
+// A connection that failed or that the server closed is dropped; libcurl
+// opens a new one. Redirects are not followed: a 3xx is a response.
 class CurlHttpClient : public HttpClient {
 public:
     CurlHttpClient();  // curl_global_init, once per process
     Result<HttpResponse> send(const HttpRequest& request) override;
 };
+
+// Idle connections the pool holds now, all destinations together.
+size_t idle_connections();
 
 }  // namespace kiln::net

@@ -3,9 +3,13 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <dirent.h>
+
 #include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "provisioner/core/idle_connection_budget.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/net/http_client.h"
 #include "tests/net/test_server.h"
@@ -52,6 +56,43 @@ json send_json(CurlHttpClient& client, const HttpRequest& req) {
     REQUIRE(r->status == 200);
     return json::parse(r->body);
 }
+
+// Whether this process holds an open TCP connection from 127.0.0.1:client_port
+// to server_port (ESTABLISHED in /proc/net/tcp: once our side closes it, it
+// never is again, whatever the server has noticed yet).
+bool established(int client_port, int server_port) {
+    std::ifstream tcp("/proc/net/tcp");
+    std::string line;
+    std::getline(tcp, line);  // header
+    char local[32], remote[32];
+    const std::string want_local = "0100007F:" + [&] {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "%04X", client_port);
+        return std::string(hex);
+    }();
+    while (std::getline(tcp, line)) {
+        unsigned state = 0;
+        if (std::sscanf(line.c_str(), "%*d: %31s %31s %x", local, remote, &state) != 3) continue;
+        const std::string r = remote;
+        if (local == want_local && std::stoi(r.substr(r.find(':') + 1), nullptr, 16) == server_port &&
+            state == 0x01)
+            return true;
+    }
+    return false;
+}
+
+// Sets the idle-connection budget for one test, after emptying the pool.
+class BudgetScope {
+public:
+    explicit BudgetScope(long budget) {
+        kiln::set_idle_connection_budget(0);
+        CurlHttpClient client;
+        (void)client.send(get(server().http_url("/echo")));  // a put under budget 0 drops every idle handle
+        REQUIRE(kiln::net::idle_connections() == 0);
+        kiln::set_idle_connection_budget(budget);
+    }
+    ~BudgetScope() { kiln::set_idle_connection_budget(kiln::kDefaultIdleConnections); }
+};
 
 HttpRequest pinned(const std::string& path) {
     HttpRequest r = get(server().https_url(path));
@@ -446,6 +487,112 @@ TEST_CASE("Connections are reused within a thread", "[net][http]") {
     json tls1 = send_json(client, pinned("/echo"));
     json tls2 = send_json(client, pinned("/echo"));
     CHECK(tls1["client_port"] == tls2["client_port"]);
+}
+
+TEST_CASE("Requests to one destination from two threads in sequence reuse one connection", "[net][http]") {
+    // A node parked between task polls resumes on any pool thread: its
+    // BMC's connection must not stay behind with the thread it left.
+    CurlHttpClient client;
+    for (const bool tls : {false, true}) {
+        INFO((tls ? "https pinned" : "http"));
+        const HttpRequest req = tls ? pinned("/echo") : get(server().http_url("/echo"));
+        json first, second;
+        std::thread([&] { first = send_json(client, req); }).join();
+        std::thread([&] { second = send_json(client, req); }).join();
+        CHECK(first["client_port"] == second["client_port"]);
+    }
+}
+
+TEST_CASE("Connections opened under different TLS settings are never shared", "[net][tls]") {
+    CurlHttpClient client;
+    HttpRequest loose = get(server().https_url("/echo"));
+    loose.tls.verify = false;
+    HttpRequest ca = get(server().https_url("/echo"));
+    ca.tls.ca_bundle = server().cert_path();
+    const int p_loose = send_json(client, loose)["client_port"];
+    const int p_pinned = send_json(client, pinned("/echo"))["client_port"];
+    const int p_ca = send_json(client, ca)["client_port"];
+    CHECK(p_loose != p_pinned);
+    CHECK(p_loose != p_ca);
+    CHECK(p_pinned != p_ca);
+    // Each setting still finds its own connection.
+    CHECK(send_json(client, loose)["client_port"] == p_loose);
+    CHECK(send_json(client, pinned("/echo"))["client_port"] == p_pinned);
+    CHECK(send_json(client, ca)["client_port"] == p_ca);
+}
+
+TEST_CASE("The idle-connection budget closes the least recently used connection", "[net][http]") {
+    BudgetScope budget(2);
+    CurlHttpClient client;
+    HttpRequest loose = get(server().https_url("/echo"));
+    loose.tls.verify = false;
+    const int http = server().http_port(), https = server().https_port();
+    // Three destinations in turn under a budget of two: the first one's
+    // connection is closed, the other two stay open.
+    const int p_http = send_json(client, get(server().http_url("/echo")))["client_port"];
+    const int p_loose = send_json(client, loose)["client_port"];
+    const int p_pinned = send_json(client, pinned("/echo"))["client_port"];
+    CHECK(kiln::net::idle_connections() == 2);
+    CHECK_FALSE(established(p_http, http));
+    CHECK(established(p_loose, https));
+    CHECK(established(p_pinned, https));
+    // Back to the first: a new connection, and now the unverified one is the oldest.
+    const int p_http2 = send_json(client, get(server().http_url("/echo")))["client_port"];
+    CHECK(p_http2 != p_http);
+    CHECK(kiln::net::idle_connections() == 2);
+    CHECK_FALSE(established(p_loose, https));
+    CHECK(established(p_pinned, https));
+    CHECK(established(p_http2, http));
+}
+
+TEST_CASE("Each idle connection holds no more open files than budgeted for it", "[net][http]") {
+    // The engine lends the pool kFilesPerIdleConnection files per connection
+    // of its budget (engine/open_files.h): more would run a run out of files.
+    BudgetScope budget(8);
+    auto open_files = [] {
+        int n = 0;
+        if (DIR* d = ::opendir("/proc/self/fd")) {
+            while (::readdir(d) != nullptr) ++n;
+            ::closedir(d);
+        }
+        return n;
+    };
+    CurlHttpClient client;
+    HttpRequest loose = get(server().https_url("/echo"));
+    loose.tls.verify = false;
+    const int before = open_files();
+    send_json(client, get(server().http_url("/echo")));
+    send_json(client, loose);
+    send_json(client, pinned("/echo"));
+    const int after = open_files();
+    REQUIRE(kiln::net::idle_connections() == 3);
+    CHECK(after - before >= 3);
+    CHECK(after - before <= 3 * kiln::kFilesPerIdleConnection);
+}
+
+TEST_CASE("A budget of no idle connections keeps none open", "[net][http]") {
+    BudgetScope budget(0);
+    CurlHttpClient client;
+    const int port = send_json(client, get(server().http_url("/echo")))["client_port"];
+    CHECK(kiln::net::idle_connections() == 0);
+    CHECK_FALSE(established(port, server().http_port()));
+}
+
+TEST_CASE("An idle connection the server closed is dropped and the next request succeeds", "[net][http]") {
+    CurlHttpClient client;
+    for (const bool tls : {false, true}) {
+        INFO((tls ? "https pinned" : "http"));
+        // The server closes this one after its reply, without a Connection: close.
+        const int closed = send_json(client, tls ? pinned("/echo?close=1") : get(server().http_url("/echo?close=1")))
+            ["client_port"];
+        HttpRequest next = tls ? pinned("/echo") : get(server().http_url("/echo"));
+        next.method = "POST";
+        next.body = "after the close";
+        next.headers = {{"Content-Type", "text/plain"}};
+        json echo = send_json(client, next);
+        CHECK(echo["body"] == "after the close");
+        CHECK(echo["client_port"] != closed);
+    }
 }
 
 TEST_CASE("Many threads sending at once all succeed", "[net][http]") {

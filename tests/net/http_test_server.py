@@ -6,7 +6,9 @@ on one line once both accept connections (HTTPS_PORT is 0 without --cert).
 Exits when its stdin closes, so a test that dies leaves no server behind.
 
 Routes (any method):
-  /echo            JSON of what arrived: method, path, query, headers, body, client_port
+  /echo            JSON of what arrived: method, path, query, headers, body, client_port;
+                   ?close=1 closes the connection after the reply, without saying so
+                   (a server dropping an idle keep-alive connection)
   /status/<code>   that status (503 adds Retry-After: 7)
   /stall?s=N       waits N seconds before answering
   /big?n=N         N bytes of 'x'; &chunked=1 sends them chunked, without Content-Length
@@ -69,6 +71,8 @@ class Handler(BaseHTTPRequestHandler):
                 "body": body.decode("latin-1"),
                 "client_port": self.client_address[1],
             }, extra=[("X-Kiln-Echo", "1"), ("X-Multi", "first"), ("x-multi", "second")])
+            if query.get("close", ["0"])[0] == "1":
+                self.close_connection = True
         elif url.path.startswith("/status/"):
             code = int(url.path.rsplit("/", 1)[1])
             extra = [("Retry-After", "7")] if code == 503 else []
