@@ -669,21 +669,22 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 }
             }
         } else {
-            if (leases && r.done_since > 0 && (!r.leased || r.after_other)) {
-                // What another worker verified during this run (under a lease
-                // claimed since it began, or the one this worker found the
-                // node held by), with these very inputs, is done for the
-                // fleet's workers together. Without this every worker
-                // re-observed every node the others had finished (bench/scale:
-                // one stage attempt per worker per node-stage).
+            // What another worker verified during this run (under a lease
+            // claimed since it began, or the one this worker found the node
+            // held by), with these very inputs, is done for the fleet's
+            // workers together. Without this every worker re-observed every
+            // node the others had finished (bench/scale: one stage attempt
+            // per worker per node-stage). Null: not verified elsewhere.
+            auto done_elsewhere = [&]() -> std::optional<Attempt> {
                 auto done = leases->verified_since(node.name, stage_name, hash, r.done_since);
                 if (!done) return classify(done.error());
-                if (*done) {
-                    a.kind = Attempt::Kind::Skipped;
-                    a.verified_elsewhere = true;
-                    return finish();
-                }
-            }
+                if (!*done) return std::nullopt;
+                a.kind = Attempt::Kind::Skipped;
+                a.verified_elsewhere = true;
+                return finish();
+            };
+            if (leases && r.done_since > 0 && (!r.leased || r.after_other))
+                if (auto skipped = done_elsewhere()) return *skipped;
             if (leases) {
                 // The lease, max_unavailable across workers (the node's slot,
                 // kept over its stages until it is back in service) and the
@@ -715,15 +716,11 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 slots.held = true;
                 // The look above came before this claim: a worker that held
                 // the node until now may have verified this stage meanwhile.
-                if (r.done_since > 0 && std::get<journal::Lease>(claimed->lease).generation > r.done_since) {
+                // (Under a lease this worker already held, nobody could.)
+                if (!r.leased && r.done_since > 0 &&
+                    std::get<journal::Lease>(claimed->lease).generation > r.done_since) {
                     a.claimed_after_other = true;
-                    auto done = leases->verified_since(node.name, stage_name, hash, r.done_since);
-                    if (!done) return classify(done.error());
-                    if (*done) {
-                        a.kind = Attempt::Kind::Skipped;
-                        a.verified_elsewhere = true;
-                        return finish();
-                    }
+                    if (auto skipped = done_elsewhere()) return *skipped;
                 }
             }
             auto last = store_->last_verified_hash(node.name, stage_name);
