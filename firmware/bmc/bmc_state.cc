@@ -520,7 +520,11 @@ BmcResponse BmcState::patch(const BmcRequest& request, const std::string& uri) {
     }
     if (auto err = merge_into(updated, rest, "", false)) return error_response(400, *err);
 
+    const std::string type = current.value("@odata.type", "");
+    const bool followed = starts_with(type, "#ComputerSystem.") || starts_with(type, "#VirtualMedia.");
     change(*canon, std::move(updated));
+    if (followed)
+        if (auto task = follow_write(request, *body, "PATCH")) return *task;  // commits
     if (auto failed = commit()) return *failed;
     return json_response(200, store_.view(*canon), store_.etag(*canon));
 }
@@ -719,10 +723,28 @@ BmcResponse BmcState::media_action(const BmcRequest& request, const std::string&
         eject_media(updated);
     }
     change(media_uri, std::move(updated));
+    if (auto task = follow_write(request, *params, insert ? "VirtualMedia.InsertMedia" : "VirtualMedia.EjectMedia"))
+        return *task;  // commits
     if (auto failed = commit()) return *failed;
     BmcResponse r;
     r.status = 204;
     return r;
+}
+
+std::optional<BmcResponse> BmcState::follow_write(const BmcRequest& request, const json& params,
+                                                  const std::string& kind) {
+    if (config_.media_task_seconds <= 0) return std::nullopt;
+    UpdateTask task;
+    task.kind = kind;
+    task.action_uri = request.path;
+    task.http_operation = request.method;
+    // The Payload is readable by anyone who can read the task: no secrets.
+    json shown = params.is_object() ? params : json::object();
+    shown.erase("Password");
+    task.payload = shown.dump();
+    task.duration = config_.media_task_seconds;
+    task.started = now();
+    return accept_task(std::move(task), false);
 }
 
 // /kiln-bmc/...: the emulator's own control endpoint (docs/kiln-bmc.md).

@@ -58,6 +58,10 @@ struct BmcConfig {
     // > 0: a ComputerSystem.Reset answers 202 with a task that runs this
     // long (HPE's RMC and ODIM answer a reset with a task); 0: 204.
     double reset_task_seconds = 0;
+    // > 0: VirtualMedia InsertMedia/EjectMedia and a PATCH of a VirtualMedia
+    // or ComputerSystem resource answer 202 with a task that runs this long
+    // (DSP0266 lets any operation answer 202); 0: 204 / 200.
+    double media_task_seconds = 0;
     DownloadOptions download;    // SimpleUpdate: timeout, size cap, spool dir, TLS
     std::function<double()> wall_clock;  // seconds since the epoch; unset: the system clock
     FaultSettings faults;                // at start
@@ -123,6 +127,10 @@ private:
     BmcResponse remove(const std::string& uri);
     BmcResponse login(const BmcRequest& request);
     BmcResponse reset_system(const BmcRequest& request, const std::string& system_uri);
+    // With media_task_seconds: the write just changed (not yet committed) is
+    // answered 202 with a task that follows it; nullopt otherwise.
+    std::optional<BmcResponse> follow_write(const BmcRequest& request, const nlohmann::json& params,
+                                            const std::string& kind);
 
     // Firmware updates (bmc_state_updates.cc).
     BmcResponse simple_update(const BmcRequest& request, const std::string& action_uri,

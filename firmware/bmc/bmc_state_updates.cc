@@ -388,7 +388,7 @@ bool BmcState::advance(double t) {
 }
 
 void BmcState::finish_task(UpdateTask& task, double at) {
-    if (task.kind == kResetTaskKind) {  // the reset itself happened when it was asked for
+    if (follows_only(task)) {  // the operation itself happened when it was asked for
         task.messages.push_back(message_json(messages::success()));
         task.outcome = "Completed";
         task.done = true;

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     int threads = 0;
     size_t session_limit = 8;
     std::string listen, state_file, spool_dir, image_ca;
-    double task_seconds = 5, restart_seconds = 1, post_seconds = 0, reset_task_seconds = 0, image_timeout = 300;
+    double task_seconds = 5, restart_seconds = 1, post_seconds = 0, reset_task_seconds = 0, media_task_seconds = 0, image_timeout = 300;
     size_t image_max_bytes = size_t(1) << 30;
     bool image_insecure = false;
     kiln::bmc::FaultSettings faults;
@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.0, 3600.0));
     app.add_option("--reset-task-seconds", reset_task_seconds,
                    "a ComputerSystem.Reset answers 202 with a task that runs this long (default 0: 204, no task)")
+        ->check(CLI::Range(0.0, 3600.0));
+    app.add_option("--media-task-seconds", media_task_seconds,
+                   "VirtualMedia InsertMedia/EjectMedia and a PATCH of a VirtualMedia or ComputerSystem answer 202 "
+                   "with a task that runs this long (default 0: 204/200, no task)")
         ->check(CLI::Range(0.0, 3600.0));
     app.add_option("--restart-seconds", restart_seconds, "how long an emulated BMC restart answers 503")
         ->check(CLI::Range(0.0, 3600.0));
@@ -209,6 +213,7 @@ int main(int argc, char** argv) {
         config.restart_seconds = restart_seconds;
         config.post_seconds = post_seconds;
         config.reset_task_seconds = reset_task_seconds;
+        config.media_task_seconds = media_task_seconds;
         config.download.timeout = std::chrono::milliseconds(static_cast<long long>(image_timeout * 1000));
         config.download.max_bytes = image_max_bytes;
         config.download.spool_dir = spool_dir;

@@ -28,6 +28,8 @@ TaskProgress progress_at(const UpdateTask& task, double now) {
     return {"Running", std::clamp(pct, 1, 99)};
 }
 
+bool follows_only(const UpdateTask& task) { return task.kind == kResetTaskKind || !task.payload.empty(); }
+
 json task_view(const UpdateTask& task, double now, const std::string& task_uri, const std::string& monitor_uri) {
     const TaskProgress p = progress_at(task, now);
     json body = {
@@ -42,10 +44,11 @@ json task_view(const UpdateTask& task, double now, const std::string& task_uri, 
         {"TaskMonitor", monitor_uri},
         {"HidePayload", false},
         {"Payload",
-         {{"HttpOperation", "POST"},
+         {{"HttpOperation", task.http_operation},
           {"TargetUri", task.action_uri},
           {"HttpHeaders", json::array()},
           {"JsonBody", task.kind == kResetTaskKind ? json{{"ResetType", task.reset_type}}.dump()
+                       : !task.payload.empty()     ? task.payload
                                                    : json{{"ImageURI", task.image},
                                                           {"Targets", task.requested_targets},
                                                           {"@Redfish.OperationApplyTime", task.apply_time}}
@@ -103,6 +106,8 @@ json to_json(const UpdateTask& t) {
             {"action_uri", t.action_uri},
             {"image", t.image},
             {"reset_type", t.reset_type},
+            {"http_operation", t.http_operation},
+            {"payload", t.payload},
             {"requested_targets", t.requested_targets},
             {"apply_time", t.apply_time},
             {"created", t.created},
@@ -145,6 +150,8 @@ Result<UpdateTask> update_task_from_json(const json& j) {
         // Later fields: absent from state files written before them.
         t.scheduled = j.value("scheduled", false);
         t.reset_type = j.value("reset_type", "");
+        t.http_operation = j.value("http_operation", "POST");
+        t.payload = j.value("payload", "");
         t.purge = j.value("purge", false);
         t.seen = j.value("seen", false);
         t.messages = j.at("messages").get<std::vector<json>>();

@@ -27,6 +27,11 @@ struct UpdateTask {
     std::string action_uri;  // what was POSTed to
     std::string image;       // the ImageURI without credentials or query, or the pushed file name
     std::string reset_type;  // a reset's task: the ResetType asked for
+    // A task that follows a write done when it was asked for
+    // (BmcConfig::media_task_seconds): its method and JSON body, as the
+    // Task's Payload shows them.
+    std::string http_operation = "POST";
+    std::string payload;
     std::vector<std::string> requested_targets;
     std::string apply_time = "Immediate";  // or "OnReset"
     double created = 0;
@@ -47,6 +52,10 @@ struct UpdateTask {
     std::string component, version, sha256;  // from the image
     std::vector<std::string> targets;        // FirmwareInventory members
 };
+
+// The task only follows an operation that took effect when it was asked
+// for (a reset, a virtual media or boot override write): it ends Completed.
+bool follows_only(const UpdateTask& task);
 
 struct TaskProgress {
     std::string state;  // New, Running, Completed, Exception

@@ -144,6 +144,11 @@ private:
                        const std::string& marker);
     // Host OS boot (firmware_stage_boot.cc).
     Status boot_host_os(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action);
+    // A virtual media or boot override write's reply: 2xx, and on 202 its
+    // task polled parking (resume phase "host_media" with `step`, which
+    // boot_host_os goes on from).
+    Status media_write(engine::StageContext& ctx, redfish::Client& client, const Result<redfish::Response>& r,
+                       const std::string& step);
     // Until the host is On with its one-time override used up, parking
     // between reads where the engine can resume.
     Status wait_booted(engine::StageContext& ctx, redfish::Client& client, const std::string& system_uri,

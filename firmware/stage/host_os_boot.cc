@@ -72,17 +72,6 @@ std::vector<std::string> strings_of(const json& j) {
     return out;
 }
 
-// A reply that started something: 2xx, following a task on 202.
-Status accepted(redfish::Client& client, const Result<redfish::Response>& r, const redfish::TaskOptions& opts) {
-    if (!r) return r.error();
-    if (!r->ok()) return redfish::status_error(*r);
-    if (r->status == 202) {
-        auto t = redfish::follow_task(client, *r, opts);
-        if (!t) return t.error();
-    }
-    return ok_status();
-}
-
 // A ComputerSystem's PowerState and whether its Cd/Once override is armed.
 struct SystemBoot {
     std::string power;
@@ -174,6 +163,18 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
         return wait_booted(ctx, client, st.value("system_uri", ""), st.value("power", ""), st.value("what", os->name),
                            until);
     }
+    // Back from a park on a media or override write's task (its step is
+    // done): what the BMC shows decides the rest, as after a kill, except
+    // that a media change just made is checked and the override re-armed.
+    std::string after_task;
+    if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "host_media") {
+        redfish::TaskOptions topts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        auto poll = redfish::TaskPoll::restore(resumed->at("poll"), topts);
+        if (!poll) return poll.error();
+        json parked = *resumed;
+        after_task = resumed->value("step", "");
+        if (auto st = poll_or_park(ctx, client, *poll, parked, "host OS media: " + after_task); !st) return st;
+    }
     // The image first: a file that is not the fleet's stops here, before
     // anything is sent to the BMC.
     auto server = artifacts(ctx.fleet());
@@ -191,29 +192,32 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
     if (auto st = check_boot_capable(node, *os, *inv); !st) return st;
     const VirtualMediaSlot cd = *inv->cd;
     const bool holds = cd.inserted && media_is(cd.image, *os);
-    if (holds && !cd_override_armed(inv->boot_target, inv->boot_enabled)) {
+    // Just inserted: an override the BMC dropped with the media change is
+    // not a boot that used it up.
+    const bool just_inserted = after_task == "insert" || after_task == "rearm";
+    if (holds && !just_inserted && !cd_override_armed(inv->boot_target, inv->boot_enabled)) {
         ctx.event("note", fmt::format("host OS {} is inserted and was booted already: nothing to do", os->name));
         return ok_status();
     }
-    redfish::TaskOptions topts{options_.task_poll, milliseconds(30000), options_.task_timeout};
     const json arm = {{"Boot", {{"BootSourceOverrideTarget", "Cd"}, {"BootSourceOverrideEnabled", "Once"}}}};
     if (!holds) {
         // Armed before the media goes in (see host_os_boot.h).
         if (!cd_override_armed(inv->boot_target, inv->boot_enabled)) {
             ctx.progress("setting a one-time boot override to Cd");
-            if (auto st = accepted(client, client.patch(inv->system_uri, arm), topts); !st) return st;
+            if (auto st = media_write(ctx, client, client.patch(inv->system_uri, arm), "arm"); !st) return st;
         }
         if (cd.inserted || !cd.image.empty()) {
             ctx.progress(fmt::format("ejecting {} from {}", shown_image(cd.image), cd.uri));
             auto r = cd.eject_target.empty() ? client.patch(cd.uri, json{{"Image", nullptr}, {"Inserted", false}})
                                              : client.post(cd.eject_target, json::object());
-            if (auto st = accepted(client, r, topts); !st) return st;
+            if (auto st = media_write(ctx, client, r, "eject"); !st) return st;
         }
         ctx.progress(fmt::format("inserting host OS image {} in {}", shown_image(os->image), cd.uri));
         const json media = {{"Image", *url}, {"Inserted", true}, {"WriteProtected", true}};
         auto r = cd.insert_target.empty() ? client.patch(cd.uri, media) : client.post(cd.insert_target, media);
-        if (auto st = accepted(client, r, topts); !st) return st;
-
+        if (auto st = media_write(ctx, client, r, "insert"); !st) return st;
+    }
+    if (!holds || after_task == "insert") {
         auto back = client.get(cd.uri);
         if (!back) return back.error();
         redfish::JsonView bv = back->view();
@@ -235,7 +239,7 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
         auto sb = system_boot(*sys);
         if (!sb) return sb.error();
         if (!sb->armed)
-            if (auto st = accepted(client, client.patch(inv->system_uri, arm), topts); !st) return st;
+            if (auto st = media_write(ctx, client, client.patch(inv->system_uri, arm), "rearm"); !st) return st;
     }
     const json after = {
         {"phase", "host_boot"}, {"system_uri", inv->system_uri}, {"power", inv->power_state}, {"what", os->name}};
@@ -243,6 +247,18 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
     ctx.progress(fmt::format("waiting for the host to boot host OS {}", os->name));
     return wait_booted(ctx, client, inv->system_uri, inv->power_state, os->name,
                        Clock::now() + options_.settle_timeout);
+}
+
+Status FirmwareStage::media_write(engine::StageContext& ctx, redfish::Client& client,
+                                  const Result<redfish::Response>& r, const std::string& step) {
+    if (!r) return r.error();
+    if (!r->ok()) return redfish::status_error(*r);
+    if (r->status != 202) return ok_status();
+    redfish::TaskOptions topts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    auto poll = redfish::TaskPoll::start(client, *r, topts);
+    if (!poll) return poll.error();
+    json parked = {{"phase", "host_media"}, {"step", step}};
+    return poll_or_park(ctx, client, *poll, parked, "host OS media: " + step);
 }
 
 // Until the host is On and its one-time override used up: the boot the

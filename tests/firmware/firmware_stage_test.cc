@@ -746,6 +746,45 @@ TEST_CASE("host OS boot replaces the inserted image and powers on a host that is
     CHECK(bmc_call(bmc, "GET", sys_uri)["PowerState"] == "On");
 }
 
+TEST_CASE("host OS media and boot override writes the BMC answers with tasks are followed parked and sent once") {
+    // kiln-bmc answers the override PATCH, EjectMedia and InsertMedia with
+    // 1 s tasks (DSP0266 lets any operation answer 202): the node parks on
+    // each and goes on from the step it was at, sending nothing twice.
+    BmcChild bmc;
+    REQUIRE(bmc.start({"--mockup", mockup_path("dmtf-public-rackmount1"), "--port", "0", "--media-task-seconds", "1"},
+                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    const std::string sys_uri = "/redfish/v1/Systems/437XR1138R2";
+    kiln::test::TempDir dir;
+    auto os = host_os(dir, "ISO 9660 " + std::string(50000, 'i'));
+    auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .extra_toml = os.toml}));
+    auto http = std::make_shared<WriteLog>();
+    engine::StageRegistry registry;
+    registry.add(std::make_shared<FirmwareStage>(http, posting_options()));
+    std::string heard;
+    auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
+    REQUIRE(report);
+    INFO(heard);
+    REQUIRE(report->status == "completed");
+    CHECK(report->actions == 1);
+    for (const char* step : {"arm", "eject", "insert"})
+        CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: host OS media: " + step + " ") != std::string::npos);
+    CHECK(http->writes() ==
+          std::vector<std::string>{"PATCH " + sys_uri, "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
+                                   "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia",
+                                   "POST " + sys_uri + "/Actions/ComputerSystem.Reset"});
+    CHECK(bmc_control(bmc, "GET", "state")["resets"] == 1);
+    auto boot = bmc_control(bmc, "GET", "state")["last_boot"];
+    CHECK(boot["source"] == "Cd");
+    CHECK(ends_with(boot["media"]["image"].get<std::string>(), os.suffix));
+    // Booted, and seen booted: a second run writes nothing.
+    http->clear();
+    auto second = run_engine(fleet, registry, dir.file("journal.db"), &heard);
+    REQUIRE(second);
+    CHECK(second->status == "completed");
+    CHECK(second->actions == 0);
+    CHECK(http->writes().empty());
+}
+
 TEST_CASE("a host OS image whose sha256 differs fails before anything is sent to the BMC") {
     BmcChild bmc;
     start(bmc, "hpe-dl325");
