@@ -363,14 +363,15 @@ void narrow_to_vms(json& localisation, const SearchResult& found, const std::vec
     if (!by_node.empty()) localisation["vms"] = std::move(by_node);
 }
 
-Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, SmokeTransport& transport,
-                           const std::vector<std::string>& met, const std::vector<RingVm>& ring_vms,
-                           const RankArgs& rank_args, std::chrono::milliseconds timeout) {
-    // The first node of the ring searches; the others wait for its answer
-    // (their VMs take part in its sub-rings meanwhile).
-    const std::string& leader = met.front();
+// The ring's first node searches for the member(s) that make it fail; the
+// others wait for its answer (their VMs take part in its sub-rings
+// meanwhile). The search holds the leader's thread, and one thread per
+// member while a sub-ring runs: one search per failed ring, not per node.
+json search_ring_fault(engine::StageContext& ctx, SmokeTransport& transport, const std::vector<std::string>& met,
+                       const std::vector<RingVm>& ring_vms, const RankArgs& rank_args,
+                       std::chrono::milliseconds timeout) {
     json mine = nullptr;
-    if (ctx.node().name == leader) {
+    {
         RankArgs sub_args = rank_args;
         sub_args.extra.push_back("--ring-only");
         // One all-reduce over `sub` (ring order), each node starting its own.
@@ -419,13 +420,15 @@ Result<json> localise_ring(engine::StageContext& ctx, RingMeeting& meeting, Smok
         mine = to_json(found);
         narrow_to_vms(mine, found, ring_vms, run_vms, budget.deadline);
     }
-    auto all = meeting.exchange(ctx, "localise", met, mine);
-    if (!all) return all.error();
-    auto it = all->find(leader);
-    // The leader's pipeline ended before it searched: every member keeps
-    // the ring's failure, as before localisation.
-    if (it == all->end()) return json(nullptr);
-    return it->second;
+    return mine;
+}
+
+// The leader's search from every member's post under "localise"; null when
+// the leader's pipeline ended before it searched: every member keeps the
+// ring's failure, as before localisation.
+json leaders_search(const std::map<std::string, json>& posts, const std::vector<std::string>& met) {
+    auto it = posts.find(met.front());
+    return it == posts.end() ? json(nullptr) : it->second;
 }
 
 }  // namespace
@@ -444,6 +447,9 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     // Back from a park while the ring's other nodes report: the ring met
     // and this node's ranks ran; what they gave is in the resume state.
     const json* resumed = ctx.resumed();
+    if (resumed && resumed->value("phase", "") == "ring_localise")
+        return await_localisation(ctx, resumed->at("met").get<std::vector<std::string>>(), resumed->at("result"),
+                                  std::nullopt);
     const bool figures_resumed = resumed && resumed->value("phase", "") == "ring_figures";
     if (figures_resumed) {
         met = resumed->at("met").get<std::vector<std::string>>();
@@ -597,10 +603,32 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     // A shared ring that failed as a whole blames every member: find the
     // member(s) that make it fail, so only they are quarantined.
     if (met.size() > 1 && ring_failed(ring_vms_seen)) {
-        auto found = localise_ring(ctx, *meeting_, transport, met, ring_vms, rank_args, timeout);
-        if (!found) return found.error();
-        if (!found->is_null()) apply_localisation(result, *found);
+        json mine = ctx.node().name == met.front()
+                        ? search_ring_fault(ctx, transport, met, ring_vms, rank_args, timeout)
+                        : json(nullptr);
+        if (ctx.can_park()) return await_localisation(ctx, met, std::move(result), std::move(mine));
+        auto all = meeting_->exchange(ctx, "localise", met, mine);
+        if (!all) return all.error();
+        if (json found = leaders_search(*all, met); !found.is_null()) apply_localisation(result, found);
     }
+    return result;
+}
+
+Result<json> SmokeStage::await_localisation(engine::StageContext& ctx, const std::vector<std::string>& met,
+                                            json result, std::optional<json> post) {
+    // Parked until the leader's search is posted: a ring of hundreds waits
+    // for it without a thread each.
+    std::string waiting;
+    auto got = meeting_->gather(ctx, "localise", met, std::move(post), &waiting);
+    if (!got) return got.error();
+    if (!*got)
+        return ctx
+            .park_for(kRingRecheck, json{{"phase", "ring_localise"}, {"met", met}, {"result", result}},
+                      fmt::format("the shared smoke ring's fault localisation by {} (missing {})", met.front(),
+                                  waiting),
+                      RingMeeting::board_wake_key("localise", met))
+            .error();
+    if (json found = leaders_search(**got, met); !found.is_null()) apply_localisation(result, found);
     return result;
 }
 

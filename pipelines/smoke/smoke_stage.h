@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ public:
 
 private:
     Result<nlohmann::json> run_node(engine::StageContext& ctx);
+    // A failed shared ring: posts `post` (the leader's search, null from the
+    // others; none on a resume) and waits parked for the leader's search,
+    // then applies it to `result`.
+    Result<nlohmann::json> await_localisation(engine::StageContext& ctx, const std::vector<std::string>& met,
+                                              nlohmann::json result, std::optional<nlohmann::json> post);
     SmokeStageOptions options_;
     // Shared by every node's thread: where the nodes of a shared ring meet.
     std::shared_ptr<RingMeeting> meeting_ = std::make_shared<RingMeeting>();

@@ -308,6 +308,10 @@ void check_localised(const std::set<std::string>& bad, RankFault fault = RankFau
             CHECK(passed_sub);
         }
     }
+    // The members waited for the first node's search parked, not each on a
+    // thread (the search takes several sub-ring runs: some member arrives
+    // before it is posted).
+    CHECK(h.heard.text.find(" smoke waiting: the shared smoke ring's fault localisation by n001") != std::string::npos);
     // The handover hook heard of the bad nodes' quarantine only.
     std::set<std::string> quarantined;
     for (const auto& d : h.hook_documents())
