@@ -429,6 +429,104 @@ TEST_CASE("engine: a stop lets the action in flight finish and starts nothing el
     REQUIRE(runs->front().status == "interrupted");
 }
 
+namespace {
+
+// The journal of a run whose writes for one node fail (a full disk, a lost
+// connection): everything else goes to the real store underneath.
+class FailingWrites : public kiln::journal::Store {
+public:
+    enum class What { NodeState, ActionEnd };
+    FailingWrites(kiln::journal::Store& inner, std::string node, What what)
+        : inner_(inner), node_(std::move(node)), what_(what) {}
+
+    kiln::Result<int64_t> begin_run(const kiln::journal::RunInfo& info) override { return inner_.begin_run(info); }
+    kiln::Status end_run(int64_t run_id, const std::string& status) override { return inner_.end_run(run_id, status); }
+    kiln::Result<std::vector<kiln::journal::RunSummary>> runs(int limit) override { return inner_.runs(limit); }
+    kiln::Result<std::optional<std::string>> last_verified_hash(const std::string& node,
+                                                                const std::string& stage) override {
+        return inner_.last_verified_hash(node, stage);
+    }
+    kiln::Status record_stage(const kiln::journal::StageRecord& record) override { return inner_.record_stage(record); }
+    kiln::Status forget_verified(const std::string& node, const std::string& stage) override {
+        return inner_.forget_verified(node, stage);
+    }
+    kiln::Result<int64_t> begin_action(int64_t run_id, const std::string& node, const std::string& stage,
+                                       const std::string& action_id, const std::string& description) override {
+        auto row = inner_.begin_action(run_id, node, stage, action_id, description);
+        if (row && node == node_) {
+            std::lock_guard<std::mutex> l(mu_);
+            rows_.insert(*row);
+        }
+        return row;
+    }
+    kiln::Status end_action(int64_t row, const std::string& outcome, const std::string& error) override {
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            if (what_ == What::ActionEnd && rows_.count(row)) return refuse();
+        }
+        return inner_.end_action(row, outcome, error);
+    }
+    kiln::Status record_event(const kiln::journal::EventRecord& event) override { return inner_.record_event(event); }
+    kiln::Status set_node_state(const kiln::journal::NodeState& state) override {
+        if (what_ == What::NodeState && state.node == node_) return refuse();
+        return inner_.set_node_state(state);
+    }
+    kiln::Result<std::vector<kiln::journal::NodeState>> node_states() override { return inner_.node_states(); }
+    kiln::Result<std::vector<kiln::journal::HistoryEntry>> history(const std::string& node, int limit) override {
+        return inner_.history(node, limit);
+    }
+
+private:
+    static kiln::Error refuse() { return kiln::Error{"journal", "journal.io", "disk I/O error (the test's)"}; }
+    kiln::journal::Store& inner_;
+    std::string node_;
+    What what_;
+    std::mutex mu_;
+    std::set<int64_t> rows_;
+};
+
+}  // namespace
+
+TEST_CASE("engine: a journal write that fails fails its node with journal.write and stops the run", "[engine][stop]") {
+    Harness h;
+    h.ledger_stage("alpha", 2, true);
+    kiln::config::Limits l;
+    l.parallel = 1;  // fleet order, one node at a time: what comes after n003 never starts
+    auto fleet = kiln::test::make_fleet(5, 1, {"alpha"}, l);
+    auto what = FailingWrites::What::NodeState;
+    std::string said;
+    SECTION("the node's state") {
+        what = FailingWrites::What::NodeState;
+        said = "the state running of n003";
+    }
+    SECTION("an action's end") {
+        what = FailingWrites::What::ActionEnd;
+        said = "the end of action";
+    }
+    FailingWrites journal(*h.store, "n003", what);
+    Engine e(fleet, h.registry, &journal, nullptr, h.stop);
+    RunOptions opts;
+    opts.seed = 1;
+    auto run = e.run(opts);
+    REQUIRE(run.ok());
+    const auto& r = *run;
+    INFO(outcome(r, "n003").error);
+    CHECK(r.status == "failed");
+    CHECK(outcome(r, "n003").state == "failed");
+    CHECK_THAT(outcome(r, "n003").error, Catch::Contains("journal.write") && Catch::Contains(said) &&
+                                             Catch::Contains("disk I/O error"));
+    for (const std::string done : {"n001", "n002"}) CHECK(outcome(r, done).state == "ready");
+    for (const std::string later : {"n004", "n005"}) CHECK(outcome(r, later).detail == "not started");
+    // No action of n003 ran without the journal knowing of it: with its
+    // state refused, none ran at all.
+    if (what == FailingWrites::What::NodeState) {
+        for (const auto& line : h.ledger_lines()) CHECK(line.rfind("n003", 0) != 0);
+    }
+    auto runs = h.store->runs(1);
+    REQUIRE(runs.ok());
+    CHECK(runs->front().status == "failed");
+}
+
 TEST_CASE("engine: unimplemented or unknown selections fail before anything runs", "[engine]") {
     Harness h;
     h.ledger_stage("alpha");

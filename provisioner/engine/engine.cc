@@ -521,6 +521,53 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     std::atomic<int> done_count{0};
     emit({EngineEvent::Kind::RunStart, "", "", fleet_.name, "", -1, 0, total});
 
+    // Journal writes are never dropped: a resume trusts what the journal
+    // says. One that fails fails its node (journal.write) and stops the run
+    // (nothing new starts, in-flight actions finish), which then ends
+    // "failed". The node's failure is taken when its attempt completes.
+    std::mutex journal_mu;
+    std::atomic<bool> journal_stop{false};  // raised by a failed write, not yet announced
+    std::string journal_error;                       // the first failure, for the run
+    std::map<std::string, std::string> journal_failed;  // node -> its first failure
+    auto journaled = [&](const Status& st, const std::string& node, const std::string& what) {
+        if (st) return true;
+        const std::string msg = fmt::format("journal.write: the journal did not record {}{}: {}", what,
+                                            node.empty() ? "" : " of " + node, st.error().message);
+        bool first = false;
+        {
+            std::lock_guard<std::mutex> l(journal_mu);
+            first = journal_error.empty();
+            if (first) journal_error = msg;
+            if (!node.empty()) journal_failed.emplace(node, msg);
+        }
+        if (first) {
+            emit({EngineEvent::Kind::Warning, node, "", msg + "; stopping the run", "", -1, done_count.load(), total});
+            // Raised here, announced by the dispatcher: this may run under
+            // `mu`, which the stop's listeners take.
+            auto& level = stop_.level();
+            int was = level.load();
+            while (was < 1 && !level.compare_exchange_weak(was, 1)) {
+            }
+            journal_stop.store(true);
+            cv.notify_all();
+        }
+        return false;
+    };
+    auto take_journal_failure = [&](const std::string& node) -> std::optional<std::string> {
+        std::lock_guard<std::mutex> l(journal_mu);
+        auto it = journal_failed.find(node);
+        if (it == journal_failed.end()) return std::nullopt;
+        std::string msg = std::move(it->second);
+        journal_failed.erase(it);
+        return msg;
+    };
+    // A lease given back late is not lost: it expires after lease_ttl. Said,
+    // not fatal.
+    auto released = [&](const Status& st, const std::string& node, const std::string& what) {
+        if (!st)
+            emit({EngineEvent::Kind::Warning, node, "", fmt::format("{} not given back ({}): it expires after the lease ttl", what, st.error().message), "", -1, done_count.load(), total});
+    };
+
     auto job_for = [&](size_t i) {
         const auto& r = runs[i];
         const auto& stage_name = r.sel->stages[r.next];
@@ -548,7 +595,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 emit({EngineEvent::Kind::Progress, node.name, stage_name, msg, "", pct, done_count.load(), total});
             },
             [&](const std::string& kind, const std::string& msg) {
-                (void)store_->record_event({run_id, journal::now_ms(), node.name, stage_name, kind, msg});
+                journaled(store_->record_event({run_id, journal::now_ms(), node.name, stage_name, kind, msg}),
+                          node.name, "a " + kind + " event");
             });
         ctx.set_reimage(options.reimage);
         ctx.set_node_pending([&](const std::string& other) {
@@ -628,11 +676,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         struct SlotRelease {
             journal::Leases* leases;
             const std::string& node;
+            decltype(released)& said;
             bool held = false;
             ~SlotRelease() {
-                if (held) (void)leases->release_slots(node);
+                if (held) said(leases->release_slots(node), node, "the fleet-wide limit slots");
             }
-        } slots{leases, node.name, resume && resume->slots_held};
+        } slots{leases, node.name, released, resume && resume->slots_held};
 
         std::vector<Action> planned;
         size_t first = 0;
@@ -646,7 +695,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             const Action& action = planned[first];
             const std::string& why = resume->request.reason;
             if (stop_.soft()) {
-                (void)store_->end_action(resume->row, "interrupted", "stopped while waiting: " + why);
+                journaled(store_->end_action(resume->row, "interrupted", "stopped while waiting: " + why), node.name,
+                          "the end of action " + action.id);
                 a.kind = Attempt::Kind::Interrupted;
                 a.error = fmt::format("stopped while waiting in action {} ({}; {} of {} done)", action.id, why, first,
                                       planned.size());
@@ -655,14 +705,15 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             if (ctx.deadline_passed()) {
                 auto msg = fmt::format("timed out after {} (waiting in action {}: {})", format_duration(timeout),
                                        action.id, why);
-                (void)store_->end_action(resume->row, "failed", msg);
+                journaled(store_->end_action(resume->row, "failed", msg), node.name, "the end of action " + action.id);
                 a.kind = Attempt::Kind::TimedOut;
                 a.error = msg;
                 return finish();
             }
             if (leases) {
                 if (auto fresh = leases->check_fresh(node.name); !fresh) {
-                    (void)store_->end_action(resume->row, "interrupted", fresh.error().message);
+                    journaled(store_->end_action(resume->row, "interrupted", fresh.error().message), node.name,
+                              "the end of action " + action.id);
                     a.kind = Attempt::Kind::Held;
                     a.error = fresh.error().message;
                     return a;
@@ -742,8 +793,13 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
             // The journal hears "running" once there is work: a converged
             // stage costs one read and its result row, nothing more.
-            (void)store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name, "",
-                                          journal::now_ms(), run_id});
+            if (!journaled(store_->set_node_state({node.name, "running", r.attempt > 1 ? "retrying" : "", stage_name,
+                                                   "", journal::now_ms(), run_id}),
+                           node.name, "the state running")) {
+                a.kind = Attempt::Kind::Failed;  // nothing applied: the journal would not know of it
+                a.error = *take_journal_failure(node.name);
+                return a;
+            }
             planned = std::move(*plan_r);
         }
 
@@ -768,7 +824,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         // Not confirmed lately (this process stalled?): claim
                         // again, then observe, rather than act on a lease that
                         // may be someone else's by now.
-                        (void)store_->end_action(row, "interrupted", fresh.error().message);
+                        journaled(store_->end_action(row, "interrupted", fresh.error().message), node.name,
+                                  "the end of action " + action.id);
                         a.kind = Attempt::Kind::Held;
                         a.error = fresh.error().message;
                         return a;
@@ -797,8 +854,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 a.parked = std::move(p);
                 return a;
             }
-            (void)store_->end_action(row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),
-                                     applied ? "" : applied.error().message);
+            journaled(store_->end_action(row, applied ? "ok" : (stop_.hard() ? "interrupted" : "failed"),
+                                         applied ? "" : applied.error().message),
+                      node.name, "the end of action " + action.id);
             if (!applied) return fail(applied.error());
             ++a.actions;
         }
@@ -863,10 +921,17 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         r.outcome.actions = r.actions;
         // Under leases, only the holder writes a node's state, then gives
         // the node back; a node never claimed here is another worker's.
-        if (!leases || r.leased)
-            (void)store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id});
+        if (!leases || r.leased) {
+            if (!journaled(store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id}),
+                           r.outcome.node, "the state " + state)) {
+                // The journal keeps an older state: the report says so.
+                r.outcome.state = "failed";
+                const std::string msg = *take_journal_failure(r.outcome.node);
+                r.outcome.error = error.empty() ? msg : error + "; " + msg;
+            }
+        }
         if (leases && r.leased) {
-            (void)leases->release(r.outcome.node);
+            released(leases->release(r.outcome.node), r.outcome.node, "the node's lease");
             r.leased = false;
         }
         emit({EngineEvent::Kind::NodeEnd, r.outcome.node, stage, error, state, -1, done_count.load(), total});
@@ -876,7 +941,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // max_unavailable unit, here and fleet-wide, is free again.
     auto back_in_service = [&](NodeRun& r) {
         sched.release(r.outcome.node);
-        if (leases && r.out_of_service) (void)leases->release_unavailable(r.outcome.node);
+        if (leases && r.out_of_service)
+            released(leases->release_unavailable(r.outcome.node), r.outcome.node, "the fleet-wide max_unavailable slot");
         r.out_of_service = false;
     };
 
@@ -908,13 +974,21 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             });
         };
         for (;;) {
+            if (journal_stop.exchange(false)) {
+                // Wakes waits on the stop (StopToken::wait_for) and this
+                // loop's listener, outside `mu`.
+                lock.unlock();
+                stop_.notify();
+                lock.lock();
+            }
             if (stop_.soft() && !stop_announced) {
                 stop_announced = true;
                 // Parked waits are not actions in progress: they end now,
                 // as interrupted (docs/engine.md).
                 lot.wake_all();
-                (void)store_->record_event({run_id, journal::now_ms(), "", "", "stop",
-                                            "stop requested: no new work; in-flight actions finish"});
+                journaled(store_->record_event({run_id, journal::now_ms(), "", "", "stop",
+                                                "stop requested: no new work; in-flight actions finish"}),
+                          "", "the stop");
                 emit({EngineEvent::Kind::Stop, "", "", "stopping: in-flight actions finish, nothing new starts", "",
                       -1, done_count.load(), total});
             }
@@ -1009,6 +1083,17 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 const Stage* stage = registry_.find(stage_name);
                 r.actions += c.attempt.actions;
                 actions_total += c.attempt.actions;
+                if (c.attempt.kind != Attempt::Kind::LeaseLost) {
+                    // A journal write of this attempt failed: the node fails
+                    // with it, whatever the stage said.
+                    if (auto jf = take_journal_failure(r.outcome.node)) {
+                        const bool failed_already = c.attempt.kind == Attempt::Kind::Failed ||
+                                                    c.attempt.kind == Attempt::Kind::TimedOut ||
+                                                    c.attempt.kind == Attempt::Kind::Quarantined;
+                        c.attempt.error = failed_already ? c.attempt.error + "; " + *jf : *jf;
+                        if (!failed_already) c.attempt.kind = Attempt::Kind::Failed;
+                    }
+                }
                 switch (c.attempt.kind) {
                     case Attempt::Kind::Parked:  // handled above
                         break;
@@ -1048,9 +1133,12 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         auto msg = fmt::format("attempt {} failed: {}; retrying in {}", r.attempt, c.attempt.error,
                                                format_duration(delay));
                         ++r.attempt;
-                        (void)store_->record_event({run_id, journal::now_ms(), r.outcome.node, stage_name, "retry", msg});
-                        (void)store_->set_node_state({r.outcome.node, "running", "waiting", stage_name,
-                                                      c.attempt.error, journal::now_ms(), run_id});
+                        journaled(store_->record_event({run_id, journal::now_ms(), r.outcome.node, stage_name,
+                                                        "retry", msg}),
+                                  r.outcome.node, "a retry event");
+                        journaled(store_->set_node_state({r.outcome.node, "running", "waiting", stage_name,
+                                                          c.attempt.error, journal::now_ms(), run_id}),
+                                  r.outcome.node, "the state running");
                         emit({EngineEvent::Kind::Retry, r.outcome.node, stage_name, msg, "", -1, done_count.load(),
                               total});
                         waiting.emplace(Clock::now() + delay, c.index);
@@ -1126,7 +1214,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // for the run, as one process keeps them; the run ends here.
     for (auto& r : runs) {
         if (leases && r.leased && !r.done) {
-            (void)leases->release(r.outcome.node);
+            released(leases->release(r.outcome.node), r.outcome.node, "the node's lease");
             r.leased = false;
         }
         if (leases && r.out_of_service) back_in_service(r);
@@ -1153,7 +1241,11 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         report.nodes.push_back(r.outcome);
     }
     report.status = stop_.soft() ? "interrupted" : (any_failed ? "failed" : "completed");
-    (void)store_->end_run(run_id, report.status);
+    {
+        std::lock_guard<std::mutex> l(journal_mu);
+        if (!journal_error.empty()) report.status = "failed";  // stopped by the journal, not by a person
+    }
+    journaled(store_->end_run(run_id, report.status), "", "the run's end");
     emit({EngineEvent::Kind::RunEnd, "", "", report.status, report.status, -1, done_count.load(), total});
     return report;
 }
