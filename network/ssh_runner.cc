@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "network/ssh_control.h"
+
 namespace kiln::network {
 
 namespace {
@@ -107,6 +109,17 @@ Result<std::vector<std::string>> SshRunner::ssh_argv(const std::vector<std::stri
                                      "GlobalKnownHostsFile=/dev/null",
                                      "-o",
                                      "LogLevel=ERROR"};
+    if (target_.multiplex) {
+        // No private directory (full disk, read-only /tmp): run unpooled rather than fail.
+        const std::string socket = ssh_control_socket(connection_key(), target_.ssh_program);
+        if (!socket.empty()) {
+            // ServerAlive: a master whose switch went silent ends itself
+            // instead of holding sessions that never answer.
+            argv.insert(argv.end(), {"-o", "ControlMaster=auto", "-o", "ControlPath=" + socket, "-o",
+                                     fmt::format("ControlPersist={}", target_.control_persist.count()), "-o",
+                                     "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"});
+        }
+    }
     if (!target_.identity_file.empty()) {
         argv.insert(argv.end(), {"-o", "IdentitiesOnly=yes", "-i", target_.identity_file});
     }
@@ -123,7 +136,18 @@ Result<CommandResult> SshRunner::run(const CommandSpec& spec) {
     if (!argv) return argv.error();
     CommandSpec local = spec;
     local.argv = std::move(*argv);
-    return local_->run(local);
+    auto result = local_->run(local);
+    // A command that ran out its deadline may have been stuck on the master
+    // (a master that hangs): the next one opens a fresh connection.
+    if (target_.multiplex && result && result->timed_out) retire_ssh_control_socket(connection_key());
+    return result;
+}
+
+std::string SshRunner::connection_key() const {
+    // Who is reached, as whom, checked against what; fields joined by a
+    // byte no path or name here holds.
+    return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", target_.ssh_program, target_.host, target_.port,
+                       target_.username, target_.identity_file, target_.known_hosts);
 }
 
 std::string describe_remote_failure(const CommandResult& r) {
