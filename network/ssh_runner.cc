@@ -1,5 +1,7 @@
 #include "network/ssh_runner.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "network/ssh_control.h"
@@ -19,6 +21,28 @@ std::string first_line(const std::string& s) {
     std::string line = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+// Commands started together before their target has a master each try to
+// become it; all but one say so on stderr and go on unpooled. That line is
+// about kiln's pooling, not the command: drop it so stderr reads as without.
+void drop_mux_notices(std::string& err) {
+    static const std::string head = "ControlSocket ", tail = " already exists, disabling multiplexing";
+    size_t at = 0;
+    while ((at = err.find(head, at)) != std::string::npos) {
+        if (at != 0 && err[at - 1] != '\n') {
+            at += head.size();
+            continue;
+        }
+        const size_t eol = err.find('\n', at);
+        const size_t end = eol == std::string::npos ? err.size() : eol;
+        std::string_view line(err.data() + at, end - at);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.size() >= tail.size() && line.substr(line.size() - tail.size()) == tail)
+            err.erase(at, eol == std::string::npos ? std::string::npos : end - at + 1);
+        else
+            at = end;
+    }
 }
 
 }  // namespace
@@ -140,6 +164,7 @@ Result<CommandResult> SshRunner::run(const CommandSpec& spec) {
     // A command that ran out its deadline may have been stuck on the master
     // (a master that hangs): the next one opens a fresh connection.
     if (target_.multiplex && result && result->timed_out) retire_ssh_control_socket(connection_key());
+    if (target_.multiplex && result) drop_mux_notices(result->err);
     return result;
 }
 

@@ -311,6 +311,34 @@ TEST_CASE("sonic over ssh: commands to one switch ride one pooled connection") {
     close_ssh_masters();
 }
 
+TEST_CASE("sonic over ssh: commands started together before a master exists all succeed, stderr clean") {
+    Target t;
+    close_ssh_masters();
+    const SshTarget target = ssh_target(t.env);
+    const int before = accepted_connections();
+    constexpr int kTogether = 4;
+    std::vector<Result<CommandResult>> results(kTogether, make_error("test", "not-run", "not run"));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kTogether; ++i)
+        threads.emplace_back([&, i] {
+            SshRunner r(target, std::make_shared<ProcessRunner>());
+            results[i] = show(r);
+        });
+    for (auto& th : threads) th.join();
+    for (const auto& r : results) {
+        require_shown(r);
+        CHECK(r->err.empty());  // no "ControlSocket ... already exists" from the ones that lost the race
+    }
+    const int opened = accepted_connections() - before;
+    CHECK(opened >= 1);
+    CHECK(opened <= kTogether);
+    // After the burst they all share the one master left.
+    SshRunner later(target, std::make_shared<ProcessRunner>());
+    for (int i = 0; i < 3; ++i) require_shown(show(later));
+    CHECK(accepted_connections() - before == opened);
+    close_ssh_masters();
+}
+
 TEST_CASE("sonic over ssh: a master killed with SIGKILL does not fail the next command") {
     Target t;
     close_ssh_masters();
