@@ -23,6 +23,8 @@ echo "bench/smoke: fault localisation on loopback TCP rings of 4, 8, 16 and 32 r
 build/bench/kiln-bench-smoke-localise --out bench/results/smoke-localise.json > /dev/null
 echo "bench/network: 64-switch, 2,048-port fabric: SONiC render + YANG validate; plan against kiln-switch; plan at 256 to 10,000 nodes on 32 to 320 leaves plus a spine per 16 leaves (uplinks to every leaf), reads counted"
 build/bench/kiln-bench-network --out bench/results/network.json --work build/bench-network
+echo "bench/network: 50 switch reads over real SSH, one connection per command vs one pooled master connection"
+bench/network/ssh_pool_bench.sh > /dev/null
 echo "bench/vm: apply to readiness for 1, 2 and 4 TCG probe guests vs virsh define+start; XML generation for 8-GPU hosts"
 build/bench/kiln-bench-vm --out bench/results/vm.json --work build/bench-vm --init build/kiln-probe-init \
   --fixtures tests/fixtures/sysfs > /dev/null

@@ -1,6 +1,10 @@
 #include "network/ssh_runner.h"
 
+#include <string_view>
+
 #include <fmt/format.h>
+
+#include "network/ssh_control.h"
 
 namespace kiln::network {
 
@@ -17,6 +21,28 @@ std::string first_line(const std::string& s) {
     std::string line = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     return line.size() > 300 ? line.substr(0, 300) + "..." : line;
+}
+
+// Commands started together before their target has a master each try to
+// become it; all but one say so on stderr and go on unpooled. That line is
+// about kiln's pooling, not the command: drop it so stderr reads as without.
+void drop_mux_notices(std::string& err) {
+    static const std::string head = "ControlSocket ", tail = " already exists, disabling multiplexing";
+    size_t at = 0;
+    while ((at = err.find(head, at)) != std::string::npos) {
+        if (at != 0 && err[at - 1] != '\n') {
+            at += head.size();
+            continue;
+        }
+        const size_t eol = err.find('\n', at);
+        const size_t end = eol == std::string::npos ? err.size() : eol;
+        std::string_view line(err.data() + at, end - at);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line.size() >= tail.size() && line.substr(line.size() - tail.size()) == tail)
+            err.erase(at, eol == std::string::npos ? std::string::npos : end - at + 1);
+        else
+            at = end;
+    }
 }
 
 }  // namespace
@@ -107,6 +133,17 @@ Result<std::vector<std::string>> SshRunner::ssh_argv(const std::vector<std::stri
                                      "GlobalKnownHostsFile=/dev/null",
                                      "-o",
                                      "LogLevel=ERROR"};
+    if (target_.multiplex) {
+        // No private directory (full disk, read-only /tmp): run unpooled rather than fail.
+        const std::string socket = ssh_control_socket(connection_key(), target_.ssh_program);
+        if (!socket.empty()) {
+            // ServerAlive: a master whose switch went silent ends itself
+            // instead of holding sessions that never answer.
+            argv.insert(argv.end(), {"-o", "ControlMaster=auto", "-o", "ControlPath=" + socket, "-o",
+                                     fmt::format("ControlPersist={}", target_.control_persist.count()), "-o",
+                                     "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"});
+        }
+    }
     if (!target_.identity_file.empty()) {
         argv.insert(argv.end(), {"-o", "IdentitiesOnly=yes", "-i", target_.identity_file});
     }
@@ -123,7 +160,19 @@ Result<CommandResult> SshRunner::run(const CommandSpec& spec) {
     if (!argv) return argv.error();
     CommandSpec local = spec;
     local.argv = std::move(*argv);
-    return local_->run(local);
+    auto result = local_->run(local);
+    // A command that ran out its deadline may have been stuck on the master
+    // (a master that hangs): the next one opens a fresh connection.
+    if (target_.multiplex && result && result->timed_out) retire_ssh_control_socket(connection_key());
+    if (target_.multiplex && result) drop_mux_notices(result->err);
+    return result;
+}
+
+std::string SshRunner::connection_key() const {
+    // Who is reached, as whom, checked against what; fields joined by a
+    // byte no path or name here holds.
+    return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", target_.ssh_program, target_.host, target_.port,
+                       target_.username, target_.identity_file, target_.known_hosts);
 }
 
 std::string describe_remote_failure(const CommandResult& r) {

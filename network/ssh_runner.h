@@ -12,11 +12,24 @@
 //   ssh -F none -T -o BatchMode=yes -o ConnectTimeout=<s>
 //       -o StrictHostKeyChecking=yes -o UserKnownHostsFile=<known_hosts>
 //       -o GlobalKnownHostsFile=/dev/null -o LogLevel=ERROR
+//       [-o ControlMaster=auto -o ControlPath=<private dir>/<socket>
+//        -o ControlPersist=<s> -o ServerAliveInterval=15 -o ServerAliveCountMax=3]
 //       [-o IdentitiesOnly=yes -i <identity>] [-p <port>] [-l <user>] -- <host> <command>
 // BatchMode forbids password prompts, so no password is ever involved:
 // authentication is by key (identity file or agent). `-F none` keeps the
 // operator's ~/.ssh/config out of it, so what kiln runs is what this says.
 // The deadline of each CommandSpec bounds the whole ssh run.
+//
+// Connections are pooled (SshTarget::multiplex, on by default): the first
+// command to a target opens an OpenSSH master connection that backgrounds
+// itself, and later commands, from this runner or any other runner in the
+// process with the same target, ride it as new sessions: no TCP connect, key
+// exchange or authentication per command. The control sockets live in a
+// directory private to the process (network/ssh_control.h). A master that
+// has died leaves a stale socket that ssh itself removes (the command then
+// opens a new master); a master idle for control_persist exits by itself;
+// after a command times out its master is retired so the next command does
+// not ride one that may hang; every master is closed at process exit.
 #pragma once
 
 #include <chrono>
@@ -36,6 +49,8 @@ struct SshTarget {
     std::string known_hosts;    // required: the file pinning the host key
     std::chrono::seconds connect_timeout{10};
     std::string ssh_program = "ssh";  // argv[0]; a path or a name in PATH
+    bool multiplex = true;            // share one master connection per target (see above)
+    std::chrono::seconds control_persist{60};  // an idle master exits after this
 
     // "host", "host:port", "[v6addr]:port" or "[v6addr]" -> host and port.
     static Result<SshTarget> from_address(const std::string& address);
@@ -57,10 +72,16 @@ public:
     // own failure (unreachable, auth, host key): see ssh_failed().
     Result<CommandResult> run(const CommandSpec& spec) override;
 
-    // The local argv run() would use for `remote_argv`, for tests and logs.
+    // The local argv run() would use for `remote_argv`, for tests and logs
+    // (when multiplexing, it makes the process's control directory if none
+    // exists yet, as run() would).
     Result<std::vector<std::string>> ssh_argv(const std::vector<std::string>& remote_argv) const;
 
     const SshTarget& target() const { return target_; }
+
+    // Everything that makes two targets' connections distinct: targets with
+    // the same key share a master.
+    std::string connection_key() const;
 
 private:
     SshTarget target_;

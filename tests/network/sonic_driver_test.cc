@@ -7,6 +7,7 @@
 #include "network/sonic/json_patch.h"
 #include "network/sonic/managed_scope.h"
 #include "network/sonic/sonic_driver.h"
+#include "network/ssh_control.h"
 #include "tests/network/network_test_util.h"
 #include "tests/network/sonic_test_support.h"
 
@@ -342,6 +343,38 @@ TEST_CASE("ssh runner builds a strict ssh command line from safe tokens only") {
     CHECK((*argv)[argv->size() - 2] == "192.0.2.10");
     for (const char* bad : {"a;b", "$(reboot)", "it's", "a b", "`x`", "~root", "x>y", "", "a\nb", "*"})
         CHECK_FALSE(r.ssh_argv({"config", bad}));
+
+    // Pooled: a master per target, its socket in the process's private directory.
+    for (const char* want : {"-o ControlMaster=auto", "-o ControlPersist=60", "-o ServerAliveInterval=15"})
+        CHECK(line.find(want) != std::string::npos);
+    auto control_path = [](const std::vector<std::string>& a) {
+        for (const auto& arg : a)
+            if (arg.rfind("ControlPath=", 0) == 0) return arg.substr(12);
+        return std::string();
+    };
+    const std::string socket = control_path(*argv);
+    REQUIRE_FALSE(ssh_control_dir().empty());
+    CHECK(socket.rfind(ssh_control_dir() + "/", 0) == 0);
+    CHECK(socket.size() < 100);  // a unix socket path's limit, with room for ssh's temporary suffix
+    // The options come before the identity, port and user, which stay together for the host's runner test.
+    CHECK(line.find("ControlPath=") < line.find("-i /keys/id -p 2222 -l admin -- 192.0.2.10"));
+    // The same target from another runner shares the master; a different
+    // pinned host key or identity never does.
+    CHECK(control_path(*SshRunner(t, std::make_shared<ScriptedRunner>()).ssh_argv({"config"})) == socket);
+    SshTarget other_keys = t;
+    other_keys.known_hosts = "/keys/other_kh";
+    CHECK(control_path(*SshRunner(other_keys, std::make_shared<ScriptedRunner>()).ssh_argv({"config"})) != socket);
+    other_keys = t;
+    other_keys.identity_file = "/keys/other_id";
+    CHECK(control_path(*SshRunner(other_keys, std::make_shared<ScriptedRunner>()).ssh_argv({"config"})) != socket);
+    // Unpooled: none of it.
+    SshTarget fresh = t;
+    fresh.multiplex = false;
+    auto unpooled = SshRunner(fresh, std::make_shared<ScriptedRunner>()).ssh_argv({"config"});
+    REQUIRE(unpooled);
+    CHECK(describe_argv(*unpooled).find("Control") == std::string::npos);
+    CHECK(describe_argv(*unpooled).find("ServerAlive") == std::string::npos);
+
     t.known_hosts.clear();
     CHECK_FALSE(SshRunner(t, std::make_shared<ScriptedRunner>()).ssh_argv({"config"}));
 

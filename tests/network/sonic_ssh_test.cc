@@ -1,15 +1,22 @@
 // The SONiC driver over real SSH: sshd in a network namespace (the
 // kiln_sonic_ssh ctest fixture, tests/network/sonic_ssh_target.sh) forcing
 // every session into kiln-sonic-sim, which validates patches with SONiC's
-// YANG models. Run by hand: sonic_ssh_target.sh start DIR build/kiln-sonic-sim,
+// YANG models, and the pooling of SSH connections (connections counted in
+// sshd's log). Run by hand: sonic_ssh_target.sh start DIR build/kiln-sonic-sim,
 // then KILN_SONIC_SSH_TARGET_DIR=DIR kiln_sonic_ssh_tests.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "network/sonic/sonic_driver.h"
+#include "network/ssh_control.h"
 #include "tests/network/network_test_util.h"
 #include "tests/network/sonic_test_support.h"
 
@@ -65,6 +72,79 @@ struct Target {
     }
     json config() const { return tn::read_json(state + "/config_db.json"); }
 };
+
+// The switch as an SshTarget, for runners built directly.
+SshTarget ssh_target(const std::map<std::string, std::string>& env) {
+    auto t = SshTarget::from_address(env.at("PORT") == "22" ? env.at("HOST") : env.at("HOST") + ":" + env.at("PORT"));
+    REQUIRE(t);
+    t->username = env.at("USER");
+    t->identity_file = env.at("IDENTITY");
+    t->known_hosts = env.at("KNOWN_HOSTS");
+    return *t;
+}
+
+// SSH connections sshd has accepted so far (one line each in its -E log).
+int accepted_connections() {
+    std::ifstream in(target_dir() + "/sshd.log");
+    int n = 0;
+    std::string line;
+    while (std::getline(in, line)) n += line.rfind("Accepted publickey for ", 0) == 0;
+    return n;
+}
+
+// What the driver reads from a switch: its CONFIG_DB.
+Result<CommandResult> show(SshRunner& r, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    CommandSpec spec;
+    spec.argv = {"sonic-cfggen", "-d", "--print-data"};
+    spec.timeout = timeout;
+    spec.kill_grace = std::chrono::seconds(1);
+    return r.run(spec);
+}
+
+void require_shown(const Result<CommandResult>& r) {
+    REQUIRE(r);
+    INFO(r->err);
+    REQUIRE(r->success());
+    CHECK(r->out.find("\"PORT\"") != std::string::npos);
+}
+
+std::string control_path(const SshRunner& r) {
+    auto argv = r.ssh_argv({"true"});
+    REQUIRE(argv);
+    for (const auto& a : *argv)
+        if (a.rfind("ControlPath=", 0) == 0) return a.substr(12);
+    return "";
+}
+
+// The master's pid as it reports it (`ssh -O check`); 0 when none answers.
+pid_t master_pid(const std::string& socket) {
+    ProcessRunner local;
+    CommandSpec spec;
+    spec.argv = {"ssh", "-F", "none", "-o", "ControlPath=" + socket, "-O", "check", "kiln-test"};
+    spec.timeout = std::chrono::seconds(5);
+    auto r = local.run(spec);
+    if (!r || !r->success()) return 0;
+    const auto at = r->err.find("pid=");
+    return at == std::string::npos ? 0 : static_cast<pid_t>(std::atoi(r->err.c_str() + at + 4));
+}
+
+// Gone or a zombie (a backgrounded master is init's child, reaped on init's time).
+bool process_ended(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) return true;
+    const auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+// Waits (bounded) for a process kiln signalled or told to exit to end.
+bool ended_within_10s(pid_t pid) {
+    for (int i = 0; i < 500; ++i) {
+        if (process_ended(pid)) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+}
 
 const ConfigChange* find_change(const std::vector<ConfigChange>& cs, const std::string& port,
                                 const std::string& field) {
@@ -195,4 +275,146 @@ TEST_CASE("sonic over ssh refuses a switch whose host key does not match") {
     CHECK(r.error().code == "read-failed");
     CHECK(r.error().message.find("ssh:") != std::string::npos);
     CHECK(r.error().transient);
+}
+
+TEST_CASE("sonic over ssh: commands to one switch ride one pooled connection") {
+    Target t;
+    close_ssh_masters();  // no master left from an earlier test in this process
+    SshTarget target = ssh_target(t.env);
+    const int before = accepted_connections();
+
+    SshRunner pooled(target, std::make_shared<ProcessRunner>());
+    for (int i = 0; i < 5; ++i) require_shown(show(pooled));
+    CHECK(accepted_connections() - before == 1);
+    // Another runner for the same switch (a later node's stage) rides it too.
+    SshRunner later(target, std::make_shared<ProcessRunner>());
+    require_shown(show(later));
+    CHECK(accepted_connections() - before == 1);
+    // The driver the product builds is pooled too.
+    REQUIRE(t.driver->read_running(t.ports));
+    CHECK(accepted_connections() - before == 1);
+    // A target pinning another host key never rides the authenticated
+    // connection: it connects itself, and its host key check fails.
+    SshTarget wrong_key = target;
+    wrong_key.known_hosts = target_dir() + "/empty_known_hosts";
+    std::ofstream(wrong_key.known_hosts).close();
+    SshRunner unverified(wrong_key, std::make_shared<ProcessRunner>());
+    auto refused = show(unverified);
+    REQUIRE(refused);
+    CHECK(ssh_failed(*refused));
+
+    // Unpooled: a connection per command.
+    target.multiplex = false;
+    SshRunner unpooled(target, std::make_shared<ProcessRunner>());
+    for (int i = 0; i < 5; ++i) require_shown(show(unpooled));
+    CHECK(accepted_connections() - before == 6);
+    close_ssh_masters();
+}
+
+TEST_CASE("sonic over ssh: commands started together before a master exists all succeed, stderr clean") {
+    Target t;
+    close_ssh_masters();
+    const SshTarget target = ssh_target(t.env);
+    const int before = accepted_connections();
+    constexpr int kTogether = 4;
+    std::vector<Result<CommandResult>> results(kTogether, make_error("test", "not-run", "not run"));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kTogether; ++i)
+        threads.emplace_back([&, i] {
+            SshRunner r(target, std::make_shared<ProcessRunner>());
+            results[i] = show(r);
+        });
+    for (auto& th : threads) th.join();
+    for (const auto& r : results) {
+        require_shown(r);
+        CHECK(r->err.empty());  // no "ControlSocket ... already exists" from the ones that lost the race
+    }
+    const int opened = accepted_connections() - before;
+    CHECK(opened >= 1);
+    CHECK(opened <= kTogether);
+    // After the burst they all share the one master left.
+    SshRunner later(target, std::make_shared<ProcessRunner>());
+    for (int i = 0; i < 3; ++i) require_shown(show(later));
+    CHECK(accepted_connections() - before == opened);
+    close_ssh_masters();
+}
+
+TEST_CASE("sonic over ssh: a master killed with SIGKILL does not fail the next command") {
+    Target t;
+    close_ssh_masters();
+    SshRunner r(ssh_target(t.env), std::make_shared<ProcessRunner>());
+    require_shown(show(r));
+    const std::string socket = control_path(r);
+    const pid_t pid = master_pid(socket);
+    REQUIRE(pid > 0);
+    REQUIRE(::kill(pid, SIGKILL) == 0);
+    REQUIRE(ended_within_10s(pid));
+    struct stat st {};
+    REQUIRE(::lstat(socket.c_str(), &st) == 0);  // the stale socket is still there
+    CHECK(master_pid(socket) == 0);
+
+    const int before = accepted_connections();
+    require_shown(show(r));
+    CHECK(accepted_connections() - before == 1);  // a new master, on the same path
+    const pid_t next = master_pid(socket);
+    CHECK(next > 0);
+    CHECK(next != pid);
+    require_shown(show(r));
+    CHECK(accepted_connections() - before == 1);
+    close_ssh_masters();
+}
+
+TEST_CASE("sonic over ssh: a command that times out on a hung master leaves the next one a fresh connection") {
+    Target t;
+    close_ssh_masters();
+    SshRunner r(ssh_target(t.env), std::make_shared<ProcessRunner>());
+    require_shown(show(r));
+    const std::string socket = control_path(r);
+    const pid_t pid = master_pid(socket);
+    REQUIRE(pid > 0);
+    REQUIRE(::kill(pid, SIGSTOP) == 0);  // the master hangs: it accepts nothing more
+
+    auto stuck = show(r, std::chrono::seconds(2));
+    REQUIRE(stuck);
+    CHECK(stuck->timed_out);
+    const int before = accepted_connections();
+    require_shown(show(r));
+    CHECK(accepted_connections() - before == 1);
+    CHECK(control_path(r) != socket);
+
+    ::kill(pid, SIGCONT);
+    close_ssh_masters();
+    CHECK(ended_within_10s(pid));  // the retired master is closed too
+}
+
+TEST_CASE("sonic over ssh: the control directory is private and gone once the masters are closed") {
+    Target t;
+    close_ssh_masters();
+    CHECK(ssh_control_dir().empty());
+    SshRunner r(ssh_target(t.env), std::make_shared<ProcessRunner>());
+    require_shown(show(r));
+    const std::string dir = ssh_control_dir();
+    REQUIRE_FALSE(dir.empty());
+    struct stat st {};
+    REQUIRE(::stat(dir.c_str(), &st) == 0);
+    CHECK(S_ISDIR(st.st_mode));
+    CHECK((st.st_mode & 07777) == 0700);
+    CHECK(st.st_uid == ::geteuid());
+    CHECK(dir.find("/kiln-ssh-") != std::string::npos);
+    const std::string socket = control_path(r);
+    CHECK(socket.rfind(dir + "/", 0) == 0);
+    REQUIRE(::lstat(socket.c_str(), &st) == 0);
+    CHECK(S_ISSOCK(st.st_mode));
+    const pid_t pid = master_pid(socket);
+    REQUIRE(pid > 0);
+
+    close_ssh_masters();
+    CHECK(::stat(dir.c_str(), &st) != 0);
+    CHECK(ssh_control_dir().empty());
+    CHECK(ended_within_10s(pid));
+
+    // Commands after the close open a new master in a new directory.
+    require_shown(show(r));
+    CHECK_FALSE(ssh_control_dir().empty());
+    close_ssh_masters();
 }
