@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/json_limits.h"
 #include "provisioner/vm/guest_contract.h"
 
 namespace kiln::images {
@@ -75,10 +76,11 @@ std::optional<nlohmann::json> find_ready_line(const std::string& serial, std::st
         if (!line.empty() && line.back() == '\r') line.pop_back();
         const auto at = line.find(marker);
         if (at == std::string::npos) continue;
-        auto j = nlohmann::json::parse(line.substr(at + marker.size()), nullptr, false);
-        if (j.is_discarded() || !j.is_object()) continue;  // a torn line: keep reading
+        auto j = parse_json_limited(std::string_view(line).substr(at + marker.size()), "the boot check's line",
+                                    {64u << 10, 8, 4096}, "images");
+        if (!j || !j->is_object()) continue;  // a torn line: keep reading
         if (line_out) *line_out = line.substr(at);
-        return j;
+        return std::move(*j);
     }
     return std::nullopt;
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/core/json_limits.h"
 #include "provisioner/net/url.h"
 
 namespace kiln::network {
@@ -70,9 +71,9 @@ Result<nlohmann::json> json_body(const SwitchEndpoint& ep, const net::HttpReques
                           response->status >= 500);
     }
     if (response->body.empty()) return nlohmann::json::object();
-    auto doc = nlohmann::json::parse(response->body, nullptr, false);
-    if (doc.is_discarded())
-        return make_error("network", "switch-http", fmt::format("{}: the answer is not JSON", what));
+    auto doc = parse_json_limited(response->body, what, {}, "network");
+    if (!doc)
+        return make_error("network", "switch-http", fmt::format("the answer is not JSON: {}", doc.error().message));
     return doc;
 }
 

@@ -37,8 +37,9 @@ case "$target" in
              firmware/redfish/bmc_session.cc firmware/redfish/redfish_client.cc firmware/redfish/task_monitor.cc
              firmware/redfish/vendor_profile.cc firmware/stage/bmc_inventory.cc firmware/stage/firmware_version.cc
              tests/firmware/fake_bmc.cc
-             provisioner/net/url.cc provisioner/net/bmc_request_tally.cc provisioner/engine/backoff.cc)
-    watched=(scripts/fuzz.sh firmware/redfish firmware/stage/bmc_inventory.cc firmware/stage/bmc_inventory.h firmware/stage/firmware_version.cc
+             provisioner/net/url.cc provisioner/net/bmc_request_tally.cc provisioner/engine/backoff.cc
+             provisioner/core/json_limits.cc)
+    watched=(scripts/fuzz.sh firmware/redfish provisioner/core/json_limits.cc provisioner/core/json_limits.h firmware/stage/bmc_inventory.cc firmware/stage/bmc_inventory.h firmware/stage/firmware_version.cc
              firmware/stage/firmware_version.h tests/firmware/fake_bmc.cc
              tests/firmware/fake_bmc.h provisioner/net/bmc_request_tally.cc provisioner/net/bmc_request_tally.h)
     libs=(-lfmt)

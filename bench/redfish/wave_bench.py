@@ -60,6 +60,7 @@ def one_run(args, bmcs, parallel, index, kiln=None):
         fleet = wb.write_fleet(os.path.join(args.work, "s%d" % index), urls, parallel=parallel,
                                image_bytes=args.image_kib * 1024, bios=False)
         err = os.path.join(args.work, "s%d.err" % index)
+        load_before = os.getloadavg()[0]
         start = time.monotonic()
         p = subprocess.Popen([kiln, "apply", fleet, "--stage", "firmware"], stdout=subprocess.DEVNULL,
                              stderr=open(err, "w"))
@@ -73,6 +74,7 @@ def one_run(args, bmcs, parallel, index, kiln=None):
             rss_kib = max(rss_kib, proc_field(p.pid, "VmHWM"))
             time.sleep(0.5)
         wall = time.monotonic() - start
+        load_after = os.getloadavg()[0]
         kiln_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         kiln_cpu = kiln_cpu.ru_utime + kiln_cpu.ru_stime - args.cpu_before
         args.cpu_before += kiln_cpu
@@ -104,6 +106,9 @@ def one_run(args, bmcs, parallel, index, kiln=None):
         "kiln_bmc_threads": bmc_threads,
         "kiln_bmc_peak_rss_mib": round(bmc_rss_kib / 1024, 1),
         "bmcs_flashed_exactly_once": once,
+        # The machine is shared: its 1-minute load average before and after
+        # (kiln and kiln-bmc alone make about 2).
+        "load_average_1m": [round(load_before, 2), round(load_after, 2)],
         "stderr_tail": open(err).read()[-400:] if p.returncode else "",
     }
 

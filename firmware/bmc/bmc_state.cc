@@ -444,7 +444,7 @@ BmcResponse BmcState::get_expanded(const std::string& uri, const std::string& ex
 Result<json> BmcState::parse_body(const BmcRequest& request, BmcResponse* refusal) const {
     if (request.body.size() > config_.max_body_bytes) {
         *refusal = error_response(413, messages::payload_too_large());
-        return make_error("bmc", "json_too_large", "request body too large");
+        return make_error("bmc", "bmc.json", "request body too large");
     }
     if (request.body.find_first_not_of(" \t\r\n") == std::string::npos) return json::object();
     auto body = parse_json(request.body, JsonLimits{config_.max_body_bytes, 32}, "request body");
@@ -454,7 +454,7 @@ Result<json> BmcState::parse_body(const BmcRequest& request, BmcResponse* refusa
     }
     if (!body->is_object()) {
         *refusal = error_response(400, messages::malformed_json("the body is not a JSON object"));
-        return make_error("bmc", "json_malformed", "not an object");
+        return make_error("bmc", "bmc.json", "not an object");
     }
     return body;
 }

@@ -1,6 +1,6 @@
-// JSON from files and from the wire is parsed with limits on size and
-// nesting depth (bmcweb's rule): a hostile or broken body must not cost the
-// emulator unbounded memory, and a parse error comes back as a value.
+// JSON from files and from the wire is parsed with limits on size, nesting
+// depth and values (bmcweb's rule): a hostile or broken body must not cost
+// the emulator unbounded memory, and a parse error comes back as a value.
 #pragma once
 
 #include <cstddef>
@@ -9,18 +9,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provisioner/core/json_limits.h"
 #include "provisioner/core/result.h"
 
 namespace kiln::bmc {
 
-struct JsonLimits {
-    size_t max_bytes = 1u << 20;  // request bodies; mockup files pass a larger figure
-    int max_depth = 32;
-};
-
-// Parses `text` into a JSON value. Errors (domain "bmc"): code
-// "json_too_large", "json_too_deep" or "json_malformed"; `what` names the
-// source (a file path or "request body") in the message.
+// Parsed with kiln::parse_json_limited (provisioner/core/json_limits.h):
+// error "bmc.json", the message naming `what` (a file path or "request
+// body") and the limit or fault. Request bodies pass 1 MiB and 32 levels,
+// mockup files more.
 Result<nlohmann::json> parse_json(std::string_view text, const JsonLimits& limits, const std::string& what);
 
 // "string", "number", "boolean", "object", "array" or "null": the kinds a

@@ -17,7 +17,7 @@ Result<std::string> read_text(const fs::path& file, size_t max_bytes) {
     if (ec) return make_error("bmc", "mockup_unreadable", "cannot stat " + file.string() + ": " + ec.message());
     if (size > max_bytes) {
         return make_error(
-            "bmc", "json_too_large",
+            "bmc", "bmc.json",
             file.string() + " is " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes));
     }
     std::ifstream in(file, std::ios::binary);
@@ -84,7 +84,7 @@ Result<MockupTree> MockupTree::load(const std::string& dir, const MockupLimits& 
         auto body = parse_json(*text, limits.json, it->path().string());
         if (!body) return body.error();
         if (!body->is_object()) {
-            return make_error("bmc", "json_malformed", it->path().string() + " is not a JSON object");
+            return make_error("bmc", "bmc.json", it->path().string() + " is not a JSON object");
         }
         tree.resources[uri] = std::move(*body);
     }

@@ -13,27 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-// Deepest nesting of [ and { outside strings. Checked before parsing, since
-// nlohmann's recursive parser would otherwise be the first to notice.
-int nesting_depth(std::string_view text, int limit) {
-    int depth = 0, deepest = 0;
-    bool in_string = false, escaped = false;
-    for (char c : text) {
-        if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
-            continue;
-        }
-        if (c == '"') in_string = true;
-        else if (c == '{' || c == '[') {
-            deepest = std::max(deepest, ++depth);
-            if (deepest > limit) return deepest;
-        } else if (c == '}' || c == ']') --depth;
-    }
-    return deepest;
-}
-
 // JSON pointer escaping (RFC 6901) for keys like "#Bios.ResetBios".
 std::string escape_key(std::string_view key) {
     return json_pointer_escape(key);
@@ -56,33 +35,7 @@ const char* json_type_name(const json& value) {
 }
 
 Result<json> parse_json(std::string_view text, const std::string& what, const JsonLimits& limits) {
-    if (text.size() > limits.max_bytes)
-        return make_error("redfish", "redfish.json",
-                          fmt::format("{}: body of {} bytes is over the {} byte limit", what, text.size(),
-                                      limits.max_bytes));
-    if (nesting_depth(text, limits.max_depth) > limits.max_depth)
-        return make_error("redfish", "redfish.json",
-                          fmt::format("{}: JSON nested deeper than {} levels", what, limits.max_depth));
-    // One parse with exceptions on, every kind caught here: nlohmann reports
-    // syntax as parse_error but an overflowing number ("1e400") as
-    // out_of_range, and a hostile body may exhaust memory. None of it may
-    // leave this function. Messages name the byte, never quote the body (it
-    // may be anything, secrets included).
-    try {
-        return json::parse(text);
-    } catch (const json::parse_error& e) {
-        return make_error("redfish", "redfish.json",
-                          fmt::format("{}: body is not valid JSON (at byte {})", what, e.byte));
-    } catch (const json::out_of_range&) {
-        return make_error("redfish", "redfish.json",
-                          fmt::format("{}: body holds a number out of range (over about 1.8e308)", what));
-    } catch (const std::bad_alloc&) {
-        return make_error("redfish", "redfish.json", fmt::format("{}: body too large to hold in memory", what));
-    } catch (const std::exception&) {
-        return make_error("redfish", "redfish.json", fmt::format("{}: body is not valid JSON", what));
-    } catch (...) {
-        return make_error("redfish", "redfish.json", fmt::format("{}: body is not valid JSON", what));
-    }
+    return parse_json_limited(text, what, limits, "redfish");
 }
 
 // Length of the well-formed UTF-8 character at text[i] (RFC 3629: no

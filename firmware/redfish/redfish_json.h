@@ -18,16 +18,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provisioner/core/json_limits.h"
 #include "provisioner/core/result.h"
 
 namespace kiln::redfish {
 
-struct JsonLimits {
-    size_t max_bytes = 16u << 20;  // the HPE DL325 tree's largest resource is ~1 MB
-    int max_depth = 64;
-};
-
-// `what` names the source in errors ("GET /redfish/v1/Systems").
+// Parsed with kiln::parse_json_limited (provisioner/core/json_limits.h):
+// redfish.json on any failure. `what` names the source in errors
+// ("GET /redfish/v1/Systems").
 Result<nlohmann::json> parse_json(std::string_view text, const std::string& what, const JsonLimits& limits = {});
 
 // A read-only view of one value inside a resource, remembering where it is

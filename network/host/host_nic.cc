@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "network/host/nic_firmware.h"
+#include "provisioner/core/json_limits.h"
 
 namespace kiln::network::host {
 
@@ -168,9 +169,9 @@ void HostNicApplier::mtu(const NicDesired& w, bool change, NicReport& r) {
     auto read = [&]() -> std::optional<json> {
         auto l = exec({"ip", "-j", "-d", "link", "show", "dev", w.ifname});
         if (!l || !l->success()) return std::nullopt;
-        json doc = json::parse(l->out, nullptr, false);
-        if (!doc.is_array() || doc.empty() || !doc[0].is_object()) return std::nullopt;
-        return doc[0];
+        auto doc = parse_json_limited(l->out, "ip -j -d link show", {}, "network");
+        if (!doc || !doc->is_array() || doc->empty() || !(*doc)[0].is_object()) return std::nullopt;
+        return (*doc)[0];
     };
     auto before = read();
     if (!before || !before->contains("mtu")) {
@@ -263,9 +264,9 @@ void HostNicApplier::dscp_trust(const NicDesired& w, bool change, NicReport& r) 
         if (!q->success())
             return make_error("network", unsupported_text(q->err) ? "unsupported" : "failed",
                               "dcb app: " + first_line(q->err));
-        json doc = json::parse(q->out.empty() ? "{}" : q->out, nullptr, false);
-        if (doc.is_discarded()) return make_error("network", "failed", "dcb app printed no JSON");
-        return parse_dscp_prio(doc);
+        auto doc = parse_json_limited(q->out.empty() ? "{}" : q->out, "dcb -j app show", {}, "network");
+        if (!doc) return make_error("network", "failed", doc.error().message);
+        return parse_dscp_prio(*doc);
     };
     auto describe = [](const std::map<int, int>& m) {
         std::vector<std::string> v;
@@ -315,7 +316,8 @@ void HostNicApplier::pfc(const NicDesired& w, bool change, NicReport& r) {
         if (!q->success())
             return make_error("network", unsupported_text(q->err) ? "unsupported" : "failed",
                               "dcb pfc: " + first_line(q->err));
-        auto v = parse_pfc(json::parse(q->out, nullptr, false));
+        auto doc = parse_json_limited(q->out, "dcb -j pfc show", {}, "network");
+        auto v = doc ? parse_pfc(*doc) : std::nullopt;
         if (!v) return make_error("network", "failed", "dcb pfc printed no prio_pfc");
         return *v;
     };

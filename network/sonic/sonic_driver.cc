@@ -11,6 +11,7 @@
 #include "network/sonic/json_patch.h"
 #include "network/sonic/managed_scope.h"
 #include "network/sonic/switch_facts.h"
+#include "provisioner/core/json_limits.h"
 
 namespace kiln::network::sonic {
 
@@ -130,9 +131,12 @@ Result<json> SonicDriver::read_config_db() {
         return driver_error(name_, "read-failed", "sonic-cfggen -d --print-data failed: " + describe_remote_failure(*r),
                             ssh_failed(*r) || r->timed_out);
     if (r->truncated) return driver_error(name_, "read-failed", "sonic-cfggen output exceeds 64 MiB");
-    json doc = json::parse(r->out, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object())
-        return driver_error(name_, "read-failed", "sonic-cfggen -d --print-data did not print a JSON object");
+    // CONFIG_DB of a big switch is a few MiB: room for it, not for anything.
+    auto doc = parse_json_limited(r->out, "sonic-cfggen -d --print-data", {64u << 20, 64, 8'000'000}, "network");
+    if (!doc || !doc->is_object())
+        return driver_error(name_, "read-failed",
+                            doc ? std::string("sonic-cfggen -d --print-data did not print a JSON object")
+                                : doc.error().message);
     return doc;
 }
 

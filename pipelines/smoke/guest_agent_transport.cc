@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "provisioner/core/base64.h"
+#include "provisioner/core/json_limits.h"
 #include "provisioner/vm/guest_contract.h"
 
 namespace kiln::smoke {
@@ -45,10 +46,12 @@ Result<nlohmann::json> agent(virDomainPtr dom, const std::string& command, int t
         return make_error("smoke", "smoke.agent", std::string("guest agent: ") + last_libvirt_error(), true);
     std::string text(reply);
     std::free(reply);
-    auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.contains("return"))
-        return make_error("smoke", "smoke.agent", "guest agent: unexpected reply", true);
-    return j["return"];
+    // guest-exec-status carries the command's output base64'd: room for it.
+    auto j = parse_json_limited(text, "guest agent reply", {64u << 20, 32, 1'000'000}, "smoke");
+    if (!j || !j->is_object() || !j->contains("return"))
+        return make_error("smoke", "smoke.agent",
+                          "guest agent: unexpected reply" + (j ? std::string() : " (" + j.error().message + ")"), true);
+    return (*j)["return"];
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "pipelines/smoke/fault_search.h"
 #include "pipelines/smoke/relative_verdict.h"
 #include "pipelines/smoke/smoke_result_store.h"
+#include "provisioner/core/json_limits.h"
 #include "provisioner/journal/store.h"
 
 namespace kiln::smoke {
@@ -31,13 +32,12 @@ std::string tail(const std::string& s, size_t n) {
 
 // The JSON document is the last thing kiln-smoke prints: find its start.
 std::optional<json> parse_report(const std::string& out) {
-    auto j = json::parse(out, nullptr, false);
-    if (!j.is_discarded()) return j;
+    const JsonLimits limits{16u << 20, 32, 1'000'000};
+    if (auto j = parse_json_limited(out, "kiln-smoke's report", limits, "smoke")) return std::move(*j);
     auto brace = out.find("{\n");
-    if (brace != std::string::npos) {
-        j = json::parse(out.substr(brace), nullptr, false);
-        if (!j.is_discarded()) return j;
-    }
+    if (brace != std::string::npos)
+        if (auto j = parse_json_limited(std::string_view(out).substr(brace), "kiln-smoke's report", limits, "smoke"))
+            return std::move(*j);
     return std::nullopt;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "provisioner/core/base64.h"
+#include "provisioner/core/json_limits.h"
 
 namespace kiln::vm {
 
@@ -223,10 +224,13 @@ Result<nlohmann::json> agent_call(virDomainPtr dom, const nlohmann::json& comman
     std::unique_ptr<char, CharFree> reply(
         virDomainQemuAgentCommand(dom, command.dump().c_str(), kAgentTimeoutS, 0));
     if (!reply) return last_error("guest agent " + command.value("execute", ""), "agent");
-    auto j = nlohmann::json::parse(reply.get(), nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("return"))
-        return make_error("libvirt", "agent", "guest agent " + command.value("execute", "") + ": unexpected reply");
-    return j["return"];
+    auto j = parse_json_limited(reply.get(), "guest agent " + command.value("execute", ""), {64u << 20, 32, 1'000'000},
+                                "libvirt");
+    if (!j || !j->is_object() || !j->contains("return"))
+        return make_error("libvirt", "agent",
+                          "guest agent " + command.value("execute", "") + ": unexpected reply" +
+                              (j ? std::string() : " (" + j.error().message + ")"));
+    return (*j)["return"];
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "provisioner/vm/overlay_disk.h"
 
+#include "provisioner/core/json_limits.h"
 #include <filesystem>
 #include <fstream>
 
@@ -29,8 +30,10 @@ Status create_overlay(CommandRunner& runner, const std::string& base, const std:
     auto r = runner.run(info);
     if (!r) return make_error("vm", "disk", "qemu-img: " + r.error().message);
     if (!r->success()) return disk_error("qemu-img info " + base, *r);
-    auto j = nlohmann::json::parse(r->out, nullptr, false);
-    if (j.is_discarded() || !j.contains("format") || !j["format"].is_string()) {
+    auto parsed = parse_json_limited(r->out, "qemu-img info " + base, {}, "vm");
+    if (!parsed) return make_error("vm", "disk", parsed.error().message);
+    const nlohmann::json& j = *parsed;
+    if (!j.is_object() || !j.contains("format") || !j["format"].is_string()) {
         return make_error("vm", "disk", "qemu-img info " + base + ": no format in its output");
     }
     fs::create_directories(fs::path(overlay).parent_path(), ec);

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "provisioner/core/json_limits.h"
 #include "provisioner/vm/guest_contract.h"
 
 namespace kiln::vm {
@@ -38,8 +39,8 @@ std::optional<ReadyMarker> find_ready_marker(const std::string& serial) {
             ReadyMarker m;
             m.line = line;
             const std::string rest = line.substr(marker.size());
-            auto j = nlohmann::json::parse(rest, nullptr, /*allow_exceptions=*/false);
-            if (!j.is_discarded() && j.is_object()) m.detail = std::move(j);
+            auto j = parse_json_limited(rest, "the readiness marker", {64u << 10, 8, 4096}, "vm");
+            if (j && j->is_object()) m.detail = std::move(*j);
             found = std::move(m);
         }
         pos = end;

@@ -44,33 +44,38 @@ TEST_CASE("mockup tree names the broken file and enforces its limits") {
     write(dir.file("Systems/index.json"), R"({"Members": [)");
     auto broken = MockupTree::load(dir.path());
     REQUIRE_FALSE(broken.ok());
-    CHECK(broken.error().code == "json_malformed");
+    CHECK(broken.error().code == "bmc.json");
     CHECK(broken.error().message.find("Systems/index.json") != std::string::npos);
+    CHECK(broken.error().message.find("not valid JSON") != std::string::npos);
 
     write(dir.file("Systems/index.json"), std::string(40, '[') + std::string(40, ']'));
     MockupLimits shallow;
     shallow.json.max_depth = 16;
     auto deep = MockupTree::load(dir.path(), shallow);
     REQUIRE_FALSE(deep.ok());
-    CHECK(deep.error().code == "json_too_deep");
+    CHECK(deep.error().code == "bmc.json");
+    CHECK(deep.error().message.find("nested deeper than 16 levels") != std::string::npos);
 
     write(dir.file("Systems/index.json"), R"({"Name": ")" + std::string(2000, 'x') + R"("})");
     MockupLimits small;
     small.json.max_bytes = 1000;
     auto big = MockupTree::load(dir.path(), small);
     REQUIRE_FALSE(big.ok());
-    CHECK(big.error().code == "json_too_large");
+    CHECK(big.error().code == "bmc.json");
+    CHECK(big.error().message.find("over the limit of 1000") != std::string::npos);
 }
 
 TEST_CASE("json reader bounds depth and size of request bodies") {
-    JsonLimits limits{64, 3};
+    kiln::JsonLimits limits{64, 3};
     CHECK(parse_json(R"({"a": {"b": 1}})", limits, "body").ok());
     auto deep = parse_json(R"({"a": {"b": {"c": {"d": 1}}}})", limits, "body");
     REQUIRE_FALSE(deep.ok());
-    CHECK(deep.error().code == "json_too_deep");
+    CHECK(deep.error().code == "bmc.json");
+    CHECK(deep.error().message.find("nested deeper than 3 levels") != std::string::npos);
     auto large = parse_json(std::string(100, ' ') + "{}", limits, "body");
     REQUIRE_FALSE(large.ok());
-    CHECK(large.error().code == "json_too_large");
+    CHECK(large.error().code == "bmc.json");
+    CHECK(large.error().message.find("over the limit of 64") != std::string::npos);
     auto bad = parse_json("{nope", limits, "request body");
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().message.rfind("request body", 0) == 0);

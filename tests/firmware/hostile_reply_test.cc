@@ -76,7 +76,7 @@ TEST_CASE("a number that overflows is a named JSON error, not an exception") {
     REQUIRE_NOTHROW(r = parse_json(R"({"Bogus": 1e400})", "GET /redfish/v1/Systems"));
     REQUIRE_FALSE(r);
     CHECK(r.error().code == "redfish.json");
-    CHECK(r.error().message == "GET /redfish/v1/Systems: body holds a number out of range (over about 1.8e308)");
+    CHECK(r.error().message == "GET /redfish/v1/Systems: JSON holds a number out of range (over about 1.8e308)");
     // Syntax errors still say where.
     auto bad = parse_json("{\"a\": }", "GET /x");
     REQUIRE_FALSE(bad);
@@ -179,7 +179,7 @@ TEST_CASE("kiln apply --stage firmware survives a BMC answering an overflowing n
     CHECK(r->exit_code == 1);   // a node failed, and kiln said so
     const std::string all = r->out + r->err;
     CHECK(all.find("node-1") != std::string::npos);
-    CHECK(all.find("GET /redfish/v1/Systems: body holds a number out of range") != std::string::npos);
+    CHECK(all.find("GET /redfish/v1/Systems: JSON holds a number out of range") != std::string::npos);
     CHECK(bad_http.requests() > 0);
     CHECK(good_http.requests() > 0);
 
