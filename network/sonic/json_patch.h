@@ -1,16 +1,17 @@
-// RFC 6902 JSON Patch between two JSON documents, and an applier.
+// RFC 6902 JSON Patch between two JSON documents, and its applier.
 //
-// diff(from, to) walks objects member by member and emits the smallest
-// patch at the finest level that exists in `from`: a member only `to` has is
-// one "add" (whole subtree), a member only `from` has is one "remove", a
-// changed scalar or array is one "replace". Members come out in key order,
-// so a patch is deterministic. Arrays are replaced whole: CONFIG_DB's only
-// arrays are leaf-lists, and SONiC treats them as one value.
+// diff(from, to) is SONiC's rule, kiln's own: it walks objects member by
+// member and emits the smallest patch at the finest level that exists in
+// `from`: a member only `to` has is one "add" (whole subtree), a member only
+// `from` has is one "remove", a changed scalar or array is one "replace".
+// Members come out in key order, so a patch is deterministic. Arrays are
+// replaced whole: CONFIG_DB's only arrays are leaf-lists, and SONiC treats
+// them as one value (nlohmann's json::diff would patch them element-wise).
 //
-// apply() implements add, remove, replace, move, copy and test (RFC 6902 §4)
-// with RFC 6901 pointers ("~0" = '~', "~1" = '/', "-" = past the end of an
-// array). It works on a copy: a failing operation leaves the input intact.
-// Errors name the operation's index, op and path.
+// Applying and JSON Pointers (RFC 6901) are nlohmann-json's
+// (json::patch_inplace, json::json_pointer), one operation at a time on a
+// copy: a failing operation leaves the input intact, and its error names the
+// operation's index, op and path.
 //
 // Round trip: apply(from, diff(from, to)) == to for any two documents.
 #pragma once
@@ -24,10 +25,6 @@
 
 namespace kiln::network::sonic {
 
-// One reference token, escaped for a JSON Pointer: "a/b~c" -> "a~1b~0c".
-std::string pointer_escape(const std::string& token);
-// The inverse; an error for a '~' not followed by '0' or '1'.
-Result<std::string> pointer_unescape(const std::string& token);
 // "/" + escaped tokens joined by "/"; {} -> "" (the whole document).
 std::string make_pointer(const std::vector<std::string>& tokens);
 // "" -> {}; "/a~1b/c" -> {"a/b", "c"}. Errors: no leading '/', bad escapes.

@@ -1,25 +1,18 @@
 // One reference token escaped for a JSON Pointer (RFC 6901): '~' as "~0",
-// '/' as "~1", in that order ("a/b~c" -> "a~1b~0c"). Header-only: the
-// fuzzers build their sources by list.
+// '/' as "~1" ("a/b~c" -> "a~1b~0c"), by nlohmann-json's json_pointer, the
+// one pointer implementation kiln uses. Header-only: the fuzzers build
+// their sources by list.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 namespace kiln {
 
 inline std::string json_pointer_escape(std::string_view token) {
-    std::string out;
-    out.reserve(token.size());
-    for (char c : token) {
-        if (c == '~')
-            out += "~0";
-        else if (c == '/')
-            out += "~1";
-        else
-            out += c;
-    }
-    return out;
+    return (nlohmann::json::json_pointer() / std::string(token)).to_string().substr(1);
 }
 
 }  // namespace kiln
