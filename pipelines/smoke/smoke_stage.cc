@@ -322,7 +322,29 @@ namespace {
 // ({node: {"beside", "runs", "suspects", "complete"}}) and the failing VMs
 // to the node's "why". At most kMaxVmRuns runs, within `deadline`.
 constexpr int kMaxVmRuns = 16;
-void narrow_to_vms(json& localisation, const SearchResult& found, const std::vector<RingVm>& ring_vms,
+// " (GPUs a, b; other functions c)" for a VM named bad, with its devices
+// under entry["host_devices"][vm]; "" when they are not known.
+std::string vm_devices_text(const SmokeStageOptions& options, const engine::StageContext& ctx,
+                            const std::string& node_name, const std::string& vm, json& entry) {
+    if (!options.vm_host_devices) return "";
+    const config::Node* node = nullptr;
+    for (const auto& n : ctx.fleet().nodes)
+        if (n.name == node_name) node = &n;
+    if (!node) return "";
+    auto d = options.vm_host_devices(ctx.fleet(), *node, vm);
+    if (!d) {
+        entry["host_devices"][vm] = {{"error", d.error().message}};
+        return "";
+    }
+    entry["host_devices"][vm] = {{"gpus", d->gpus}, {"others", d->others}};
+    std::vector<std::string> parts;
+    if (!d->gpus.empty()) parts.push_back(fmt::format("GPU{} {}", d->gpus.size() == 1 ? "" : "s", fmt::join(d->gpus, ", ")));
+    if (!d->others.empty()) parts.push_back(fmt::format("with {}", fmt::join(d->others, ", ")));
+    return parts.empty() ? "" : fmt::format(" (host {})", fmt::join(parts, "; "));
+}
+
+void narrow_to_vms(const SmokeStageOptions& options, const engine::StageContext& ctx, json& localisation,
+                   const SearchResult& found, const std::vector<RingVm>& ring_vms,
                    const std::function<RingOutcome(const std::vector<RingVm>&)>& run_vms,
                    std::chrono::steady_clock::time_point deadline) {
     if (found.cleared.empty()) return;
@@ -354,9 +376,12 @@ void narrow_to_vms(json& localisation, const SearchResult& found, const std::vec
         }
         const size_t bad = entry["suspects"].size();
         if (entry["complete"].get<bool>() && bad > 0 && bad < own.size()) {
-            std::vector<std::string> names = entry["suspects"].get<std::vector<std::string>>();
-            localisation["why"][suspect] = localisation["why"].value(suspect, std::string("not cleared")) + fmt::format("; alone beside {} only {} fail{}: look there first", partner, fmt::join(names, ", "),
-                               bad == 1 ? "s" : "");
+            std::vector<std::string> names;
+            for (const auto& vm : entry["suspects"].get<std::vector<std::string>>())
+                names.push_back(vm + vm_devices_text(options, ctx, suspect, vm, entry));
+            localisation["why"][suspect] = localisation["why"].value(suspect, std::string("not cleared")) +
+                                           fmt::format("; alone beside {} only {} fail{}: look there first", partner,
+                                                       fmt::join(names, ", "), bad == 1 ? "s" : "");
         }
         by_node[suspect] = std::move(entry);
     }
@@ -367,7 +392,8 @@ void narrow_to_vms(json& localisation, const SearchResult& found, const std::vec
 // others wait for its answer (their VMs take part in its sub-rings
 // meanwhile). The search holds the leader's thread, and one thread per
 // member while a sub-ring runs: one search per failed ring, not per node.
-json search_ring_fault(engine::StageContext& ctx, SmokeTransport& transport, const std::vector<std::string>& met,
+json search_ring_fault(const SmokeStageOptions& options, engine::StageContext& ctx, SmokeTransport& transport,
+                       const std::vector<std::string>& met,
                        const std::vector<RingVm>& ring_vms, const RankArgs& rank_args,
                        std::chrono::milliseconds timeout) {
     json mine = nullptr;
@@ -418,7 +444,7 @@ json search_ring_fault(engine::StageContext& ctx, SmokeTransport& transport, con
                                  fmt::join(met, ", "), budget.max_runs));
         const SearchResult found = localise(met, run_subring, budget);
         mine = to_json(found);
-        narrow_to_vms(mine, found, ring_vms, run_vms, budget.deadline);
+        narrow_to_vms(options, ctx, mine, found, ring_vms, run_vms, budget.deadline);
     }
     return mine;
 }
@@ -604,7 +630,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     // member(s) that make it fail, so only they are quarantined.
     if (met.size() > 1 && ring_failed(ring_vms_seen)) {
         json mine = ctx.node().name == met.front()
-                        ? search_ring_fault(ctx, transport, met, ring_vms, rank_args, timeout)
+                        ? search_ring_fault(options_, ctx, transport, met, ring_vms, rank_args, timeout)
                         : json(nullptr);
         if (ctx.can_park()) return await_localisation(ctx, met, std::move(result), std::move(mine));
         auto all = meeting_->exchange(ctx, "localise", met, mine);

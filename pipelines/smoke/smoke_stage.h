@@ -30,6 +30,14 @@ struct SmokeStageOptions {
     // runs its hook for quarantined nodes here, since the engine ends a
     // node's pipeline at the failing stage.
     std::function<void(engine::StageContext&, const nlohmann::json& result)> on_quarantine;
+    // The host PCI functions of a node's VM (its GPUs, then the rest: the
+    // NICs given with them), so that a VM fault localisation names is named
+    // with the parts to pull. Unset, or an error: the VM's name alone.
+    struct VmDevices {
+        std::vector<std::string> gpus;
+        std::vector<std::string> others;
+    };
+    std::function<Result<VmDevices>(const config::Fleet&, const config::Node&, const std::string& vm)> vm_host_devices;
 };
 
 class SmokeStage : public engine::Stage {

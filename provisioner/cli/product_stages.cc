@@ -12,6 +12,7 @@
 #include "pipelines/smoke/transport_factory.h"
 #include "provisioner/evidence/quarantine_evidence.h"
 #include "provisioner/handover/handover_stage.h"
+#include "provisioner/vm/node_vms.h"
 #include "provisioner/vm/vm_stage.h"
 
 namespace kiln::engine {
@@ -29,6 +30,15 @@ void register_product_stages(StageRegistry& registry) {
     smoke_options.on_quarantine = [handover](StageContext& ctx, const nlohmann::json& result) {
         handover->notify_quarantined(ctx, result);
         evidence::write_quarantine_evidence(ctx);
+    };
+    // A VM fault localisation names is named with its host GPUs and NICs,
+    // as the vm stage placed them.
+    auto planner = std::make_shared<vm::NodeVmPlanner>();
+    smoke_options.vm_host_devices = [planner](const config::Fleet& fleet, const config::Node& node,
+                                              const std::string& vm) -> Result<smoke::SmokeStageOptions::VmDevices> {
+        auto d = vm::vm_host_devices(*planner, fleet, node, vm);
+        if (!d) return d.error();
+        return smoke::SmokeStageOptions::VmDevices{d->gpus, d->others};
     };
     registry.add(std::make_shared<smoke::SmokeStage>(std::move(smoke_options)));
     registry.add(handover);

@@ -1,5 +1,9 @@
 #include "provisioner/vm/node_vms.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "provisioner/core/sha256.h"
 #include "provisioner/vm/guest_contract.h"
 #include "provisioner/vm/nccl_topo.h"
@@ -153,6 +157,22 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
         out.vms.push_back(std::move(v));
     }
     return out;
+}
+
+Result<VmHostDevices> vm_host_devices(NodeVmPlanner& planner, const config::Fleet& fleet, const config::Node& node,
+                                      const std::string& vm) {
+    auto vms = planner.plan(fleet, node);
+    if (!vms) return vms.error();
+    for (const auto& v : vms->vms) {
+        if (v.name != vm) continue;
+        const auto& placed = vms->placement.vms.at(static_cast<size_t>(v.index));
+        VmHostDevices out;
+        out.gpus = placed.gpus();
+        for (const auto& d : placed.devices())
+            if (!std::binary_search(out.gpus.begin(), out.gpus.end(), d)) out.others.push_back(d);
+        return out;
+    }
+    return make_error("vm", "vm.no_such_vm", fmt::format("node {} has no VM {} in its plan", node.name, vm));
 }
 
 Result<std::string> NodeVms::xml(size_t i, Accelerator accel) const {

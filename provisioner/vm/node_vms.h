@@ -60,6 +60,17 @@ private:
     std::map<std::string, HostTopology> hosts_;
 };
 
+// The host PCI functions the node's VM `vm` (its libvirt name) is given, as
+// its plan places them: its GPUs, and its other functions (the NICs given
+// with them, NVSwitches, companions). Fault localisation names them beside a
+// VM it finds bad. Errors: the node's plan fails, or it has no such VM.
+struct VmHostDevices {
+    std::vector<std::string> gpus;
+    std::vector<std::string> others;
+};
+Result<VmHostDevices> vm_host_devices(NodeVmPlanner& planner, const config::Fleet& fleet, const config::Node& node,
+                                      const std::string& vm);
+
 // The node's VM folder: <images_dir or fleet dir/.kiln/vm>/<node>.
 std::string node_vm_dir(const config::Fleet& fleet, const config::Node& node);
 

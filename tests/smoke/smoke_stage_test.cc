@@ -348,11 +348,16 @@ TEST_CASE("a suspect node's VMs are each run beside a cleared node: the one VM t
     CHECK(vms["runs"][0]["vm"] == "kiln-n004-vm0");
     CHECK(vms["runs"][0]["pass"] == true);
     CHECK(vms["runs"][1]["pass"] == false);
+    // Named with the host parts it was given, the bad VM only.
+    CHECK(vms["host_devices"]["kiln-n004-vm1"]["gpus"] == json::array({"0000:04:01.0"}));
+    CHECK(vms["host_devices"]["kiln-n004-vm1"]["others"] == json::array({"0000:44:01.0"}));
+    CHECK_FALSE(vms["host_devices"].contains("kiln-n004-vm0"));
     // The quarantine reason points at the VM.
     bool named = false;
     for (const auto& f : r["failed"])
         if (f["name"] == "fault_localisation")
-            named = f["detail"].get<std::string>().find("only kiln-n004-vm1 fails") != std::string::npos;
+            named = f["detail"].get<std::string>().find(
+                        "only kiln-n004-vm1 (host GPU 0000:04:01.0; with 0000:44:01.0) fails") != std::string::npos;
     CHECK(named);
 }
 

@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "provisioner/vm/domain_xml.h"
 #include "provisioner/vm/guest_contract.h"
+#include "provisioner/vm/node_vms.h"
 #include "provisioner/vm/vm_stage.h"
 #include "tests/vm/fake_hypervisor.h"
 #include "tests/vm/pci_config_fake_host.h"
@@ -439,4 +441,38 @@ TEST_CASE("on a remote connection readiness is read through the guest agent, nev
     CHECK(planned(stage, ctx).empty());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.hv.count("guest_file kiln-gpu-01-vm1 /run/kiln-ready") > 0);
+}
+
+TEST_CASE("a VM's host devices are the GPUs and functions its domain passes through, each in one VM", "[vm]") {
+    // What fault localisation names beside a bad VM (pipelines/smoke): the
+    // parts its domain really holds, on a captured Azure NDv5 host.
+    StageFixture f("azure-ndv5");
+    NodeVmPlanner planner;
+    auto plan = planner.plan(f.fleet, f.fleet.nodes[0]);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->vms.size() == 2);
+    std::set<std::string> seen;
+    size_t gpus = 0;
+    for (const auto& v : plan->vms) {
+        auto d = vm_host_devices(planner, f.fleet, f.fleet.nodes[0], v.name);
+        REQUIRE(d.ok());
+        CHECK_FALSE(d->gpus.empty());
+        CHECK_FALSE(d->others.empty());  // the NICs given with the GPUs
+        gpus += d->gpus.size();
+        auto xml = plan->xml(static_cast<size_t>(v.index), Accelerator::tcg);
+        REQUIRE(xml.ok());
+        size_t hostdevs = 0;
+        for (size_t at = xml->find("<hostdev"); at != std::string::npos; at = xml->find("<hostdev", at + 1)) ++hostdevs;
+        CHECK(hostdevs == d->gpus.size() + d->others.size());
+        for (const auto* list : {&d->gpus, &d->others})
+            for (const auto& bdf : *list) {
+                INFO(v.name << " " << bdf);
+                CHECK(xml->find(bdf) != std::string::npos);
+                CHECK(seen.insert(bdf).second);  // never in two VMs
+            }
+    }
+    CHECK(gpus == plan->host.gpus.size());  // every GPU of the host is in a VM
+    auto none = vm_host_devices(planner, f.fleet, f.fleet.nodes[0], "kiln-gpu-01-vm9");
+    REQUIRE_FALSE(none.ok());
+    CHECK(none.error().code == "vm.no_such_vm");
 }
