@@ -521,6 +521,12 @@ TEST_CASE("workers: PostgreSQL down past --store-reconnect, they stop with a nam
     RunningChild w1(give_up_soon("w1"), ledger_env(ledger, 40), dir.file("w1"));
     RunningChild w2(give_up_soon("w2"), ledger_env(ledger, 40), dir.file("w2"));
     REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= 4; }, 120));
+    {
+        // Both workers past opening the store (a sanitizer build starts
+        // slowly): what is tested is the server going away mid-run.
+        PgRaw up(url);
+        REQUIRE(wait_until([&] { return up.integer("SELECT count(*) FROM workers") >= 2; }, 120));
+    }
     REQUIRE(cluster->stop());
     for (auto* w : {&w1, &w2}) {
         bool timed_out = false;
