@@ -423,7 +423,7 @@ Result<bool> FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfis
         if (state.empty() || redfish::task_phase(state, "") != redfish::TaskPhase::Running) continue;
         const std::string& uri = (*members)[i].uri;
         ctx.event("note", fmt::format("waiting for task {} ({}) started before this run", uri, state));
-        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        const redfish::TaskOptions opts = task_options();
         auto poll = redfish::TaskPoll::of_uri(uri, opts);
         // Parks between polls; the resume follows this poll, then flashes
         // from the top (flash()).
@@ -460,7 +460,7 @@ Status FirmwareStage::reset_host(engine::StageContext& ctx, redfish::Client& cli
 // Sends state["reset"]["steps"] in order; a step the BMC runs as a task is
 // polled (parking between polls) before the next is sent.
 Status FirmwareStage::send_reset_steps(engine::StageContext& ctx, redfish::Client& client, json& state) {
-    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    const redfish::TaskOptions opts = task_options();
     const std::string target = state["reset"].value("target", "");
     while (!state["reset"]["steps"].empty()) {
         const std::string type = state["reset"]["steps"][0].get<std::string>();
@@ -486,7 +486,7 @@ Status FirmwareStage::send_reset_steps(engine::StageContext& ctx, redfish::Clien
 Status FirmwareStage::resume_reset(engine::StageContext& ctx, redfish::Client& client, json& state) {
     if (!state.contains("reset")) return ok_status();
     if (state["reset"].contains("poll")) {
-        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        const redfish::TaskOptions opts = task_options();
         auto poll = redfish::TaskPoll::restore(state["reset"]["poll"], opts);
         if (!poll) return poll.error();
         if (auto st = poll_or_park(ctx, client, *poll, state, "host reset", json::json_pointer("/reset/poll")); !st)
@@ -628,7 +628,7 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     if (resumed && resumed->value("phase", "") == "earlier_task") {
         // A task found running at the start: follow it to its end, then
         // flash as if it had just been found finished.
-        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        const redfish::TaskOptions opts = task_options();
         auto poll = redfish::TaskPoll::restore(resumed->at("poll"), opts);
         if (!poll) return poll.error();
         json parked = *resumed;
@@ -702,9 +702,13 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     return read_back(ctx, client, *comp, json{{"seen", cs.counts}, {"task_note", task_note}, {"job_uri", job_uri}});
 }
 
+redfish::TaskOptions FirmwareStage::task_options() const {
+    return redfish::TaskOptions{options_.task_poll, milliseconds(30000), options_.task_timeout};
+}
+
 redfish::TaskOptions FirmwareStage::update_task_options(engine::StageContext& ctx,
                                                         const config::FirmwareComponent& comp) const {
-    redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    redfish::TaskOptions opts = task_options();
     opts.progress = [&ctx, name = comp.name](const std::string& state, int pct) {
         ctx.progress(fmt::format("{}: update task {}", name, state), pct);
     };
@@ -776,7 +780,7 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
     redfish::TaskResult job;
     job.state = state.value("job_state", "Scheduled");
     std::string last_error;
-    redfish::TaskOptions job_opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    redfish::TaskOptions job_opts = task_options();
     job_opts.progress = [&](const std::string& job_state, int pct) {
         ctx.progress(fmt::format("{}: {}", comp->name, job_state), pct);
     };
@@ -881,7 +885,7 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
     }
     bool written = false;  // back from the settings write's task: not written again
     if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "bios_task") {
-        redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        const redfish::TaskOptions opts = task_options();
         auto poll = redfish::TaskPoll::restore(resumed->at("poll"), opts);
         if (!poll) return poll.error();
         json parked = *resumed;
@@ -921,7 +925,7 @@ Status FirmwareStage::apply_bios(engine::StageContext& ctx, redfish::Client& cli
         if (!r->ok()) return redfish::status_error(*r);
         if (r->status == 202) {
             // Polled parking; the resume reads the BMC again and resets.
-            redfish::TaskOptions opts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+            const redfish::TaskOptions opts = task_options();
             auto poll = redfish::TaskPoll::start(client, *r, opts);
             if (!poll) return poll.error();
             json parked = {{"phase", "bios_task"}};

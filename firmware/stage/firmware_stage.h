@@ -126,6 +126,9 @@ private:
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
                                            const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
                                            const config::FirmwareProfile& fw, const nlohmann::json& targets);
+    // A BMC task's polling: task_poll when the BMC gives no Retry-After,
+    // at most 30 s apart, for task_timeout.
+    redfish::TaskOptions task_options() const;
     // Flash, after the update was sent: its task polled (parking between
     // polls), then the version read back (parking between reads).
     redfish::TaskOptions update_task_options(engine::StageContext& ctx, const config::FirmwareComponent& comp) const;

@@ -168,7 +168,7 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
     // that a media change just made is checked and the override re-armed.
     std::string after_task;
     if (const json* resumed = ctx.resumed(); resumed && resumed->value("phase", "") == "host_media") {
-        redfish::TaskOptions topts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+        const redfish::TaskOptions topts = task_options();
         auto poll = redfish::TaskPoll::restore(resumed->at("poll"), topts);
         if (!poll) return poll.error();
         json parked = *resumed;
@@ -254,7 +254,7 @@ Status FirmwareStage::media_write(engine::StageContext& ctx, redfish::Client& cl
     if (!r) return r.error();
     if (!r->ok()) return redfish::status_error(*r);
     if (r->status != 202) return ok_status();
-    redfish::TaskOptions topts{options_.task_poll, milliseconds(30000), options_.task_timeout};
+    const redfish::TaskOptions topts = task_options();
     auto poll = redfish::TaskPoll::start(client, *r, topts);
     if (!poll) return poll.error();
     json parked = {{"phase", "host_media"}, {"step", step}};

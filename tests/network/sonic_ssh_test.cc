@@ -146,6 +146,23 @@ bool ended_within_10s(pid_t pid) {
     return false;
 }
 
+// A runner to the target whose master is up after one command: its
+// socket and the master's pid.
+struct RunningMaster {
+    SshRunner runner;
+    std::string socket;
+    pid_t pid = 0;
+};
+RunningMaster start_master(const std::map<std::string, std::string>& env) {
+    close_ssh_masters();
+    RunningMaster m{SshRunner(ssh_target(env), std::make_shared<ProcessRunner>()), "", 0};
+    require_shown(show(m.runner));
+    m.socket = control_path(m.runner);
+    m.pid = master_pid(m.socket);
+    REQUIRE(m.pid > 0);
+    return m;
+}
+
 const ConfigChange* find_change(const std::vector<ConfigChange>& cs, const std::string& port,
                                 const std::string& field) {
     for (const auto& c : cs)
@@ -341,12 +358,7 @@ TEST_CASE("sonic over ssh: commands started together before a master exists all 
 
 TEST_CASE("sonic over ssh: a master killed with SIGKILL does not fail the next command") {
     Target t;
-    close_ssh_masters();
-    SshRunner r(ssh_target(t.env), std::make_shared<ProcessRunner>());
-    require_shown(show(r));
-    const std::string socket = control_path(r);
-    const pid_t pid = master_pid(socket);
-    REQUIRE(pid > 0);
+    auto [r, socket, pid] = start_master(t.env);
     REQUIRE(::kill(pid, SIGKILL) == 0);
     REQUIRE(ended_within_10s(pid));
     struct stat st {};
@@ -366,12 +378,7 @@ TEST_CASE("sonic over ssh: a master killed with SIGKILL does not fail the next c
 
 TEST_CASE("sonic over ssh: a command that times out on a hung master leaves the next one a fresh connection") {
     Target t;
-    close_ssh_masters();
-    SshRunner r(ssh_target(t.env), std::make_shared<ProcessRunner>());
-    require_shown(show(r));
-    const std::string socket = control_path(r);
-    const pid_t pid = master_pid(socket);
-    REQUIRE(pid > 0);
+    auto [r, socket, pid] = start_master(t.env);
     REQUIRE(::kill(pid, SIGSTOP) == 0);  // the master hangs: it accepts nothing more
 
     auto stuck = show(r, std::chrono::seconds(2));
