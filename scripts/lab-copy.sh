@@ -3,7 +3,8 @@
 # into DIR that can run beside the lab itself: nodes renamed PREFIX-gpu-01
 # and -02 (so their own libvirt domains and host namespaces), emulators on
 # the ports in KILN_LAB_BMC_PORT (and +1), KILN_LAB_SONIC_PORT and
-# KILN_LAB_NVUE_PORT, the image built into CACHE. Prints the fleet's path.
+# KILN_LAB_NVUE_PORT, the VMs' fabric on the bridge KILN_LAB_FABRIC_BRIDGE,
+# the image built into CACHE. Prints the fleet's path.
 # The caller starts the emulators with KILN_LAB_STATE=DIR/.kiln and
 # KILN_LAB_HOSTS="kiln-PREFIX-gpu-01 kiln-PREFIX-gpu-02" (scripts/lab-emulators.sh).
 #   scripts/lab-copy.sh DIR PREFIX CACHE
@@ -21,6 +22,7 @@ sed -e "s/lab-gpu-0/$prefix-gpu-0/g" \
     -e "s|127.0.0.1:8444|127.0.0.1:$((KILN_LAB_BMC_PORT + 1))|" \
     -e "s|^recipe = \"../../images/\(.*\)\"|recipe = \"$repo/images/\1\"\ncache = \"$cache\"|" \
     -e "s|^base_image = \".kiln/images/images/|base_image = \"$cache/images/|" \
+    -e "s|^fabric_bridge = \"kilnfab0\"|fabric_bridge = \"${KILN_LAB_FABRIC_BRIDGE:-kilnfab0}\"|" \
     "$repo/examples/lab/fleet.toml" >"$fleet"
 grep -q "^cache = \"$cache\"" "$fleet" || { echo "lab-copy: no image line to point at $cache" >&2; exit 1; }
 grep -q "$prefix-gpu-01" "$fleet" || { echo "lab-copy: node names not found" >&2; exit 1; }

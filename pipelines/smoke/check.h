@@ -41,6 +41,8 @@ struct Report {
     std::vector<Check> checks;
     // The GPU path's NVML state (gpu_state_json); null elsewhere.
     nlohmann::json nvml;
+    // The RDMA checks' pairs (rdma_checks.h); null where they did not run.
+    nlohmann::json rdma;
 
     // Fail when any check failed; skips do not fail a run.
     Verdict verdict() const;

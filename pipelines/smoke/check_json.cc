@@ -21,6 +21,7 @@ nlohmann::json to_json(const Report& r) {
     nlohmann::json j = {{"host", r.host},   {"backend", r.backend}, {"rank", r.rank},
                         {"ranks", r.ranks}, {"checks", checks},     {"verdict", verdict_name(r.verdict())}};
     if (!r.nvml.is_null()) j["nvml"] = r.nvml;
+    if (!r.rdma.is_null()) j["rdma"] = r.rdma;
     return j;
 }
 
@@ -37,6 +38,7 @@ bool from_json(const nlohmann::json& j, Report& out, std::string* err) {
     r.rank = j.value("rank", 0);
     r.ranks = j.value("ranks", 1);
     if (j.contains("nvml")) r.nvml = j["nvml"];
+    if (j.contains("rdma")) r.rdma = j["rdma"];
     for (const auto& cj : j["checks"]) {
         if (!cj.is_object() || !cj.contains("name") || !cj["name"].is_string())
             return fail("a check without a 'name'");

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "pipelines/smoke/check_json.h"
 #include "pipelines/smoke/cpu_checks.h"
 #include "pipelines/smoke/gpu_health.h"
+#include "pipelines/smoke/rdma_checks.h"
 #include "pipelines/smoke/ring_allreduce.h"
 #include "pipelines/smoke/tcp_ring.h"
 #include "pipelines/smoke/thresholds.h"
@@ -69,6 +71,45 @@ bool expected_gpus(const std::string& path, bool required, int* out, std::string
         return false;
     }
     *out = j["gpus"].get<int>();
+    return true;
+}
+
+// The RDMA checks' view of the ring, from the vm stage's config: on when
+// it has "rdma" for this VM; each --peers endpoint's VM and perftest port
+// from its "peers" (port 0 where that VM has no RDMA checks).
+// `in_ring`: whether any member of the ring has RDMA checks (the vm stage
+// gives every VM the same fleet-wide peers), so that a VM without them
+// still keeps step with the others' rounds.
+bool rdma_config(const std::string& path, const std::vector<Endpoint>& ring, bool* enabled, bool* in_ring,
+                 int* listen_port, std::vector<RdmaPeer>* peers, std::string* err) {
+    *enabled = false;
+    *in_ring = false;
+    std::string text;
+    if (!read_text(path, &text)) return true;
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        *err = path + ": not a JSON object";
+        return false;
+    }
+    const nlohmann::json known = j.value("peers", nlohmann::json::array());
+    for (const auto& e : ring) {
+        RdmaPeer p{e.host + ":" + std::to_string(e.port), e.host, 0};
+        for (const auto& k : known) {
+            if (!k.is_object() || k.value("address", "") != e.host || k.value("port", -1) != e.port) continue;
+            p.name = k.value("vm", p.name);
+            p.port = k.value("rdma_port", 0);
+        }
+        if (p.port > 0) *in_ring = true;
+        peers->push_back(p);
+    }
+    if (!j.contains("rdma")) return true;
+    if (!j["rdma"].is_object() || !j["rdma"].value("guest_port", nlohmann::json(0)).is_number_integer()) {
+        *err = path + ": \"rdma\" must be an object with a \"guest_port\"";
+        return false;
+    }
+    *enabled = true;
+    *in_ring = true;
+    *listen_port = j["rdma"].value("guest_port", 18515);
     return true;
 }
 
@@ -134,6 +175,19 @@ int main(int argc, char** argv) {
     app.add_option("--test-allreduce-step-delay-ms", step_delay_ms)->group("")->check(CLI::Range(0, 60000));
     app.add_flag("--ring-only", ring_only,
                  "run only the all-reduce checks (kiln's fault localisation re-runs sub-rings with this)");
+    RdmaOptions rdma;
+    double rdma_timeout_s = 30;
+    app.add_option("--rdma-bytes", rdma.bytes, "bytes per RDMA write in the RDMA checks (when the VM config asks for them)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 30));
+    app.add_option("--rdma-iterations", rdma.iterations, "RDMA writes per pair")->capture_default_str()->check(CLI::Range(5, 1000000));
+    app.add_option("--rdma-timeout", rdma_timeout_s, "seconds one pair's RDMA write test may take")
+        ->capture_default_str()
+        ->check(CLI::Range(1.0, 3600.0));
+    // Test hooks, not for users (hidden): another perftest program, another
+    // sysfs root for the RDMA devices.
+    app.add_option("--test-rdma-perftest", rdma.perftest)->group("");
+    app.add_option("--test-rdma-sysfs", rdma.sysfs_root)->group("");
     app.add_option("--steps", steps, "training steps")->capture_default_str();
     app.add_option("--seed", seed, "training seed")->capture_default_str();
     app.add_option("--host", host, "name to report (default: the host name)");
@@ -158,6 +212,12 @@ int main(int argc, char** argv) {
 
     if (expect_gpus < 0 && !expected_gpus(vm_config, vm_config_opt->count() > 0, &expect_gpus, &err))
         return usage_error(err);
+    bool rdma_enabled = false, rdma_in_ring = false;
+    std::vector<RdmaPeer> rdma_peers;
+    if (!rdma_config(vm_config, peers, &rdma_enabled, &rdma_in_ring, &rdma.listen_port, &rdma_peers, &err))
+        return usage_error(err);
+    rdma.passive = !rdma_enabled;
+    rdma.per_run = std::chrono::milliseconds(static_cast<long long>(rdma_timeout_s * 1000));
 
     Report report;
     report.host = host.empty() ? hostname() : host;
@@ -272,6 +332,45 @@ int main(int argc, char** argv) {
                 fault.step_delay = std::chrono::milliseconds(step_delay_ms);
                 return allreduce_checks(*ring, allreduce_bytes, iterations, Clock::now() + bound, fault);
             }));
+        }
+    }
+
+    // The fabric NICs last, after the ring's own figures. A VM without RDMA
+    // checks in a ring with them keeps step and reports nothing.
+    if (rdma_in_ring && !ring_only) {
+        std::string why_not;
+        if (peers.size() > 1 && !ring) why_not = "ring bootstrap failed: " + ring_error;
+        // A hung all-reduce's thread may still hold the ring.
+        else if (any_abandoned()) why_not = "an earlier check hung and may still use the ring";
+        std::string e;
+        const auto ports = rdma_ports(rdma.sysfs_root, &e);
+        if (!why_not.empty()) {
+            if (!rdma.passive) {
+                report.checks.push_back(rdma_ports_check(ports, e));
+                for (const bool count : {true, false}) {
+                    Check c{count ? "rdma_unreachable_peers" : "rdma_write_bw_gbps", 0, std::nullopt,
+                            count ? "peers" : "GB/s", count ? "<=" : ">="};
+                    c.verdict = Verdict::Fail;
+                    c.detail = why_not;
+                    report.checks.push_back(c);
+                }
+            }
+        } else {
+            const int rails = static_cast<int>(std::max<size_t>(1, ports.size()));
+            const auto rdma_bound = rdma_checks_bound(static_cast<int>(peers.size()), rails, rdma);
+            std::vector<std::string> names;
+            if (!rdma.passive) names = {"rdma_ports_down", "rdma_unreachable_peers", "rdma_write_bw_gbps"};
+            // Shared with the check's thread, which a hang leaves behind.
+            auto evidence = std::make_shared<std::pair<std::mutex, nlohmann::json>>();
+            add(run_bounded(names, rdma_bound, [&, evidence] {
+                nlohmann::json ev;
+                auto checks = rdma_checks(ring.get(), rank, rdma_peers, rdma, Clock::now() + rdma_bound, &ev);
+                std::lock_guard<std::mutex> lock(evidence->first);
+                evidence->second = std::move(ev);
+                return checks;
+            }));
+            std::lock_guard<std::mutex> lock(evidence->first);
+            report.rdma = evidence->second;
         }
     }
 

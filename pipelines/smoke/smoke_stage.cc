@@ -239,6 +239,66 @@ json to_json(const SearchResult& r) {
     return {{"suspects", r.suspects}, {"cleared", r.cleared}, {"why", why}, {"runs", runs}, {"complete", r.complete}};
 }
 
+// A VM that cannot RDMA-write to a peer is not at fault when the peer is:
+// the peer's own fabric port is down, or no other member reached it either
+// (two at least, with their own ports up, tried). Its rdma_unreachable_peers failure becomes a warning
+// naming the peer; the peer keeps its own failures. With two members and a
+// silent peer neither can be told apart from the other: both keep theirs.
+void excuse_rdma_peers(json& result, const json& ring, json& failed) {
+    std::map<std::string, json> rdma;  // vm -> its report's "rdma"
+    for (const auto& v : ring)
+        if (v.contains("report") && v["report"].is_object() && v["report"].contains("rdma") &&
+            v["report"]["rdma"].is_object())
+            rdma[v.value("vm", "")] = v["report"]["rdma"];
+    auto blamed = [&](const std::string& p) -> std::string {
+        if (auto it = rdma.find(p); it != rdma.end() && !it->second.value("ports_down", json::array()).empty())
+            return "its fabric port is down (" + it->second["ports_down"][0].get<std::string>() + ")";
+        // Only members whose own port is up say anything by missing it.
+        int tried = 0, missed = 0;
+        for (const auto& [vm, r] : rdma) {
+            if (vm == p || !r.value("ports_down", json::array()).empty()) continue;
+            ++tried;
+            for (const auto& u : r.value("unreachable", json::array()))
+                if (u.value("vm", "") == p) {
+                    ++missed;
+                    break;
+                }
+        }
+        if (tried >= 2 && missed == tried) return fmt::format("none of the {} other members reached it", tried);
+        return "";
+    };
+    json kept = json::array();
+    json warnings = result.value("warnings", json::array());
+    for (const auto& f : failed) {
+        const std::string vm = f.value("vm", "");
+        auto it = rdma.find(vm);
+        if (f.value("name", "") != "rdma_unreachable_peers" || it == rdma.end() || !blamed(vm).empty()) {
+            kept.push_back(f);
+            continue;
+        }
+        std::set<std::string> peers;
+        for (const auto& u : it->second.value("unreachable", json::array())) peers.insert(u.value("vm", ""));
+        std::string why;
+        for (const auto& p : peers) {
+            const std::string b = blamed(p);
+            if (b.empty()) {
+                why.clear();
+                break;
+            }
+            why += (why.empty() ? "" : "; ") + p + ": " + b;
+        }
+        if (peers.empty() || why.empty()) {
+            kept.push_back(f);
+            continue;
+        }
+        warnings.push_back({{"vm", vm},
+                            {"name", "rdma_unreachable_peers"},
+                            {"detail", "the fault is the peer's, not this VM's: " + why}});
+    }
+    failed = kept;
+    if (!warnings.empty() || result.contains("warnings")) result["warnings"] = warnings;
+}
+
 // A node the localisation cleared drops the ring's failures (they were a
 // peer's); a suspect keeps them and says what named it.
 void apply_localisation(json& result, const json& localisation) {
@@ -309,6 +369,7 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds,
     result.erase("relative");
     result.erase("warnings");
     if (relative.floor > 0) judge_relative(result, relative, ring.is_array() ? ring : own_vms(result), failed);
+    excuse_rdma_peers(result, ring.is_array() ? ring : own_vms(result), failed);
     result["failed"] = failed;
     result["verdict"] = failed.empty() ? "pass" : "fail";
 }

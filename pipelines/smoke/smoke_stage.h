@@ -76,7 +76,9 @@ struct RelativePolicy {
 // node's floor-type figures against the median over `ring` (every VM entry
 // of the ring, {"node", "vm", "report"}, this node's among them; null: this
 // node's VMs) and fills "relative" (the distribution and where each VM
-// sits) and "warnings". Exposed for tests.
+// sits) and "warnings". A VM whose rdma_unreachable_peers failed only
+// because of peers at fault (a peer's fabric port down, or a peer no other
+// member reached) gets a warning naming them instead. Exposed for tests.
 void judge_result(nlohmann::json& result, const std::map<std::string, double>& thresholds,
                   const RelativePolicy& relative = {}, const nlohmann::json& ring = nullptr);
 

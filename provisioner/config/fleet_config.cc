@@ -433,6 +433,9 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
                      {"ssh_authorized_keys", it->second.ssh_authorized_keys}};
             // Only for count splits, so that other shapes keep the digest they had.
             if (it->second.split == "count") shape["count"] = it->second.count;
+            // Likewise only when set: shapes without them keep their digest.
+            if (!it->second.fabric_bridge.empty()) shape["fabric_bridge"] = it->second.fabric_bridge;
+            if (it->second.rdma_checks) shape["rdma_checks"] = true;
         }
         return {{"shape", shape}, {"image", node.image}, {"libvirt_uri", node.libvirt_uri}};
     }

@@ -127,6 +127,13 @@ struct VmShape {
     std::string base_image;            // the cached guest image the overlays sit on
     Duration boot_timeout{std::chrono::minutes(10)};  // start to the readiness marker
     std::vector<std::string> ssh_authorized_keys;     // for the guest user (cloud-init)
+    // Rehearsal: each VM gets one emulated fabric NIC (virtio-net) on this
+    // host bridge, over which the lite guest image runs Soft-RoCE; "" = none.
+    std::string fabric_bridge;
+    // The smoke job's RDMA checks (docs/smoke.md), which need a port forward
+    // for perftest's connection setup: on by default with fabric_bridge; set
+    // it for VMs given their fabric NICs by passthrough.
+    bool rdma_checks = false;
     SourcePos pos;
 };
 

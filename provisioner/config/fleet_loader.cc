@@ -846,6 +846,19 @@ struct Loader {
             if (auto v = r.str("base_image")) p.base_image = v->empty() ? "" : resolve_path(fleet.dir, *v);
             if (auto v = r.duration("boot_timeout")) p.boot_timeout = *v;
             if (auto v = r.strings("ssh_authorized_keys")) p.ssh_authorized_keys = *v;
+            if (auto v = r.str("fabric_bridge")) {
+                if (!valid_ifname(*v))
+                    ctx.error(r.table().get("fabric_bridge")->source(), r.key_path("fabric_bridge"),
+                              "expected a Linux bridge name (1-15 of A-Z a-z 0-9 _ . -)");
+                else p.fabric_bridge = *v;
+            }
+            p.rdma_checks = !p.fabric_bridge.empty();
+            if (auto v = r.boolean("rdma_checks")) p.rdma_checks = *v;
+            if (p.rdma_checks && p.network == "none") {
+                pair_error(r, "rdma_checks", "network",
+                           "the smoke job's RDMA checks need the VMs' port forwards: network = \"none\" has none",
+                           "the smoke job's RDMA checks need the VMs' port forwards: network = \"none\" has none");
+            }
             fleet.vm[name] = std::move(p);
         });
         named_tables(root, "smoke", [&](const std::string& name, TableReader& r) {

@@ -69,6 +69,11 @@ std::string uuid_from_name(const std::string& name) {
            h.substr(20, 12);
 }
 
+std::string mac_from_name(const std::string& name) {
+    const std::string h = sha256_hex("kiln-mac:" + name);
+    return "52:54:00:" + h.substr(0, 2) + ":" + h.substr(2, 2) + ":" + h.substr(4, 2);
+}
+
 namespace {
 
 // An attribute of kiln's metadata element. libvirt re-serializes metadata
@@ -284,6 +289,22 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
             w.empty("range", {{"start", std::to_string(opt.smoke_host_port)}, {"to", std::to_string(kGuestSmokePort)}});
             w.close();
         }
+        if (opt.rdma_host_port > 0) {
+            w.open("portForward", {{"proto", "tcp"}, {"address", "127.0.0.1"}});
+            w.empty("range", {{"start", std::to_string(opt.rdma_host_port)}, {"to", std::to_string(kGuestRdmaPort)}});
+            w.close();
+        }
+        w.close();
+    }
+    if (!opt.fabric_bridge.empty()) {
+        // The lab's stand-in for a passed-through fabric NIC: libvirt puts it
+        // on a root port of its own, so the guest enumerates it after the
+        // user-networking NIC on pcie.0 (eth1 beside eth0).
+        w.comment("emulated fabric NIC (rehearsal): Soft-RoCE runs over it in the guest");
+        w.open("interface", {{"type", "bridge"}});
+        w.empty("mac", {{"address", opt.fabric_mac.empty() ? mac_from_name(opt.name) : opt.fabric_mac}});
+        w.empty("source", {{"bridge", opt.fabric_bridge}});
+        w.empty("model", {{"type", "virtio"}});
         w.close();
     }
     w.open("serial", {{"type", "pty"}});
@@ -317,6 +338,10 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
         if (opt.smoke_host_port > 0) {
             netdev += ",hostfwd=tcp:127.0.0.1:" + std::to_string(opt.smoke_host_port) + "-:" +
                       std::to_string(kGuestSmokePort);
+        }
+        if (opt.rdma_host_port > 0) {
+            netdev += ",hostfwd=tcp:127.0.0.1:" + std::to_string(opt.rdma_host_port) + "-:" +
+                      std::to_string(kGuestRdmaPort);
         }
         w.open("qemu:commandline");
         w.empty("qemu:arg", {{"value", "-netdev"}});

@@ -62,6 +62,11 @@ struct DomainOptions {
     bool guest_agent = true;
     NetBackend net = NetBackend::slirp;
     int smoke_host_port = 0;  // 127.0.0.1:<port> -> guest kGuestSmokePort; 0 = no forward
+    int rdma_host_port = 0;   // 127.0.0.1:<port> -> guest kGuestRdmaPort; 0 = no forward
+    // Rehearsal: one emulated fabric NIC (virtio-net) on this host bridge,
+    // with this MAC; "" = none. The lite guest runs Soft-RoCE over it.
+    std::string fabric_bridge;
+    std::string fabric_mac;
     // Stamped into <metadata> so observe can tell whether the defined
     // domain is the one wanted; "" = no metadata.
     std::string desired_hash;
@@ -87,6 +92,11 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
 
 // A stable RFC 4122 (version 4 layout) UUID derived from a name.
 std::string uuid_from_name(const std::string& name);
+
+// A stable MAC in QEMU's locally administered range 52:54:00, derived from
+// a name (the VM's fabric NIC keeps its address, and so its RDMA GID,
+// across a redefine).
+std::string mac_from_name(const std::string& name);
 
 // Whether this VM gets a vIOMMU under `mode`.
 bool wants_viommu(const VmPlacement& vm, Viommu mode);

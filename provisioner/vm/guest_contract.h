@@ -41,4 +41,12 @@ inline constexpr const char* kReadyFile = "/run/kiln-ready";
 inline constexpr int kGuestSmokePort = 29500;
 inline constexpr int kSmokeHostPortBase = 29600;
 
+// The smoke job's RDMA checks (VMs whose shape sets rdma_checks): perftest's
+// connection setup goes through a second forward, 127.0.0.1:<port> ->
+// guest:kGuestRdmaPort (perftest's own default port), ports from
+// kRdmaHostPortBase + the same ordinal. The RDMA traffic itself goes over
+// the VM's fabric NICs.
+inline constexpr int kGuestRdmaPort = 18515;
+inline constexpr int kRdmaHostPortBase = 39600;
+
 }  // namespace kiln::vm

@@ -104,11 +104,14 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
             auto op = place_node(fleet, other, *oh);
             if (!op) return op.error();
             for (size_t i = 0; i < op->vms.size(); ++i, ++ord) {
-                peers.push_back({{"vm", domain_name(other.name, static_cast<int>(i))},
-                                 {"node", other.name},
-                                 {"ordinal", ord},
-                                 {"address", "10.0.2.2"},
-                                 {"port", kSmokeHostPortBase + ord}});
+                nlohmann::json peer = {{"vm", domain_name(other.name, static_cast<int>(i))},
+                             {"node", other.name},
+                             {"ordinal", ord},
+                             {"address", "10.0.2.2"},
+                             {"port", kSmokeHostPortBase + ord}};
+                // Only where set, so that fleets without RDMA checks keep their seeds.
+                if (os->second.rdma_checks) peer["rdma_port"] = kRdmaHostPortBase + ord;
+                peers.push_back(std::move(peer));
             }
         }
     }
@@ -136,12 +139,18 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
                         {"gpus", vm.gpus().size()},
                         {"peers", peers},
                         {"nccl_topo_file", kGuestNcclTopoPath}};
+        if (shape.rdma_checks) {
+            v.seed.smoke["rdma"] = {{"guest_port", kGuestRdmaPort}, {"host_port", kRdmaHostPortBase + v.ordinal}};
+        }
         v.options = domain_options(out.placement, v.name);
         v.options.disk = v.files.overlay;
         v.options.seed_iso = v.files.seed_iso;
         v.options.serial_log = v.files.serial_log;
         v.options.net = parse_net_backend(shape.network);
         v.options.smoke_host_port = v.options.net == NetBackend::none ? 0 : v.smoke_host_port;
+        if (shape.rdma_checks && v.options.net != NetBackend::none)
+            v.options.rdma_host_port = kRdmaHostPortBase + v.ordinal;
+        v.options.fabric_bridge = shape.fabric_bridge;
         auto xml = domain_xml(out.host, vm, v.options);
         if (!xml) return xml.error();
         Sha256 hash;

@@ -9,9 +9,15 @@
 #      ring all-reduce across the four VMs of both nodes (scope = "rack"),
 #      handover hook;
 #   2. a second plan finds nothing (exit 0) and a second apply says so;
-#   3. reimage of one node gives it fresh VMs and a new smoke result (a
+#      and the RDMA checks over Soft-RoCE on each VM's emulated fabric NIC
+#      (a bridge between all four): every ring member reached, a positive
+#      write bandwidth for every pair;
+#   3. with one VM's fabric link taken down (virsh domif-setlink), a smoke
+#      re-run of its node (a pipeline of smoke and handover) fails, and the
+#      VM's own report names its NIC while its peer names that VM;
+#   4. reimage of one node gives it fresh VMs and a new smoke result (a
 #      ring of its own two VMs), and the plan after it is still converged;
-#   4. the report is written.
+#   5. the report is written.
 # All of it beside two busy processes that the test starts for its whole
 # duration: the lab must come up on a machine that is doing other work (a CI
 # runner, a crew's jump host), and the smoke floors must not trip on that.
@@ -30,6 +36,7 @@ export KILN_LAB_BMC_PORT=${KILN_LABTEST_BMC_PORT:-18443}
 export KILN_LAB_SONIC_PORT=${KILN_LABTEST_SONIC_PORT:-12222}
 export KILN_LAB_NVUE_PORT=${KILN_LABTEST_NVUE_PORT:-18765}
 export KILN_LAB_HOSTS="kiln-labt-gpu-01 kiln-labt-gpu-02"
+export KILN_LAB_FABRIC_BRIDGE=kilnfab-lt
 export KILN_LAB_BMC_PASSWORD=labtest-bmc-password
 export KILN_LAB_SWITCH_PASSWORD=labtest-switch-password
 export LIBGUESTFS_BACKEND=${LIBGUESTFS_BACKEND:-direct}
@@ -93,10 +100,17 @@ for n in labt-gpu-01 labt-gpu-02; do
   [ "$(jq -c '.ring.nodes' "$smoke")" = '["labt-gpu-01","labt-gpu-02"]' ] || fail "$n smoke ring: $(jq -c .ring "$smoke")"
   for vm in 0 1; do
     [ "$(jq -r --argjson k "$vm" '.vms[$k].report.ranks' "$smoke")" = 4 ] || fail "$n vm$vm ring is not 4 ranks"
-    for check in allreduce_errors allreduce_busbw_gbps; do
+    for check in allreduce_errors allreduce_busbw_gbps rdma_ports_down rdma_unreachable_peers rdma_write_bw_gbps; do
       v=$(jq -r --arg c "$check" --argjson k "$vm" '.vms[$k].report.checks[] | select(.name == $c) | .verdict' "$smoke")
       [ "$v" = pass ] || fail "$n vm$vm $check: $v, want pass"
     done
+    # Real RDMA writes between the guests: a figure for each of the three
+    # other members of the ring, all positive.
+    bw=$(jq -r --argjson k "$vm" '.vms[$k].report.checks[] | select(.name == "rdma_write_bw_gbps")' "$smoke")
+    jq -e '.figure > 0' <<<"$bw" >/dev/null || fail "$n vm$vm RDMA write bandwidth: $bw"
+    [ "$(jq -r .detail <<<"$bw" | grep -o 'GB/s' | wc -l)" = 3 ] || fail "$n vm$vm did not write to all 3 peers: $bw"
+    jq -r .detail <<<"$bw" | grep -q 'rxe_eth1 port 1 (eth1) -> rxe_eth1 port 1 (eth1)' ||
+      fail "$n vm$vm RDMA pairs are not Soft-RoCE over eth1: $bw"
   done
   # What the guests measured, beside the hogs (the figures the floors in
   # pipelines/smoke/floors.json are set from).
@@ -117,6 +131,31 @@ set -e
 [ "$rc" = 0 ] || { cat "$work/plan2.txt"; fail "second plan exited $rc, want 0 (converged)"; }
 "$kiln" apply "$fleet" >"$work/apply2.txt" 2>&1 || fail "second apply failed"
 grep -q "nothing to do" "$work/apply2.txt" || { cat "$work/apply2.txt"; fail "second apply did not say nothing to do"; }
+
+# A fabric link down: labt-gpu-01-vm1's emulated fabric NIC loses its
+# carrier, Soft-RoCE's port goes down with it, and a smoke re-run of the
+# node (smoke and handover only, on the VMs as they are) names the NIC.
+fab=$(virsh -c qemu:///system domiflist kiln-labt-gpu-01-vm1 | awk -v b="$KILN_LAB_FABRIC_BRIDGE" '$3 == b {print $5}')
+[ -n "$fab" ] || fail "kiln-labt-gpu-01-vm1 has no NIC on $KILN_LAB_FABRIC_BRIDGE"
+virsh -c qemu:///system domif-setlink kiln-labt-gpu-01-vm1 "$fab" down >/dev/null
+mkdir -p "$work/linkdown-pipelines"
+cp "$repo/pipelines/gpu-node.toml" "$work/linkdown-pipelines/"
+printf 'schema = 1\nname = "reimage"\ndescription = "smoke again on the VMs as they are"\nstages = ["smoke", "handover"]\n' \
+  >"$work/linkdown-pipelines/reimage.toml"
+if "$kiln" --pipelines "$work/linkdown-pipelines" reimage "$fleet" labt-gpu-01 >"$work/linkdown.txt" 2>&1; then
+  tail -30 "$work/linkdown.txt"; fail "the smoke re-run passed with a fabric link down"
+fi
+smoke=$KILN_LAB_STATE/smoke/labt-gpu-01.json
+check_of() { jq -c --arg vm "$1" --arg c "$2" '.vms[] | select(.vm == $vm) | .report.checks[] | select(.name == $c)' "$smoke"; }
+own=$(check_of kiln-labt-gpu-01-vm1 rdma_ports_down)
+jq -e '.verdict == "fail" and (.detail | test("rxe_eth1 port 1 \\(eth1\\) is DOWN"))' <<<"$own" >/dev/null ||
+  fail "the VM with its link down does not name its NIC: $own"
+peer=$(check_of kiln-labt-gpu-01-vm0 rdma_unreachable_peers)
+jq -e '.verdict == "fail" and (.detail | contains("kiln-labt-gpu-01-vm1"))' <<<"$peer" >/dev/null ||
+  fail "the peer does not name the VM it cannot reach: $peer"
+echo "link down: $(jq -r .detail <<<"$own")"
+state=$("$kiln" status "$fleet" --json | jq -r '.nodes[] | select(.name == "labt-gpu-01") | .state')
+[ "$state" != ready ] || fail "labt-gpu-01 is ready with a fabric link down"
 
 # Reimage one node: fresh VMs and a new smoke result, the other untouched.
 before=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")

@@ -176,6 +176,13 @@ TEST_CASE("every generated domain passes virt-xml-validate", "[vm][domain_xml]")
             o.net = NetBackend::passt;
             o.accelerator = Accelerator::tcg;
             validate(case_name(c, p.vms[i]) + "-passt-tcg", *domain_xml(host, p.vms[i], o));
+            // With the lab's emulated fabric NIC and the RDMA port forward.
+            o.fabric_bridge = "kilnfab0";
+            o.smoke_host_port = 29601;
+            o.rdma_host_port = 39601;
+            validate(case_name(c, p.vms[i]) + "-passt-fabric", *domain_xml(host, p.vms[i], o));
+            o.net = NetBackend::slirp;
+            validate(case_name(c, p.vms[i]) + "-slirp-fabric", *domain_xml(host, p.vms[i], o));
         }
     }
     std::filesystem::remove_all(dir);
@@ -279,4 +286,42 @@ TEST_CASE("no host function is a hostdev twice, and a GPU's audio shares its gue
             }
         }
     }
+}
+
+TEST_CASE("an emulated fabric NIC sits on its bridge with a stable MAC, and the RDMA port is forwarded", "[vm][domain_xml]") {
+    const HostTopology host = load_fixture("azure-ndv5");
+    const Placement p = place_case(host, {"azure-ndv5", Split::numa, kHugePage1G});
+    DomainOptions o = golden_options(p, 1);
+    o.smoke_host_port = 29617;
+    o.rdma_host_port = 39617;
+    o.fabric_bridge = "kilnfab0";
+    const std::string mac = mac_from_name(o.name);
+    CHECK(mac.rfind("52:54:00:", 0) == 0);
+    CHECK(mac.size() == 17);
+    CHECK(mac_from_name(o.name) == mac);
+    CHECK(mac_from_name(o.name + "x") != mac);
+    {
+        const XmlDoc doc(*domain_xml(host, p.vms[1], o));
+        const auto args = doc.values("/domain/qemu:commandline/qemu:arg", "value");
+        REQUIRE(args.size() == 4);
+        CHECK(args[1] == "user,id=kilnnet0,hostfwd=tcp:127.0.0.1:29617-:29500,hostfwd=tcp:127.0.0.1:39617-:" +
+                             std::to_string(kGuestRdmaPort));
+        CHECK(doc.value("/domain/devices/interface[@type='bridge']/source", "bridge") == "kilnfab0");
+        CHECK(doc.value("/domain/devices/interface[@type='bridge']/mac", "address") == mac);
+        CHECK(doc.value("/domain/devices/interface[@type='bridge']/model", "type") == "virtio");
+    }
+    o.net = NetBackend::passt;
+    {
+        const XmlDoc doc(*domain_xml(host, p.vms[1], o));
+        const auto starts = doc.values("/domain/devices/interface[@type='user']/portForward/range", "start");
+        CHECK(starts == std::vector<std::string>{"29617", "39617"});
+        const auto tos = doc.values("/domain/devices/interface[@type='user']/portForward/range", "to");
+        CHECK(tos == std::vector<std::string>{std::to_string(kGuestSmokePort), std::to_string(kGuestRdmaPort)});
+    }
+    // Without a bridge: no second NIC, no second forward.
+    o = golden_options(p, 1);
+    o.smoke_host_port = 29617;
+    const XmlDoc plain(*domain_xml(host, p.vms[1], o));
+    CHECK(plain.values("/domain/devices/interface[@type='bridge']").empty());
+    CHECK(plain.values("/domain/qemu:commandline/qemu:arg", "value")[1].find("39617") == std::string::npos);
 }

@@ -100,3 +100,28 @@ TEST_CASE("the seed's network config names the interface it configures", "[vm][s
     CHECK(nic["set-name"] == key);
     CHECK(nic["dhcp4"] == true);
 }
+
+TEST_CASE("fabric_bridge turns the RDMA checks on, and a bad bridge name or no port forward is refused", "[vm][config]") {
+    auto l = load(kHead + "[vm.lab]\nfabric_bridge = \"kilnfab0\"\n[vm.gpu]\nrdma_checks = true\n[vm.plain]\n");
+    for (const auto& e : l->result.errors) INFO(e.str());
+    REQUIRE(l->result.fleet.has_value());
+    CHECK(l->result.fleet->vm.at("lab").fabric_bridge == "kilnfab0");
+    CHECK(l->result.fleet->vm.at("lab").rdma_checks);
+    CHECK(l->result.fleet->vm.at("gpu").fabric_bridge.empty());
+    CHECK(l->result.fleet->vm.at("gpu").rdma_checks);
+    CHECK_FALSE(l->result.fleet->vm.at("plain").rdma_checks);
+    auto off = load(kHead + "[vm.lab]\nfabric_bridge = \"kilnfab0\"\nrdma_checks = false\n");
+    REQUIRE(off->result.fleet.has_value());
+    CHECK_FALSE(off->result.fleet->vm.at("lab").rdma_checks);
+
+    auto bad = load(kHead + "[vm.lab]\nfabric_bridge = \"br0; rm -rf /\"\n");  // line 7
+    REQUIRE(bad->result.errors.size() == 1);
+    CHECK(bad->result.errors[0].pos.line == 7);
+    CHECK(bad->result.errors[0].key == "vm.lab.fabric_bridge");
+    CHECK(bad->result.errors[0].message.find("Linux bridge name") != std::string::npos);
+
+    auto none = load(kHead + "[vm.lab]\nnetwork = \"none\"\nfabric_bridge = \"kilnfab0\"\n");
+    REQUIRE(none->result.errors.size() == 1);
+    CHECK(none->result.errors[0].key == "vm.lab.network");
+    CHECK(none->result.errors[0].message.find("port forwards") != std::string::npos);
+}

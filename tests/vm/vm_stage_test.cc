@@ -476,3 +476,39 @@ TEST_CASE("a VM's host devices are the GPUs and functions its domain passes thro
     REQUIRE_FALSE(none.ok());
     CHECK(none.error().code == "vm.no_such_vm");
 }
+
+TEST_CASE("a shape with a fabric bridge gives each VM the NIC, its RDMA forward and the ring's RDMA ports, and others are unchanged",
+          "[vm]") {
+    StageFixture f("azure-ndv5");
+    NodeVmPlanner before_planner;
+    auto before = before_planner.plan(f.fleet, f.fleet.nodes[1]);
+    REQUIRE(before.ok());
+    for (const auto& v : before->vms) {
+        CHECK_FALSE(v.seed.smoke.contains("rdma"));
+        for (const auto& p : v.seed.smoke["peers"]) CHECK_FALSE(p.contains("rdma_port"));
+        CHECK(v.options.rdma_host_port == 0);
+        CHECK(v.options.fabric_bridge.empty());
+    }
+    f.fleet.vm["gpu"].fabric_bridge = "kilnfab0";
+    f.fleet.vm["gpu"].rdma_checks = true;
+    NodeVmPlanner planner;
+    auto plan = planner.plan(f.fleet, f.fleet.nodes[1]);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->vms.size() == before->vms.size());
+    for (size_t i = 0; i < plan->vms.size(); ++i) {
+        const auto& v = plan->vms[i];
+        INFO(v.name);
+        // gpu-02's VMs come after gpu-01's in the fleet-wide ordinals.
+        CHECK(v.ordinal == static_cast<int>(before->vms.size() + i));
+        CHECK(v.options.rdma_host_port == kRdmaHostPortBase + v.ordinal);
+        CHECK(v.seed.smoke["rdma"]["host_port"] == kRdmaHostPortBase + v.ordinal);
+        CHECK(v.seed.smoke["rdma"]["guest_port"] == kGuestRdmaPort);
+        for (const auto& p : v.seed.smoke["peers"]) CHECK(p["rdma_port"] == kRdmaHostPortBase + p["ordinal"].get<int>());
+        auto xml = plan->xml(i, Accelerator::tcg);
+        REQUIRE(xml.ok());
+        CHECK(xml->find("<source bridge='kilnfab0'/>") != std::string::npos);
+        CHECK(xml->find(mac_from_name(v.name)) != std::string::npos);
+        // The domain changed, so the VM is redefined.
+        CHECK(v.desired_hash != before->vms[i].desired_hash);
+    }
+}

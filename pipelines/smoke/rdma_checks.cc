@@ -1,0 +1,401 @@
+#include "pipelines/smoke/rdma_checks.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "pipelines/smoke/child_process.h"
+
+namespace kiln::smoke {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+namespace {
+
+std::optional<std::string> read_line(const fs::path& p) {
+    std::ifstream in(p);
+    std::string s;
+    if (!in || !std::getline(in, s)) return std::nullopt;
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+    return s;
+}
+
+bool zero_gid(const std::string& gid) {
+    return gid.empty() || gid.find_first_not_of("0:") == std::string::npos;
+}
+
+bool ipv4_mapped(const std::string& gid) { return gid.rfind("0000:0000:0000:0000:0000:ffff:", 0) == 0; }
+
+// The GID perftest should use on a RoCE port (see the header).
+void choose_gid(const fs::path& port_dir, RdmaPort* p) {
+    std::map<int, std::string> v2;  // index -> gid
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(port_dir / "gids", ec)) {
+        int idx = 0;
+        try {
+            idx = std::stoi(e.path().filename().string());
+        } catch (...) {
+            continue;
+        }
+        auto gid = read_line(e.path());
+        if (!gid || zero_gid(*gid)) continue;
+        // Reading the type of an unused entry fails (EINVAL): skipped above.
+        auto type = read_line(port_dir / "gid_attrs" / "types" / std::to_string(idx));
+        if (!type || *type != "RoCE v2") continue;
+        v2[idx] = *gid;
+    }
+    for (const auto& [idx, gid] : v2) {
+        if (!ipv4_mapped(gid)) continue;
+        p->gid_index = idx;
+        p->gid = gid;
+        break;
+    }
+    if (p->gid_index < 0 && !v2.empty()) {
+        p->gid_index = v2.begin()->first;
+        p->gid = v2.begin()->second;
+    }
+    if (p->gid_index >= 0)
+        p->netdev = read_line(port_dir / "gid_attrs" / "ndevs" / std::to_string(p->gid_index)).value_or("");
+}
+
+std::string trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r' || s.back() == '\t')) s.pop_back();
+    size_t i = 0;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    return s.substr(i);
+}
+
+// The last lines of a program's output, on one line, for a detail.
+std::string tail_of(const std::string& out, size_t lines = 3) {
+    std::vector<std::string> all;
+    std::istringstream in(out);
+    std::string l;
+    while (std::getline(in, l)) {
+        l = trim(l);
+        if (!l.empty() && l.find_first_not_of("-*") != std::string::npos) all.push_back(l);
+    }
+    std::string s;
+    for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) s += (s.empty() ? "" : " / ") + all[i];
+    return s.empty() ? "no output" : s;
+}
+
+std::string fmt_gbs(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", v);
+    return b;
+}
+
+// What a rank tells the others before the rounds: its rails.
+json rails_json(const std::vector<RdmaPort>& ports) {
+    json rails = json::array();
+    for (const auto& p : ports) rails.push_back({{"label", p.label()}, {"active", p.active()}});
+    return rails;
+}
+
+struct PairResult {
+    int partner = 0;
+    size_t rail = 0;
+    bool ok = false;
+    double gbs = 0;  // GB/s
+    std::string why;
+};
+
+std::vector<std::string> perftest_args(const RdmaOptions& o, const RdmaPort& p, int port) {
+    std::vector<std::string> a = {o.perftest, "-d", p.device, "-i", std::to_string(p.port),
+                                  "-s", std::to_string(o.bytes), "-n", std::to_string(o.iterations),
+                                  "-F", "--report_gbits", "-p", std::to_string(port)};
+    if (p.gid_index >= 0) {
+        a.push_back("-x");
+        a.push_back(std::to_string(p.gid_index));
+    }
+    return a;
+}
+
+}  // namespace
+
+std::string RdmaPort::label() const {
+    std::string s = device + " port " + std::to_string(port);
+    if (!netdev.empty()) s += " (" + netdev + ")";
+    return s;
+}
+
+std::vector<RdmaPort> rdma_ports(const std::string& sysfs_root, std::string* err) {
+    std::vector<RdmaPort> out;
+    const fs::path cls = fs::path(sysfs_root) / "class" / "infiniband";
+    std::error_code ec;
+    if (!fs::exists(cls, ec)) {
+        if (err) *err = cls.string() + " does not exist (no RDMA driver loaded)";
+        return out;
+    }
+    std::vector<std::string> devices;
+    for (const auto& e : fs::directory_iterator(cls, ec)) devices.push_back(e.path().filename().string());
+    std::sort(devices.begin(), devices.end());
+    for (const auto& dev : devices) {
+        std::vector<int> ports;
+        for (const auto& e : fs::directory_iterator(cls / dev / "ports", ec)) {
+            try {
+                ports.push_back(std::stoi(e.path().filename().string()));
+            } catch (...) {
+            }
+        }
+        std::sort(ports.begin(), ports.end());
+        for (int n : ports) {
+            const fs::path dir = cls / dev / "ports" / std::to_string(n);
+            RdmaPort p;
+            p.device = dev;
+            p.port = n;
+            // "4: ACTIVE" -> "ACTIVE"
+            const std::string state = read_line(dir / "state").value_or("unreadable");
+            const size_t colon = state.find(':');
+            p.state = colon == std::string::npos ? state : trim(state.substr(colon + 1));
+            p.link_layer = read_line(dir / "link_layer").value_or("");
+            if (p.link_layer == "Ethernet") choose_gid(dir, &p);
+            out.push_back(std::move(p));
+        }
+    }
+    if (out.empty() && err) *err = "no RDMA device under " + cls.string();
+    return out;
+}
+
+std::optional<PerftestFigure> parse_perftest_bw(const std::string& output) {
+    // The header line names the columns; the figures are the next line
+    // that starts with a number.
+    const size_t head = output.find("BW average[Gb/sec]");
+    if (head == std::string::npos) return std::nullopt;
+    std::istringstream in(output.substr(output.find('\n', head) == std::string::npos ? output.size()
+                                                                                      : output.find('\n', head) + 1));
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        PerftestFigure fig;
+        if (f >> fig.bytes >> fig.iterations >> fig.peak_gbit >> fig.average_gbit) {
+            if (fig.bytes <= 0 || fig.iterations <= 0 || fig.average_gbit < 0) return std::nullopt;
+            return fig;
+        }
+        if (trim(line).find_first_not_of("-") != std::string::npos) return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+bool ring_allgather(TcpRing& ring, const std::string& mine, std::vector<std::string>* all, Deadline deadline,
+                    std::string* err) {
+    const int n = ring.size();
+    all->assign(static_cast<size_t>(n), "");
+    (*all)[static_cast<size_t>(ring.rank())] = mine;
+    std::string carry = mine;
+    for (int step = 0; step < n - 1; ++step) {
+        uint64_t send_len = carry.size(), recv_len = 0;
+        if (!ring.exchange(&send_len, sizeof send_len, &recv_len, sizeof recv_len, deadline, err)) return false;
+        if (recv_len > (16u << 20)) {
+            if (err) *err = "a ring member sent " + std::to_string(recv_len) + " bytes for its RDMA rails";
+            return false;
+        }
+        std::string got(recv_len, '\0');
+        if (!ring.exchange(carry.data(), carry.size(), got.data(), got.size(), deadline, err)) return false;
+        // What arrives at step s left rank r-1-s.
+        const int from = ((ring.rank() - 1 - step) % n + n) % n;
+        (*all)[static_cast<size_t>(from)] = got;
+        carry = std::move(got);
+    }
+    return true;
+}
+
+std::chrono::milliseconds rdma_checks_bound(int ranks, int rails, const RdmaOptions& o) {
+    const int rounds = std::max(1, ranks - 1);
+    // Per round and rail: the server's start, the client's run with its
+    // retries, the server's end, and two barriers.
+    const auto per = o.per_run * 2 + std::chrono::seconds(20);
+    return per * rounds * std::max(1, rails) + std::chrono::seconds(30);
+}
+
+Check rdma_ports_check(const std::vector<RdmaPort>& ports, const std::string& err) {
+    Check down{"rdma_ports_down", 0, std::nullopt, "ports", "<="};
+    std::vector<std::string> down_labels;
+    for (const auto& p : ports)
+        if (!p.active()) down_labels.push_back(p.label() + " is " + p.state);
+    down.figure = static_cast<double>(down_labels.size());
+    if (ports.empty()) {
+        down.figure = 1;
+        down.verdict = Verdict::Fail;
+        down.detail = err.empty() ? "no RDMA device" : err;
+    } else if (!down_labels.empty()) {
+        down.verdict = Verdict::Fail;
+        for (const auto& l : down_labels) down.detail += (down.detail.empty() ? "" : "; ") + l;
+    } else {
+        down.verdict = Verdict::Pass;
+        down.detail = std::to_string(ports.size()) + " port(s) active:";
+        for (const auto& p : ports) down.detail += " " + p.label();
+    }
+    return down;
+}
+
+std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPeer>& peers, const RdmaOptions& o,
+                               Deadline deadline, json* evidence) {
+    Check unreachable{"rdma_unreachable_peers", 0, std::nullopt, "peers", "<="};
+    Check bw{"rdma_write_bw_gbps", 0, std::nullopt, "GB/s", ">="};
+    std::string err;
+    const std::vector<RdmaPort> ports = o.passive ? std::vector<RdmaPort>{} : rdma_ports(o.sysfs_root, &err);
+    const Check down = rdma_ports_check(ports, err);
+    auto finish = [&](std::string why_all) {
+        for (Check* c : {&unreachable, &bw}) {
+            if (c->verdict != Verdict::Fail && !why_all.empty()) {
+                c->verdict = Verdict::Fail;
+                c->detail = why_all;
+            }
+        }
+        if (o.passive) return std::vector<Check>{};
+        return std::vector<Check>{down, unreachable, bw};
+    };
+
+    const int n = ring ? ring->size() : 1;
+    if (static_cast<int>(peers.size()) != n)
+        return finish("kiln-smoke was given " + std::to_string(peers.size()) + " RDMA peers for a ring of " +
+                      std::to_string(n));
+
+    // Every rank's rails, so a rank knows what its partners have.
+    std::vector<json> rails_of(static_cast<size_t>(n));
+    rails_of[static_cast<size_t>(rank)] = rails_json(ports);
+    if (ring) {
+        std::vector<std::string> all;
+        if (!ring_allgather(*ring, rails_json(ports).dump(), &all, deadline, &err))
+            return finish("the ring broke before the RDMA rounds: " + err);
+        for (int r = 0; r < n; ++r) {
+            const json j = json::parse(all[static_cast<size_t>(r)], nullptr, false);
+            rails_of[static_cast<size_t>(r)] = j.is_array() ? j : json::array();
+        }
+    }
+    size_t rails = 0;
+    for (const auto& r : rails_of) rails = std::max(rails, r.size());
+
+    auto barrier = [&](std::string* why) {
+        if (!ring) return true;
+        std::vector<std::string> all;
+        return ring_allgather(*ring, "", &all, deadline, why);
+    };
+
+    std::vector<PairResult> results;
+    std::string broke;
+    const int rounds = std::max(1, n - 1);
+    for (int k = 1; k <= rounds && broke.empty(); ++k) {
+        const int partner = (rank + k) % n;
+        for (size_t i = 0; i < rails && broke.empty(); ++i) {
+            const bool have = i < ports.size();
+            // This rank serves rank - k on its rail i.
+            Child server;
+            bool serving = false;
+            if (have) {
+                serving = server.start(perftest_args(o, ports[i], o.listen_port));
+                if (serving) {
+                    // perftest prints this once it listens.
+                    server.wait_for_output("Waiting for client", std::min(deadline, Clock::now() + o.per_run));
+                }
+            }
+            if (!barrier(&err)) {
+                broke = "the ring broke in RDMA round " + std::to_string(k) + ": " + err;
+                break;
+            }
+            if (o.passive) {
+                if (!barrier(&err)) broke = "the ring broke after RDMA round " + std::to_string(k) + ": " + err;
+                continue;
+            }
+            PairResult pr{partner, i};
+            const RdmaPeer& peer = peers[static_cast<size_t>(partner)];
+            const json& theirs = rails_of[static_cast<size_t>(partner)];
+            if (!have) {
+                pr.why = "this VM has no rail " + std::to_string(i);
+            } else if (peer.port <= 0) {
+                pr.why = "its VM has no RDMA checks configured (no RDMA port in the VM's smoke config)";
+            } else if (i >= theirs.size()) {
+                pr.why = "it has no rail " + std::to_string(i);
+            } else {
+                std::vector<std::string> args = perftest_args(o, ports[i], peer.port);
+                args.push_back(peer.host);
+                const auto run_end = std::min(deadline, Clock::now() + o.per_run);
+                ChildResult cr;
+                // A server a moment late answers the setup connection with
+                // nothing ("Failed to exchange data"): a few tries, bounded.
+                for (int attempt = 0; attempt < 3; ++attempt) {
+                    cr = run_child(args, run_end);
+                    if (cr.exit_code == 0 || cr.timed_out || !cr.error.empty()) break;
+                    if (Clock::now() + std::chrono::seconds(1) >= run_end) break;
+                    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                }
+                auto fig = cr.exit_code == 0 ? parse_perftest_bw(cr.output) : std::nullopt;
+                const std::string their_label = theirs[i].value("label", "rail " + std::to_string(i));
+                const std::string pair = ports[i].label() + " -> " + their_label;
+                if (fig) {
+                    pr.ok = true;
+                    pr.gbs = fig->average_gbit / 8.0;
+                    pr.why = pair;
+                } else if (!cr.error.empty()) {
+                    pr.why = pair + ": " + cr.error;
+                } else if (cr.timed_out) {
+                    pr.why = pair + ": no answer within " + std::to_string(o.per_run.count() / 1000) + " s (" +
+                             tail_of(cr.output) + ")";
+                } else {
+                    pr.why = pair + ": " + o.perftest + " exited " + std::to_string(cr.exit_code) + " (" +
+                             tail_of(cr.output) + ")";
+                }
+                if (!theirs[i].value("active", true)) pr.why += "; its port is not active";
+            }
+            results.push_back(pr);
+            // Past this barrier every client of the round has finished: a
+            // server still waiting has nobody coming (its client gave up).
+            if (!barrier(&err)) broke = "the ring broke after RDMA round " + std::to_string(k) + ": " + err;
+            if (serving) server.wait(std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+        }
+    }
+
+    std::set<int> bad;
+    double slowest = -1;
+    std::string failures, figures;
+    json ev = {{"ports_down", json::array()}, {"unreachable", json::array()}, {"pairs", json::array()}};
+    for (const auto& p : ports)
+        if (!p.active()) ev["ports_down"].push_back(p.label());
+    for (const auto& r : results) {
+        const RdmaPeer& peer = peers[static_cast<size_t>(r.partner)];
+        const std::string who = peer.name + " (rank " + std::to_string(r.partner) + ")";
+        if (r.ok)
+            ev["pairs"].push_back({{"vm", peer.name}, {"rank", r.partner}, {"rail", r.rail}, {"gbps", r.gbs}});
+        else
+            ev["unreachable"].push_back({{"vm", peer.name}, {"rank", r.partner}, {"rail", r.rail}, {"why", r.why}});
+        if (r.ok) {
+            slowest = slowest < 0 ? r.gbs : std::min(slowest, r.gbs);
+            figures += (figures.empty() ? "" : "; ") + who + " " + r.why + ": " + fmt_gbs(r.gbs) + " GB/s";
+        } else {
+            bad.insert(r.partner);
+            failures += (failures.empty() ? "" : "; ") + who + " rail " + std::to_string(r.rail) + ": " + r.why;
+        }
+    }
+    unreachable.figure = static_cast<double>(bad.size());
+    if (!bad.empty()) {
+        unreachable.verdict = Verdict::Fail;
+        unreachable.detail = "cannot RDMA-write to " + failures;
+    } else if (!results.empty()) {
+        unreachable.verdict = Verdict::Pass;
+        unreachable.detail = "wrote to every member of the ring on every rail";
+    }
+    if (slowest >= 0) {
+        bw.verdict = Verdict::Pass;
+        bw.figure = slowest;
+        bw.detail = "slowest pair of " + std::to_string(results.size() - bad.size()) + ": " + figures;
+    } else if (broke.empty()) {
+        bw.verdict = Verdict::Fail;
+        bw.detail = "no RDMA write was measured" + (failures.empty() ? std::string() : ": " + failures);
+    }
+    if (evidence && !o.passive) *evidence = ev;
+    if (!broke.empty()) return finish(broke + (failures.empty() ? "" : "; before that: " + failures));
+    return finish("");
+}
+
+}  // namespace kiln::smoke

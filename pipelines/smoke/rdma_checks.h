@@ -1,0 +1,97 @@
+// The smoke job's RDMA checks, per fabric NIC of the VM (docs/smoke.md):
+//   rdma_ports_down         ports of this VM's RDMA devices that are not
+//                           ACTIVE (a ceiling, 0), each named with its
+//                           device and network interface; no RDMA device at
+//                           all fails it too;
+//   rdma_unreachable_peers  ring members this VM's RDMA devices could not
+//                           write to (a ceiling, 0), all to all: in round k
+//                           rank r writes to rank r+k, rail i to rail i;
+//   rdma_write_bw_gbps      the slowest of those RDMA writes, GB/s (perftest's
+//                           ib_write_bw; every pair's figure in the detail).
+// Rails are the VM's RDMA devices in name order (mlx5_0, mlx5_1, ... on a
+// GPU VM; rxe_eth1 over Soft-RoCE in the lab). perftest makes its own TCP
+// connection to set each pair up, through the forward the vm stage gives
+// every VM with RDMA checks (provisioner/vm/guest_contract.h); the ranks'
+// TCP ring keeps them in step, so each perftest server is listening before
+// its client starts.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipelines/smoke/check.h"
+#include "pipelines/smoke/tcp_ring.h"
+
+namespace kiln::smoke {
+
+// One port of an RDMA device, from sysfs (class/infiniband).
+struct RdmaPort {
+    std::string device;      // mlx5_0, rxe_eth1
+    int port = 1;
+    std::string state;       // ACTIVE, DOWN, INIT, ... (the state file without its number)
+    std::string link_layer;  // Ethernet | InfiniBand
+    std::string netdev;      // the GID's network interface (RoCE); "" on InfiniBand
+    int gid_index = -1;      // the GID perftest uses (-x); -1: none usable
+    std::string gid;
+    bool active() const { return state == "ACTIVE"; }
+    std::string label() const;  // "rxe_eth1 port 1 (eth1)"
+};
+
+// Every port of every RDMA device under `sysfs_root`/class/infiniband, in
+// device name order. The GID chosen on RoCE is RoCE v2, an IPv4-mapped one
+// first (routable), else the first non-zero one (the link-local GID from
+// the MAC, all Soft-RoCE over a NIC without addresses has).
+std::vector<RdmaPort> rdma_ports(const std::string& sysfs_root, std::string* err);
+
+// rdma_ports_down over `ports` (`err`: why there are none).
+Check rdma_ports_check(const std::vector<RdmaPort>& ports, const std::string& err);
+
+// perftest's bandwidth figures from its table (--report_gbits: Gb/s).
+struct PerftestFigure {
+    long bytes = 0;
+    long iterations = 0;
+    double peak_gbit = 0;
+    double average_gbit = 0;
+};
+std::optional<PerftestFigure> parse_perftest_bw(const std::string& output);
+
+// A member of the ring as the RDMA checks see it.
+struct RdmaPeer {
+    std::string name;  // its VM, for the details
+    std::string host;  // where its perftest server is reached
+    int port = 0;      // 0: the VM has no RDMA checks configured
+};
+
+struct RdmaOptions {
+    std::string perftest = "ib_write_bw";
+    std::string sysfs_root = "/sys";
+    int listen_port = 18515;  // where this VM's perftest server listens
+    size_t bytes = 65536;
+    int iterations = 200;
+    std::chrono::milliseconds per_run{30000};
+    // This VM has no RDMA checks while others of its ring do: it keeps step
+    // with their rounds (they meet on the ring), tests nothing, reports nothing.
+    bool passive = false;
+};
+
+// Every rank of the ring calls this at the same point (the ring carries
+// their rounds); `ring` is null for a VM alone, which writes to itself.
+// `evidence` (when given) gets what the smoke stage judges the ring by:
+// {"ports_down": [label...], "unreachable": [{"vm", "rank", "rail", "why"}],
+//  "pairs": [{"vm", "rank", "rail", "gbps"}]}.
+std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPeer>& peers,
+                               const RdmaOptions& options, Deadline deadline, nlohmann::json* evidence = nullptr);
+
+// How long rdma_checks may take for a ring of `ranks` with `rails` each.
+std::chrono::milliseconds rdma_checks_bound(int ranks, int rails, const RdmaOptions& options);
+
+// Every rank's `mine`, by rank, round the ring (n-1 exchanges): no rank
+// returns before every rank has called it, so it is the rounds' barrier.
+bool ring_allgather(TcpRing& ring, const std::string& mine, std::vector<std::string>* all, Deadline deadline,
+                    std::string* err);
+
+}  // namespace kiln::smoke

@@ -1,0 +1,362 @@
+// kiln-smoke's RDMA checks: the sysfs reading on a captured Soft-RoCE
+// guest and a modelled GPU VM, perftest's table on captured output, and the
+// all-to-all rounds across three kiln-smoke ranks with a stand-in perftest
+// (tests/smoke/fake_ib_write_bw.py): every ordered pair written once, and a
+// VM whose fabric link is down named by itself and by every peer.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "pipelines/smoke/child_process.h"
+#include "pipelines/smoke/rdma_checks.h"
+#include "pipelines/smoke/smoke_stage.h"
+#include "tests/smoke/smoke_test_util.h"
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace kiln::smoke;
+using kiln::test::find_check;
+using kiln::test::free_port_range;
+using kiln::test::quick_args;
+using kiln::test::TempDir;
+
+namespace {
+
+const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/smoke";
+
+std::string slurp(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("rdma: a captured Soft-RoCE guest's port is active, on eth1, with its link-local RoCE v2 GID") {
+    std::string err;
+    auto ports = rdma_ports(kFixtures + "/rdma-sysfs/rxe-guest", &err);
+    REQUIRE(ports.size() == 1);
+    CHECK(ports[0].device == "rxe0");
+    CHECK(ports[0].port == 1);
+    CHECK(ports[0].active());
+    CHECK(ports[0].link_layer == "Ethernet");
+    // Index 1 is the unused all-zero entry: never chosen.
+    CHECK(ports[0].gid_index == 0);
+    CHECK(ports[0].gid == "fe80:0000:0000:0000:5054:00ff:feaa:0001");
+    CHECK(ports[0].netdev == "eth1");
+    CHECK(ports[0].label() == "rxe0 port 1 (eth1)");
+    const Check c = rdma_ports_check(ports, err);
+    CHECK(c.verdict != Verdict::Fail);
+    CHECK(c.figure == 0);
+}
+
+TEST_CASE("rdma: on ConnectX VFs the IPv4-mapped RoCE v2 GID is chosen, and a down port is named") {
+    std::string err;
+    auto ports = rdma_ports(kFixtures + "/rdma-sysfs/mlx5-vm-model", &err);
+    REQUIRE(ports.size() == 2);
+    CHECK(ports[0].device == "mlx5_0");
+    CHECK(ports[0].gid_index == 3);
+    CHECK(ports[0].gid == "0000:0000:0000:0000:0000:ffff:0a01:0005");
+    CHECK(ports[0].netdev == "ens6np0");
+    CHECK(ports[1].device == "mlx5_1");
+    CHECK(ports[1].state == "DOWN");
+    const Check c = rdma_ports_check(ports, err);
+    CHECK(c.verdict == Verdict::Fail);
+    CHECK(c.figure == 1);
+    CHECK(c.detail == "mlx5_1 port 1 (ens7np0) is DOWN");
+}
+
+TEST_CASE("rdma: a VM without RDMA devices fails rdma_ports_down with the reason") {
+    TempDir dir;
+    std::string err;
+    auto ports = rdma_ports(dir.path(), &err);
+    CHECK(ports.empty());
+    const Check c = rdma_ports_check(ports, err);
+    CHECK(c.verdict == Verdict::Fail);
+    CHECK(c.detail.find("class/infiniband does not exist") != std::string::npos);
+}
+
+TEST_CASE("rdma: perftest's table is read from both sides of a captured run and a failed client has none") {
+    auto client = parse_perftest_bw(slurp(kFixtures + "/perftest/ib_write_bw-client-rxe.txt"));
+    REQUIRE(client.has_value());
+    CHECK(client->bytes == 65536);
+    CHECK(client->iterations == 200);
+    CHECK(client->peak_gbit == Approx(0.14));
+    CHECK(client->average_gbit == Approx(0.14));
+    auto server = parse_perftest_bw(slurp(kFixtures + "/perftest/ib_write_bw-server-rxe.txt"));
+    REQUIRE(server.has_value());
+    CHECK(server->bytes == 65536);
+    CHECK_FALSE(parse_perftest_bw(slurp(kFixtures + "/perftest/ib_write_bw-client-no-server.txt")).has_value());
+    CHECK_FALSE(parse_perftest_bw("").has_value());
+    // A header with garbage under it is no figure.
+    CHECK_FALSE(parse_perftest_bw(" #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]\n oops\n").has_value());
+}
+
+TEST_CASE("rdma: a child past its deadline is killed, with what it printed") {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = run_child({"/bin/sh", "-c", "echo started; exec sleep 30"}, t0 + std::chrono::milliseconds(500));
+    CHECK(r.timed_out);
+    CHECK(r.output.find("started") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    auto ok = run_child({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, t0 + std::chrono::seconds(20));
+    CHECK_FALSE(ok.timed_out);
+    CHECK(ok.exit_code == 3);
+    CHECK(ok.output.find("out") != std::string::npos);
+    CHECK(ok.output.find("err") != std::string::npos);
+    auto missing = run_child({"/nonexistent/ib_write_bw"}, t0 + std::chrono::seconds(20));
+    CHECK(missing.exit_code != 0);
+}
+
+namespace {
+
+// Three kiln-smoke ranks on loopback, each with its own vm config (RDMA on,
+// its perftest port), sysfs root and perftest.
+struct RdmaRing {
+    TempDir dir;
+    int n = 3;
+    int ring_base = 0;
+    int rdma_base = 0;
+    std::string log;
+
+    RdmaRing() {
+        ring_base = free_port_range(2 * n);
+        REQUIRE(ring_base > 0);
+        rdma_base = ring_base + n;
+        log = dir.path() + "/perftest.log";
+        const std::string fake = std::string(KILN_SOURCE_DIR) + "/tests/smoke/fake_ib_write_bw.py";
+        fs::create_symlink(fake, dir.path() + "/ib_write_bw");
+        fs::create_symlink(fake, dir.path() + "/ib_write_bw-down");
+        json peers = json::array();
+        for (int r = 0; r < n; ++r)
+            peers.push_back({{"vm", "vm-" + std::to_string(r)},
+                             {"address", "127.0.0.1"},
+                             {"port", ring_base + r},
+                             {"rdma_port", rdma_base + r}});
+        for (int r = 0; r < n; ++r) {
+            json cfg = {{"gpus", 0}, {"rdma", {{"guest_port", rdma_base + r}}}, {"peers", peers}};
+            dir.write("vm" + std::to_string(r) + ".json", cfg.dump());
+            fs::copy(kFixtures + "/rdma-sysfs/rxe-guest", dir.path() + "/sysfs" + std::to_string(r),
+                     fs::copy_options::recursive);
+        }
+    }
+
+    void link_down(int r) {
+        std::ofstream(dir.path() + "/sysfs" + std::to_string(r) + "/class/infiniband/rxe0/ports/1/state") << "1: DOWN\n";
+    }
+
+    std::vector<json> run(int down = -1) {
+        std::vector<kiln::test::ChildResult> out(static_cast<size_t>(n));
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; ++r)
+            threads.emplace_back([&, r] {
+                std::vector<std::string> argv = {KILN_SMOKE_BINARY, "--rank", std::to_string(r), "--peers",
+                                                 kiln::test::peers_list(ring_base, n)};
+                for (const auto& a : quick_args()) argv.push_back(a);
+                for (const auto& a : std::vector<std::string>{
+                         "--vm-config", dir.path() + "/vm" + std::to_string(r) + ".json", "--rdma-timeout", "20",
+                         "--test-rdma-sysfs", dir.path() + "/sysfs" + std::to_string(r), "--test-rdma-perftest",
+                         dir.path() + (r == down ? "/ib_write_bw-down" : "/ib_write_bw"), "--threshold",
+                         "rdma_write_bw_gbps=0.5"})
+                    argv.push_back(a);
+                out[static_cast<size_t>(r)] = kiln::test::run_child(argv, {{"FAKE_RDMA_LOG", log}});
+            });
+        for (auto& t : threads) t.join();
+        std::vector<json> docs;
+        for (const auto& o : out) {
+            INFO("stderr: " << o.err);
+            auto j = json::parse(o.out, nullptr, false);
+            REQUIRE_FALSE(j.is_discarded());
+            docs.push_back(j);
+        }
+        return docs;
+    }
+
+    std::map<std::string, int> log_lines() const {
+        std::map<std::string, int> count;
+        std::istringstream in(slurp(log));
+        std::string l;
+        while (std::getline(in, l)) ++count[l];
+        return count;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("rdma: three ranks write to each other all to all, once per ordered pair, and report the slowest") {
+    RdmaRing ring;
+    auto docs = ring.run();
+    for (int r = 0; r < 3; ++r) {
+        INFO("rank " << r << ": " << docs[static_cast<size_t>(r)].dump());
+        const json* down = find_check(docs[static_cast<size_t>(r)], "rdma_ports_down");
+        const json* unreachable = find_check(docs[static_cast<size_t>(r)], "rdma_unreachable_peers");
+        const json* bw = find_check(docs[static_cast<size_t>(r)], "rdma_write_bw_gbps");
+        REQUIRE(down);
+        REQUIRE(unreachable);
+        REQUIRE(bw);
+        CHECK((*down)["verdict"] == "pass");
+        CHECK((*unreachable)["verdict"] == "pass");
+        CHECK((*unreachable)["figure"] == 0);
+        CHECK((*bw)["verdict"] == "pass");
+        // The stand-in's 8 Gb/s, as GB/s.
+        CHECK((*bw)["figure"].get<double>() == Approx(1.0));
+        // Both other members are named with their figures.
+        const std::string detail = (*bw)["detail"];
+        for (int p = 0; p < 3; ++p)
+            if (p != r) CHECK(detail.find("vm-" + std::to_string(p) + " (rank " + std::to_string(p) + ")") != std::string::npos);
+        CHECK(docs[static_cast<size_t>(r)]["verdict"] == "pass");
+        // What the smoke stage judges the ring by.
+        CHECK(docs[static_cast<size_t>(r)]["rdma"]["pairs"].size() == 2);
+        CHECK(docs[static_cast<size_t>(r)]["rdma"]["unreachable"].empty());
+    }
+    // Each server served its two peers, each client run succeeded: 6 ordered
+    // pairs, each once.
+    auto lines = ring.log_lines();
+    for (int r = 0; r < 3; ++r) {
+        CHECK(lines["server " + std::to_string(ring.rdma_base + r)] == 2);
+        CHECK(lines["client " + std::to_string(ring.rdma_base + r) + " ok"] == 2);
+    }
+}
+
+TEST_CASE("rdma: a VM whose fabric link is down names its NIC, and every peer names that VM") {
+    RdmaRing ring;
+    ring.link_down(2);
+    auto docs = ring.run(2);
+    const json* own = find_check(docs[2], "rdma_ports_down");
+    REQUIRE(own);
+    CHECK((*own)["verdict"] == "fail");
+    CHECK((*own)["detail"] == "rxe0 port 1 (eth1) is DOWN");
+    CHECK(docs[2]["verdict"] == "fail");
+    CHECK(docs[2]["rdma"]["ports_down"] == json::array({"rxe0 port 1 (eth1)"}));
+    REQUIRE(docs[0]["rdma"]["unreachable"].size() == 1);
+    CHECK(docs[0]["rdma"]["unreachable"][0]["vm"] == "vm-2");
+    for (int r = 0; r < 2; ++r) {
+        INFO("rank " << r << ": " << docs[static_cast<size_t>(r)].dump());
+        const json* ports = find_check(docs[static_cast<size_t>(r)], "rdma_ports_down");
+        const json* unreachable = find_check(docs[static_cast<size_t>(r)], "rdma_unreachable_peers");
+        const json* bw = find_check(docs[static_cast<size_t>(r)], "rdma_write_bw_gbps");
+        REQUIRE(ports);
+        REQUIRE(unreachable);
+        REQUIRE(bw);
+        CHECK((*ports)["verdict"] == "pass");
+        CHECK((*unreachable)["verdict"] == "fail");
+        CHECK((*unreachable)["figure"] == 1);
+        const std::string why = (*unreachable)["detail"];
+        CHECK(why.find("vm-2 (rank 2) rail 0: rxe0 port 1 (eth1) -> rxe0 port 1 (eth1)") != std::string::npos);
+        CHECK(why.find("its port is not active") != std::string::npos);
+        CHECK(why.find("vm-" + std::to_string(1 - r) + " ") == std::string::npos);
+        // The healthy pair's figure still stands.
+        CHECK((*bw)["figure"].get<double>() == Approx(1.0));
+    }
+}
+
+TEST_CASE("rdma: a VM config without rdma runs no RDMA check and a peer without an RDMA port is named unreachable") {
+    RdmaRing ring;
+    // Rank 1's VM has no RDMA checks: its config lacks "rdma", and the
+    // others' configs give it no rdma_port.
+    json peers = json::array();
+    for (int r = 0; r < 3; ++r) {
+        json p = {{"vm", "vm-" + std::to_string(r)}, {"address", "127.0.0.1"}, {"port", ring.ring_base + r}};
+        if (r != 1) p["rdma_port"] = ring.rdma_base + r;
+        peers.push_back(p);
+    }
+    for (int r = 0; r < 3; ++r) {
+        json cfg = {{"gpus", 0}, {"peers", peers}};
+        if (r != 1) cfg["rdma"] = {{"guest_port", ring.rdma_base + r}};
+        ring.dir.write("vm" + std::to_string(r) + ".json", cfg.dump());
+    }
+    auto docs = ring.run();
+    CHECK(find_check(docs[1], "rdma_ports_down") == nullptr);
+    CHECK(find_check(docs[1], "rdma_write_bw_gbps") == nullptr);
+    for (int r : {0, 2}) {
+        const json* unreachable = find_check(docs[static_cast<size_t>(r)], "rdma_unreachable_peers");
+        REQUIRE(unreachable);
+        CHECK((*unreachable)["verdict"] == "fail");
+        CHECK((*unreachable)["detail"].get<std::string>().find("vm-1 (rank 1) rail 0: its VM has no RDMA checks") !=
+              std::string::npos);
+    }
+}
+
+namespace {
+
+// A VM's smoke result as the smoke stage holds it: its RDMA checks and
+// evidence, `down` when its own port is down, `missed` the VMs it could not
+// write to.
+json vm_result(const std::string& node, const std::string& vm, bool down, const std::vector<std::string>& missed) {
+    json unreachable = json::array();
+    for (const auto& m : missed) unreachable.push_back({{"vm", m}, {"rank", 0}, {"rail", 0}, {"why", "exited 1"}});
+    json checks = json::array({
+        {{"name", "rdma_ports_down"}, {"figure", down ? 1 : 0}, {"threshold", 0}, {"compare", "<="},
+         {"verdict", down ? "fail" : "pass"}, {"detail", down ? "rxe_eth1 port 1 (eth1) is DOWN" : ""}},
+        {{"name", "rdma_unreachable_peers"}, {"figure", missed.size()}, {"threshold", 0}, {"compare", "<="},
+         {"verdict", missed.empty() ? "pass" : "fail"}, {"detail", "cannot RDMA-write to ..."}},
+    });
+    json ports_down = down ? json::array({"rxe_eth1 port 1 (eth1)"}) : json::array();
+    return {{"node", node}, {"vm", vm},
+            {"report", {{"checks", checks}, {"rdma", {{"ports_down", ports_down}, {"unreachable", unreachable}}}}}};
+}
+
+json node_result(const json& ring, const std::string& node) {
+    json vms = json::array();
+    for (const auto& v : ring)
+        if (v["node"] == node) vms.push_back(v);
+    return {{"node", node}, {"vms", vms}};
+}
+
+std::vector<std::string> failed_names(const json& result) {
+    std::vector<std::string> out;
+    for (const auto& f : result["failed"]) out.push_back(f["vm"].get<std::string>() + ":" + f["name"].get<std::string>());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("rdma: a ring member whose only misses are a peer at fault warns and passes, and the peer fails") {
+    SECTION("the peer's own port is down") {
+        const json ring = json::array({vm_result("n1", "a", false, {"c"}), vm_result("n1", "b", false, {"c"}),
+                                       vm_result("n2", "c", true, {"a", "b"})});
+        json n1 = node_result(ring, "n1");
+        judge_result(n1, {}, {}, ring);
+        CHECK(n1["verdict"] == "pass");
+        REQUIRE(n1["warnings"].size() == 2);
+        CHECK(n1["warnings"][0]["detail"] == "the fault is the peer's, not this VM's: c: its fabric port is down (rxe_eth1 port 1 (eth1))");
+        json n2 = node_result(ring, "n2");
+        judge_result(n2, {}, {}, ring);
+        CHECK(failed_names(n2) == std::vector<std::string>{"c:rdma_ports_down", "c:rdma_unreachable_peers"});
+    }
+    SECTION("no other member reached the peer, though its port says active") {
+        const json ring = json::array({vm_result("n1", "a", false, {"c"}), vm_result("n1", "b", false, {"c"}),
+                                       vm_result("n2", "c", false, {"a", "b"})});
+        json n1 = node_result(ring, "n1");
+        judge_result(n1, {}, {}, ring);
+        CHECK(n1["verdict"] == "pass");
+        CHECK(n1["warnings"][1]["detail"].get<std::string>().find("c: none of the 2 other members reached it") !=
+              std::string::npos);
+        json n2 = node_result(ring, "n2");
+        judge_result(n2, {}, {}, ring);
+        CHECK(failed_names(n2) == std::vector<std::string>{"c:rdma_unreachable_peers"});
+    }
+    SECTION("two members that cannot reach each other: neither is cleared") {
+        const json ring = json::array({vm_result("n1", "a", false, {"c"}), vm_result("n2", "c", false, {"a"})});
+        json n1 = node_result(ring, "n1");
+        judge_result(n1, {}, {}, ring);
+        CHECK(failed_names(n1) == std::vector<std::string>{"a:rdma_unreachable_peers"});
+        json n2 = node_result(ring, "n2");
+        judge_result(n2, {}, {}, ring);
+        CHECK(failed_names(n2) == std::vector<std::string>{"c:rdma_unreachable_peers"});
+    }
+    SECTION("a member that also misses a healthy peer keeps its failure") {
+        const json ring = json::array({vm_result("n1", "a", false, {"b", "c"}), vm_result("n1", "b", false, {"c"}),
+                                       vm_result("n2", "c", true, {"a", "b"})});
+        json n1 = node_result(ring, "n1");
+        judge_result(n1, {}, {}, ring);
+        CHECK(failed_names(n1) == std::vector<std::string>{"a:rdma_unreachable_peers"});
+    }
+}
