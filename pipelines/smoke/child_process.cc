@@ -17,10 +17,11 @@ namespace kiln::smoke {
 
 namespace {
 
-constexpr size_t kMaxOutput = 256 * 1024;
+constexpr size_t kMaxOutput = size_t{256} * 1024;
 
 int ms_until(Child::Deadline deadline) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return 0;
     return left.count() > 1000 ? 1000 : static_cast<int>(left.count());
 }
@@ -53,6 +54,7 @@ bool Child::start(const std::vector<std::string>& argv) {
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&attr, 0);
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     pid_t pid = -1;

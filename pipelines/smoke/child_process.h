@@ -5,9 +5,9 @@
 // own small spawner.
 #pragma once
 
+#include <sys/types.h>
 #include <chrono>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace kiln::smoke {

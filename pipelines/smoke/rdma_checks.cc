@@ -34,7 +34,9 @@ bool zero_gid(const std::string& gid) {
     return gid.empty() || gid.find_first_not_of("0:") == std::string::npos;
 }
 
-bool ipv4_mapped(const std::string& gid) { return gid.rfind("0000:0000:0000:0000:0000:ffff:", 0) == 0; }
+bool ipv4_mapped(const std::string& gid) {
+    return gid.rfind("0000:0000:0000:0000:0000:ffff:", 0) == 0;
+}
 
 // The GID perftest should use on a RoCE port (see the header).
 void choose_gid(const fs::path& port_dir, RdmaPort* p) {
@@ -85,7 +87,8 @@ std::string tail_of(const std::string& out, size_t lines = 3) {
         if (!l.empty() && l.find_first_not_of("-*") != std::string::npos) all.push_back(l);
     }
     std::string s;
-    for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) s += (s.empty() ? "" : " / ") + all[i];
+    for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
+        s += (s.empty() ? "" : " / ") + all[i];
     return s.empty() ? "no output" : s;
 }
 
@@ -111,9 +114,19 @@ struct PairResult {
 };
 
 std::vector<std::string> perftest_args(const RdmaOptions& o, const RdmaPort& p, int port) {
-    std::vector<std::string> a = {o.perftest, "-d", p.device, "-i", std::to_string(p.port),
-                                  "-s", std::to_string(o.bytes), "-n", std::to_string(o.iterations),
-                                  "-F", "--report_gbits", "-p", std::to_string(port)};
+    std::vector<std::string> a = {o.perftest,
+                                  "-d",
+                                  p.device,
+                                  "-i",
+                                  std::to_string(p.port),
+                                  "-s",
+                                  std::to_string(o.bytes),
+                                  "-n",
+                                  std::to_string(o.iterations),
+                                  "-F",
+                                  "--report_gbits",
+                                  "-p",
+                                  std::to_string(port)};
     if (p.gid_index >= 0) {
         a.push_back("-x");
         a.push_back(std::to_string(p.gid_index));
@@ -172,8 +185,8 @@ std::optional<PerftestFigure> parse_perftest_bw(const std::string& output) {
     // that starts with a number.
     const size_t head = output.find("BW average[Gb/sec]");
     if (head == std::string::npos) return std::nullopt;
-    std::istringstream in(output.substr(output.find('\n', head) == std::string::npos ? output.size()
-                                                                                      : output.find('\n', head) + 1));
+    std::istringstream in(
+        output.substr(output.find('\n', head) == std::string::npos ? output.size() : output.find('\n', head) + 1));
     std::string line;
     while (std::getline(in, line)) {
         std::istringstream f(line);
@@ -182,7 +195,7 @@ std::optional<PerftestFigure> parse_perftest_bw(const std::string& output) {
             if (fig.bytes <= 0 || fig.iterations <= 0 || fig.average_gbit < 0) return std::nullopt;
             return fig;
         }
-        if (trim(line).find_first_not_of("-") != std::string::npos) return std::nullopt;
+        if (trim(line).find_first_not_of('-') != std::string::npos) return std::nullopt;
     }
     return std::nullopt;
 }
@@ -246,7 +259,7 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
     std::string err;
     const std::vector<RdmaPort> ports = o.passive ? std::vector<RdmaPort>{} : rdma_ports(o.sysfs_root, &err);
     const Check down = rdma_ports_check(ports, err);
-    auto finish = [&](std::string why_all) {
+    auto finish = [&](const std::string& why_all) {
         for (Check* c : {&unreachable, &bw}) {
             if (c->verdict != Verdict::Fail && !why_all.empty()) {
                 c->verdict = Verdict::Fail;
@@ -322,13 +335,21 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
                 args.push_back(peer.host);
                 const auto run_end = std::min(deadline, Clock::now() + o.per_run);
                 ChildResult cr;
-                // A server a moment late answers the setup connection with
-                // nothing ("Failed to exchange data"): a few tries, bounded.
-                for (int attempt = 0; attempt < 3; ++attempt) {
+                // perftest's setup connection goes through a forward that
+                // answers before the server behind it listens: a client that
+                // got nothing back from setup tries again, until its bound.
+                auto setup_failed = [](const ChildResult& r) {
+                    return r.exit_code != 0 && !r.timed_out && r.error.empty() &&
+                           (r.output.find("Couldn't connect") != std::string::npos ||
+                            r.output.find("Failed to exchange data") != std::string::npos ||
+                            r.output.find("Unable to read from socket") != std::string::npos);
+                };
+                int tries = 0;
+                for (;;) {
+                    ++tries;
                     cr = run_child(args, run_end);
-                    if (cr.exit_code == 0 || cr.timed_out || !cr.error.empty()) break;
-                    if (Clock::now() + std::chrono::seconds(1) >= run_end) break;
-                    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                    if (!setup_failed(cr) || Clock::now() + std::chrono::seconds(2) >= run_end) break;
+                    std::this_thread::sleep_for(std::chrono::seconds(1));
                 }
                 auto fig = cr.exit_code == 0 ? parse_perftest_bw(cr.output) : std::nullopt;
                 const std::string their_label = theirs[i].value("label", "rail " + std::to_string(i));
@@ -343,16 +364,18 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
                     pr.why = pair + ": no answer within " + std::to_string(o.per_run.count() / 1000) + " s (" +
                              tail_of(cr.output) + ")";
                 } else {
-                    pr.why = pair + ": " + o.perftest + " exited " + std::to_string(cr.exit_code) + " (" +
+                    pr.why = pair + ": " + o.perftest + " exited " + std::to_string(cr.exit_code) +
+                             (tries > 1 ? " after " + std::to_string(tries) + " tries" : std::string()) + " (" +
                              tail_of(cr.output) + ")";
                 }
                 if (!theirs[i].value("active", true)) pr.why += "; its port is not active";
             }
             results.push_back(pr);
-            // Past this barrier every client of the round has finished: a
-            // server still waiting has nobody coming (its client gave up).
+            // The server ends on its own once its client has; one whose
+            // client gave up is killed at the bound. Only then the barrier,
+            // so the next round's server finds the port free.
+            if (serving) server.wait(std::min(deadline, Clock::now() + o.per_run));
             if (!barrier(&err)) broke = "the ring broke after RDMA round " + std::to_string(k) + ": " + err;
-            if (serving) server.wait(std::min(deadline, Clock::now() + std::chrono::seconds(5)));
         }
     }
 

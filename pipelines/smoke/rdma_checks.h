@@ -30,7 +30,7 @@ namespace kiln::smoke {
 
 // One port of an RDMA device, from sysfs (class/infiniband).
 struct RdmaPort {
-    std::string device;      // mlx5_0, rxe_eth1
+    std::string device;  // mlx5_0, rxe_eth1
     int port = 1;
     std::string state;       // ACTIVE, DOWN, INIT, ... (the state file without its number)
     std::string link_layer;  // Ethernet | InfiniBand
@@ -83,8 +83,8 @@ struct RdmaOptions {
 // `evidence` (when given) gets what the smoke stage judges the ring by:
 // {"ports_down": [label...], "unreachable": [{"vm", "rank", "rail", "why"}],
 //  "pairs": [{"vm", "rank", "rail", "gbps"}]}.
-std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPeer>& peers,
-                               const RdmaOptions& options, Deadline deadline, nlohmann::json* evidence = nullptr);
+std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPeer>& peers, const RdmaOptions& options,
+                               Deadline deadline, nlohmann::json* evidence = nullptr);
 
 // How long rdma_checks may take for a ring of `ranks` with `rails` each.
 std::chrono::milliseconds rdma_checks_bound(int ranks, int rails, const RdmaOptions& options);

@@ -86,7 +86,14 @@ set -e
 grep -q "boot host OS lab-installer" "$work/plan1.txt" || fail "the plan has no installer boot"
 grep -q "set host NICs of labt-gpu-01" "$work/plan1.txt" || fail "the plan has no host NIC work"
 
-"$kiln" apply "$fleet" >"$work/apply1.txt" 2>&1 || { tail -50 "$work/apply1.txt"; fail "first apply failed"; }
+# What the smoke job said, for a failure's log (the work folder goes with it).
+smoke_failures() {
+  for f in "$KILN_LAB_STATE"/smoke/*.json; do
+    [ -f "$f" ] && jq -c '{node, failed, warnings}' "$f" || true
+  done
+}
+"$kiln" apply "$fleet" >"$work/apply1.txt" 2>&1 ||
+  { tail -50 "$work/apply1.txt"; smoke_failures; fail "first apply failed"; }
 
 status=$("$kiln" status "$fleet" --json)
 for n in labt-gpu-01 labt-gpu-02; do
@@ -160,7 +167,8 @@ state=$("$kiln" status "$fleet" --json | jq -r '.nodes[] | select(.name == "labt
 # Reimage one node: fresh VMs and a new smoke result, the other untouched.
 before=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")
 other=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-02.json")
-"$kiln" reimage "$fleet" labt-gpu-01 >"$work/reimage.txt" 2>&1 || { tail -30 "$work/reimage.txt"; fail "reimage failed"; }
+"$kiln" reimage "$fleet" labt-gpu-01 >"$work/reimage.txt" 2>&1 ||
+  { tail -30 "$work/reimage.txt"; smoke_failures; fail "reimage failed"; }
 grep -q "reimage kiln-labt-gpu-01-vm0" "$work/reimage.txt" || fail "reimage did not redo vm0"
 after=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")
 [ "$after" -gt "$before" ] || fail "reimage left the old smoke result"

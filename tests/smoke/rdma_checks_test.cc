@@ -149,7 +149,8 @@ struct RdmaRing {
     }
 
     void link_down(int r) {
-        std::ofstream(dir.path() + "/sysfs" + std::to_string(r) + "/class/infiniband/rxe0/ports/1/state") << "1: DOWN\n";
+        std::ofstream(dir.path() + "/sysfs" + std::to_string(r) + "/class/infiniband/rxe0/ports/1/state")
+            << "1: DOWN\n";
     }
 
     std::vector<json> run(int down = -1) {
@@ -161,7 +162,7 @@ struct RdmaRing {
                                                  kiln::test::peers_list(ring_base, n)};
                 for (const auto& a : quick_args()) argv.push_back(a);
                 for (const auto& a : std::vector<std::string>{
-                         "--vm-config", dir.path() + "/vm" + std::to_string(r) + ".json", "--rdma-timeout", "20",
+                         "--vm-config", dir.path() + "/vm" + std::to_string(r) + ".json", "--rdma-timeout", "8",
                          "--test-rdma-sysfs", dir.path() + "/sysfs" + std::to_string(r), "--test-rdma-perftest",
                          dir.path() + (r == down ? "/ib_write_bw-down" : "/ib_write_bw"), "--threshold",
                          "rdma_write_bw_gbps=0.5"})
@@ -210,7 +211,9 @@ TEST_CASE("rdma: three ranks write to each other all to all, once per ordered pa
         // Both other members are named with their figures.
         const std::string detail = (*bw)["detail"];
         for (int p = 0; p < 3; ++p)
-            if (p != r) CHECK(detail.find("vm-" + std::to_string(p) + " (rank " + std::to_string(p) + ")") != std::string::npos);
+            if (p != r)
+                CHECK(detail.find("vm-" + std::to_string(p) + " (rank " + std::to_string(p) + ")") !=
+                      std::string::npos);
         CHECK(docs[static_cast<size_t>(r)]["verdict"] == "pass");
         // What the smoke stage judges the ring by.
         CHECK(docs[static_cast<size_t>(r)]["rdma"]["pairs"].size() == 2);
@@ -293,13 +296,22 @@ json vm_result(const std::string& node, const std::string& vm, bool down, const 
     json unreachable = json::array();
     for (const auto& m : missed) unreachable.push_back({{"vm", m}, {"rank", 0}, {"rail", 0}, {"why", "exited 1"}});
     json checks = json::array({
-        {{"name", "rdma_ports_down"}, {"figure", down ? 1 : 0}, {"threshold", 0}, {"compare", "<="},
-         {"verdict", down ? "fail" : "pass"}, {"detail", down ? "rxe_eth1 port 1 (eth1) is DOWN" : ""}},
-        {{"name", "rdma_unreachable_peers"}, {"figure", missed.size()}, {"threshold", 0}, {"compare", "<="},
-         {"verdict", missed.empty() ? "pass" : "fail"}, {"detail", "cannot RDMA-write to ..."}},
+        {{"name", "rdma_ports_down"},
+         {"figure", down ? 1 : 0},
+         {"threshold", 0},
+         {"compare", "<="},
+         {"verdict", down ? "fail" : "pass"},
+         {"detail", down ? "rxe_eth1 port 1 (eth1) is DOWN" : ""}},
+        {{"name", "rdma_unreachable_peers"},
+         {"figure", missed.size()},
+         {"threshold", 0},
+         {"compare", "<="},
+         {"verdict", missed.empty() ? "pass" : "fail"},
+         {"detail", "cannot RDMA-write to ..."}},
     });
     json ports_down = down ? json::array({"rxe_eth1 port 1 (eth1)"}) : json::array();
-    return {{"node", node}, {"vm", vm},
+    return {{"node", node},
+            {"vm", vm},
             {"report", {{"checks", checks}, {"rdma", {{"ports_down", ports_down}, {"unreachable", unreachable}}}}}};
 }
 
@@ -312,7 +324,8 @@ json node_result(const json& ring, const std::string& node) {
 
 std::vector<std::string> failed_names(const json& result) {
     std::vector<std::string> out;
-    for (const auto& f : result["failed"]) out.push_back(f["vm"].get<std::string>() + ":" + f["name"].get<std::string>());
+    for (const auto& f : result["failed"])
+        out.push_back(f["vm"].get<std::string>() + ":" + f["name"].get<std::string>());
     return out;
 }
 
@@ -326,7 +339,8 @@ TEST_CASE("rdma: a ring member whose only misses are a peer at fault warns and p
         judge_result(n1, {}, {}, ring);
         CHECK(n1["verdict"] == "pass");
         REQUIRE(n1["warnings"].size() == 2);
-        CHECK(n1["warnings"][0]["detail"] == "the fault is the peer's, not this VM's: c: its fabric port is down (rxe_eth1 port 1 (eth1))");
+        CHECK(n1["warnings"][0]["detail"] ==
+              "the fault is the peer's, not this VM's: c: its fabric port is down (rxe_eth1 port 1 (eth1))");
         json n2 = node_result(ring, "n2");
         judge_result(n2, {}, {}, ring);
         CHECK(failed_names(n2) == std::vector<std::string>{"c:rdma_ports_down", "c:rdma_unreachable_peers"});
