@@ -77,15 +77,24 @@ std::string trim(std::string s) {
     return s.substr(i);
 }
 
-// The last lines of a program's output, on one line, for a detail.
+// A program's error lines, else its last lines, on one line, for a detail.
+// perftest writes errors unbuffered to stderr and its table buffered to
+// stdout, so in one pipe the error comes before the table it interrupted.
 std::string tail_of(const std::string& out, size_t lines = 3) {
-    std::vector<std::string> all;
+    std::vector<std::string> all, errors;
     std::istringstream in(out);
     std::string l;
     while (std::getline(in, l)) {
         l = trim(l);
-        if (!l.empty() && l.find_first_not_of("-*") != std::string::npos) all.push_back(l);
+        if (l.empty() || l.find_first_not_of("-*") == std::string::npos) continue;
+        all.push_back(l);
+        for (const char* mark : {"rror", "ailed", "ouldn't", "Unable", "state is"})
+            if (l.find(mark) != std::string::npos) {
+                errors.push_back(l);
+                break;
+            }
     }
+    if (!errors.empty()) all = errors;
     std::string s;
     for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
         s += (s.empty() ? "" : " / ") + all[i];
@@ -125,6 +134,8 @@ std::vector<std::string> perftest_args(const RdmaOptions& o, const RdmaPort& p, 
                                   std::to_string(o.iterations),
                                   "-F",
                                   "--report_gbits",
+                                  "-u",
+                                  std::to_string(o.qp_timeout),
                                   "-p",
                                   std::to_string(port)};
     if (p.gid_index >= 0) {

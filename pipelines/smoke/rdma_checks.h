@@ -72,6 +72,12 @@ struct RdmaOptions {
     int listen_port = 18515;  // where this VM's perftest server listens
     size_t bytes = 65536;
     int iterations = 200;
+    // perftest -u: the QP's transport timeout, 4.096 us * 2^N per retry.
+    // 18 (about 1 s, NCCL's own default for NCCL_IB_TIMEOUT) rather than
+    // perftest's 14 (67 ms): a peer descheduled for half a second (a TCG
+    // guest on a busy host) is not a broken link; a dead one is still given
+    // up on in about 7 s, inside the pair's bound.
+    int qp_timeout = 18;
     std::chrono::milliseconds per_run{30000};
     // This VM has no RDMA checks while others of its ring do: it keeps step
     // with their rounds (they meet on the ring), tests nothing, reports nothing.

@@ -15,7 +15,7 @@ import sys
 
 args = sys.argv[1:]
 port = int(args[args.index("-p") + 1]) if "-p" in args else 18515
-takes_value = {"-d", "-i", "-s", "-n", "-p", "-x"}
+takes_value = {"-d", "-i", "-s", "-n", "-p", "-x", "-u"}
 positional = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in takes_value)]
 down = os.path.basename(sys.argv[0]).endswith("-down")
 gbit = os.environ.get("FAKE_RDMA_GBIT", "8.00")
