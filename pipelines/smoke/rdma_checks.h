@@ -73,7 +73,8 @@ struct RdmaOptions {
     size_t bytes = 65536;
     int iterations = 200;
     // perftest -u: the QP's transport timeout, 4.096 us * 2^N per retry.
-    // 18 (about 1 s, NCCL's own default for NCCL_IB_TIMEOUT) rather than
+    // 18 (about 1 s; NCCL_IB_TIMEOUT's default in NCCL releases between
+    // older ones' 14 and the newest ones' 20) rather than
     // perftest's 14 (67 ms): a peer descheduled for half a second (a TCG
     // guest on a busy host) is not a broken link; a dead one is still given
     // up on in about 7 s, inside the pair's bound.

@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1 << 30));
     app.add_option("--rdma-iterations", rdma.iterations, "RDMA writes per pair")->capture_default_str()->check(CLI::Range(5, 1000000));
     app.add_option("--rdma-qp-timeout", rdma.qp_timeout,
-                   "perftest -u: the RDMA transport timeout, 4.096 us * 2^N per retry (18: about 1 s, as NCCL)")
+                   "perftest -u: the RDMA transport timeout, 4.096 us * 2^N per retry (18: about 1 s, as NCCL_IB_TIMEOUT)")
         ->capture_default_str()
         ->check(CLI::Range(1, 31));
     app.add_option("--rdma-timeout", rdma_timeout_s, "seconds one pair's RDMA write test may take")
