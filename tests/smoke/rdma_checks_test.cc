@@ -31,13 +31,6 @@ namespace {
 
 const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/tests/fixtures/smoke";
 
-std::string slurp(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 }  // namespace
 
 TEST_CASE("rdma: a captured Soft-RoCE guest's port is active, on eth1, with its link-local RoCE v2 GID") {
@@ -85,16 +78,17 @@ TEST_CASE("rdma: a VM without RDMA devices fails rdma_ports_down with the reason
 }
 
 TEST_CASE("rdma: perftest's table is read from both sides of a captured run and a failed client has none") {
-    auto client = parse_perftest_bw(slurp(kFixtures + "/perftest/ib_write_bw-client-rxe.txt"));
+    auto client = parse_perftest_bw(kiln::test::read_file(kFixtures + "/perftest/ib_write_bw-client-rxe.txt"));
     REQUIRE(client.has_value());
     CHECK(client->bytes == 65536);
     CHECK(client->iterations == 200);
     CHECK(client->peak_gbit == Approx(0.14));
     CHECK(client->average_gbit == Approx(0.14));
-    auto server = parse_perftest_bw(slurp(kFixtures + "/perftest/ib_write_bw-server-rxe.txt"));
+    auto server = parse_perftest_bw(kiln::test::read_file(kFixtures + "/perftest/ib_write_bw-server-rxe.txt"));
     REQUIRE(server.has_value());
     CHECK(server->bytes == 65536);
-    CHECK_FALSE(parse_perftest_bw(slurp(kFixtures + "/perftest/ib_write_bw-client-no-server.txt")).has_value());
+    CHECK_FALSE(
+        parse_perftest_bw(kiln::test::read_file(kFixtures + "/perftest/ib_write_bw-client-no-server.txt")).has_value());
     CHECK_FALSE(parse_perftest_bw("").has_value());
     // A header with garbage under it is no figure.
     CHECK_FALSE(parse_perftest_bw(" #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec]\n oops\n").has_value());
@@ -182,7 +176,7 @@ struct RdmaRing {
 
     std::map<std::string, int> log_lines() const {
         std::map<std::string, int> count;
-        std::istringstream in(slurp(log));
+        std::istringstream in(kiln::test::read_file(log));
         std::string l;
         while (std::getline(in, l)) ++count[l];
         return count;
