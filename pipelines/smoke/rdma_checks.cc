@@ -1,6 +1,7 @@
 #include "pipelines/smoke/rdma_checks.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -122,7 +123,7 @@ struct PairResult {
     std::string why;
 };
 
-std::vector<std::string> perftest_args(const RdmaOptions& o, const RdmaPort& p, int port) {
+std::vector<std::string> perftest_args(const RdmaOptions& o, const RdmaPort& p, int port, const std::string& gpu) {
     std::vector<std::string> a = {o.perftest,
                                   "-d",
                                   p.device,
@@ -142,6 +143,7 @@ std::vector<std::string> perftest_args(const RdmaOptions& o, const RdmaPort& p, 
         a.push_back("-x");
         a.push_back(std::to_string(p.gid_index));
     }
+    if (!gpu.empty()) a.push_back("--use_cuda_bus_id=" + gpu);
     return a;
 }
 
@@ -151,6 +153,75 @@ std::string RdmaPort::label() const {
     std::string s = device + " port " + std::to_string(port);
     if (!netdev.empty()) s += " (" + netdev + ")";
     return s;
+}
+
+std::string pci_function_of(const std::string& device_link, std::string* path) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(device_link, ec);
+    if (ec) return "";
+    // "0000:03:00.0": domain, bus, device, function.
+    auto is_bdf = [](const std::string& c) {
+        if (c.size() != 12 || c[4] != ':' || c[7] != ':' || c[10] != '.') return false;
+        for (size_t i : {0u, 1u, 2u, 3u, 5u, 6u, 8u, 9u})
+            if (!std::isxdigit(static_cast<unsigned char>(c[i]))) return false;
+        return c[11] >= '0' && c[11] <= '7';
+    };
+    std::string found;
+    fs::path upto, at;
+    for (const auto& part : real) {
+        upto /= part;
+        if (is_bdf(part.string())) {
+            found = part.string();
+            at = upto;
+        }
+    }
+    if (path) *path = at.string();
+    return found;
+}
+
+std::vector<PciFunction> nvidia_gpus(const std::string& sysfs_root) {
+    std::vector<PciFunction> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(sysfs_root) / "bus" / "pci" / "devices", ec)) {
+        const std::string cls = read_line(e.path() / "class").value_or("");
+        if (read_line(e.path() / "vendor").value_or("") != "0x10de") continue;
+        if (cls.rfind("0x0300", 0) != 0 && cls.rfind("0x0302", 0) != 0) continue;
+        PciFunction f;
+        f.address = pci_function_of(e.path().string(), &f.path);
+        if (!f.address.empty()) out.push_back(std::move(f));
+    }
+    std::sort(out.begin(), out.end(), [](const PciFunction& a, const PciFunction& b) { return a.address < b.address; });
+    return out;
+}
+
+std::string nearest_gpu(const RdmaPort& port, const std::vector<PciFunction>& gpus) {
+    if (port.pci_path.empty()) return "";
+    const fs::path mine(port.pci_path);
+    std::string best;
+    long best_common = -1;
+    for (const auto& g : gpus) {  // address order: the first of equals wins
+        long common = 0;
+        const fs::path theirs(g.path);
+        for (auto a = mine.begin(), b = theirs.begin(); a != mine.end() && b != theirs.end() && *a == *b; ++a, ++b)
+            ++common;
+        if (common > best_common) {
+            best_common = common;
+            best = g.address;
+        }
+    }
+    return best;
+}
+
+bool perftest_has_gpu_memory(const std::string& perftest, std::chrono::milliseconds bound, std::string* why) {
+    // perftest prints its usage and exits non-zero: only the text counts.
+    const ChildResult r = run_child({perftest, "--help"}, Clock::now() + bound);
+    if (!r.error.empty()) {
+        if (why) *why = perftest + " --help could not run: " + r.error;
+        return false;
+    }
+    if (r.output.find("--use_cuda_bus_id") != std::string::npos) return true;
+    if (why) *why = perftest + " was built without CUDA (its --help lists no --use_cuda_bus_id)";
+    return false;
 }
 
 std::vector<RdmaPort> rdma_ports(const std::string& sysfs_root, std::string* err) {
@@ -184,6 +255,12 @@ std::vector<RdmaPort> rdma_ports(const std::string& sysfs_root, std::string* err
             p.state = colon == std::string::npos ? state : trim(state.substr(colon + 1));
             p.link_layer = read_line(dir / "link_layer").value_or("");
             if (p.link_layer == "Ethernet") choose_gid(dir, &p);
+            // A hardware device's own function; Soft-RoCE has none, its
+            // network interface's is the NIC it runs on.
+            p.pci = pci_function_of((cls / dev / "device").string(), &p.pci_path);
+            if (p.pci.empty() && !p.netdev.empty())
+                p.pci = pci_function_of((fs::path(sysfs_root) / "class" / "net" / p.netdev / "device").string(),
+                                        &p.pci_path);
             out.push_back(std::move(p));
         }
     }
@@ -301,6 +378,27 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
     size_t rails = 0;
     for (const auto& r : rails_of) rails = std::max(rails, r.size());
 
+    // Which memory each rail writes from (RdmaOptions::gpu_memory).
+    std::vector<std::string> rail_gpu(ports.size());
+    std::string memory_note;
+    if (o.gpu_memory == "off") {
+        memory_note = "--rdma-gpu-memory off";
+    } else if (ports.empty()) {
+        memory_note = "no RDMA device";
+    } else {
+        const auto gpus = nvidia_gpus(o.sysfs_root);
+        if (gpus.empty()) {
+            memory_note = "no NVIDIA GPU in this VM";
+        } else if (perftest_has_gpu_memory(o.perftest, std::chrono::seconds(10), &memory_note)) {
+            for (size_t i = 0; i < ports.size(); ++i) {
+                rail_gpu[i] = nearest_gpu(ports[i], gpus);
+                if (rail_gpu[i].empty() && memory_note.empty())
+                    memory_note = ports[i].device + " has no PCI function to find its nearest GPU by";
+            }
+        }
+    }
+    const bool gpu_memory = !ports.empty() && memory_note.empty();
+
     auto barrier = [&](std::string* why) {
         if (!ring) return true;
         std::vector<std::string> all;
@@ -318,7 +416,7 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
             Child server;
             bool serving = false;
             if (have) {
-                serving = server.start(perftest_args(o, ports[i], o.listen_port));
+                serving = server.start(perftest_args(o, ports[i], o.listen_port, rail_gpu[i]));
                 if (serving) {
                     // perftest prints this once it listens.
                     server.wait_for_output("Waiting for client", std::min(deadline, Clock::now() + o.per_run));
@@ -342,7 +440,7 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
             } else if (i >= theirs.size()) {
                 pr.why = "it has no rail " + std::to_string(i);
             } else {
-                std::vector<std::string> args = perftest_args(o, ports[i], peer.port);
+                std::vector<std::string> args = perftest_args(o, ports[i], peer.port, rail_gpu[i]);
                 args.push_back(peer.host);
                 const auto run_end = std::min(deadline, Clock::now() + o.per_run);
                 ChildResult cr;
@@ -396,6 +494,17 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
     json ev = {{"ports_down", json::array()}, {"unreachable", json::array()}, {"pairs", json::array()}};
     for (const auto& p : ports)
         if (!p.active()) ev["ports_down"].push_back(p.label());
+    ev["rails"] = json::array();
+    for (size_t i = 0; i < ports.size(); ++i)
+        ev["rails"].push_back({{"rail", i},
+                               {"device", ports[i].device},
+                               {"port", ports[i].port},
+                               {"netdev", ports[i].netdev},
+                               {"pci", ports[i].pci},
+                               {"active", ports[i].active()},
+                               {"gpu", rail_gpu[i]}});
+    ev["memory"] = gpu_memory ? "gpu" : "host";
+    if (!gpu_memory) ev["memory_note"] = memory_note;
     for (const auto& r : results) {
         const RdmaPeer& peer = peers[static_cast<size_t>(r.partner)];
         const std::string who = peer.name + " (rank " + std::to_string(r.partner) + ")";
@@ -419,10 +528,21 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
         unreachable.verdict = Verdict::Pass;
         unreachable.detail = "wrote to every member of the ring on every rail";
     }
-    if (slowest >= 0) {
+    std::string memory = "host memory (" + memory_note + ")";
+    if (gpu_memory) {
+        memory = "GPU memory (GPUDirect RDMA:";
+        for (size_t i = 0; i < ports.size(); ++i) memory += " " + ports[i].device + " from " + rail_gpu[i];
+        memory += ")";
+    }
+    if (o.gpu_memory == "on" && !gpu_memory) {
+        bw.verdict = Verdict::Fail;
+        bw.figure = slowest >= 0 ? slowest : 0;
+        bw.detail = "GPU memory was asked for (--rdma-gpu-memory on), and the writes used " + memory;
+    } else if (slowest >= 0) {
         bw.verdict = Verdict::Pass;
         bw.figure = slowest;
-        bw.detail = "slowest pair of " + std::to_string(results.size() - bad.size()) + ": " + figures;
+        bw.detail = "from " + memory + "; slowest pair of " + std::to_string(results.size() - bad.size()) + ": " +
+                    figures;
     } else if (broke.empty()) {
         bw.verdict = Verdict::Fail;
         bw.detail = "no RDMA write was measured" + (failures.empty() ? std::string() : ": " + failures);

@@ -37,6 +37,11 @@ struct RdmaPort {
     std::string netdev;      // the GID's network interface (RoCE); "" on InfiniBand
     int gid_index = -1;      // the GID perftest uses (-x); -1: none usable
     std::string gid;
+    // The PCI function the device sits on, as this VM's kernel numbers it
+    // ("0000:03:00.0"); for Soft-RoCE, its network interface's. "" where
+    // sysfs shows none. The smoke stage names the host function behind it.
+    std::string pci;
+    std::string pci_path;  // that function's resolved sysfs path ("" with no pci)
     bool active() const { return state == "ACTIVE"; }
     std::string label() const;  // "rxe_eth1 port 1 (eth1)"
 };
@@ -46,6 +51,31 @@ struct RdmaPort {
 // first (routable), else the first non-zero one (the link-local GID from
 // the MAC, all Soft-RoCE over a NIC without addresses has).
 std::vector<RdmaPort> rdma_ports(const std::string& sysfs_root, std::string* err);
+
+// The PCI function at or above `device_link` (a sysfs "device" link):
+// the last component of its resolved path shaped like a PCI address.
+// `path` (when given) gets the resolved path up to that component.
+std::string pci_function_of(const std::string& device_link, std::string* path = nullptr);
+
+// A PCI function and its resolved sysfs path (its place in the PCIe tree).
+struct PciFunction {
+    std::string address;
+    std::string path;
+};
+
+// NVIDIA GPUs (vendor 0x10de, class 0x0300xx or 0x0302xx) under
+// `sysfs_root`/bus/pci/devices, in address order.
+std::vector<PciFunction> nvidia_gpus(const std::string& sysfs_root);
+
+// The GPU nearest `port` in the PCIe tree (the most path components in
+// common: behind the same switch before the same root port); ties go to
+// the lower address. "" when the port has no PCI function or there are no
+// GPUs.
+std::string nearest_gpu(const RdmaPort& port, const std::vector<PciFunction>& gpus);
+
+// Whether `perftest` can write from GPU memory: its --help lists
+// --use_cuda_bus_id only when it was built with CUDA. `why` says why not.
+bool perftest_has_gpu_memory(const std::string& perftest, std::chrono::milliseconds bound, std::string* why);
 
 // rdma_ports_down over `ports` (`err`: why there are none).
 Check rdma_ports_check(const std::vector<RdmaPort>& ports, const std::string& err);
@@ -80,6 +110,11 @@ struct RdmaOptions {
     // up on in about 7 s, inside the pair's bound.
     int qp_timeout = 18;
     std::chrono::milliseconds per_run{30000};
+    // Where the writes come from: "auto" (each rail's nearest GPU's memory
+    // where the VM has GPUs and perftest was built with CUDA, else host
+    // memory, said in the detail), "on" (GPU memory or rdma_write_bw_gbps
+    // fails with the reason), "off" (host memory).
+    std::string gpu_memory = "auto";
     // This VM has no RDMA checks while others of its ring do: it keeps step
     // with their rounds (they meet on the ring), tests nothing, reports nothing.
     bool passive = false;
@@ -89,7 +124,10 @@ struct RdmaOptions {
 // their rounds); `ring` is null for a VM alone, which writes to itself.
 // `evidence` (when given) gets what the smoke stage judges the ring by:
 // {"ports_down": [label...], "unreachable": [{"vm", "rank", "rail", "why"}],
-//  "pairs": [{"vm", "rank", "rail", "gbps"}]}.
+//  "pairs": [{"vm", "rank", "rail", "gbps"}],
+//  "rails": [{"rail", "device", "port", "netdev", "pci", "active", "gpu"}],
+//  "memory": "gpu" | "host", "memory_note": why host memory (where it is)}.
+// "gpu" is the GPU whose memory the rail's writes used ("" for host memory).
 std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPeer>& peers, const RdmaOptions& options,
                                Deadline deadline, nlohmann::json* evidence = nullptr);
 

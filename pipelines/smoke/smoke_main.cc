@@ -185,6 +185,12 @@ int main(int argc, char** argv) {
                    "perftest -u: the RDMA transport timeout, 4.096 us * 2^N per retry (18: about 1 s, as NCCL_IB_TIMEOUT)")
         ->capture_default_str()
         ->check(CLI::Range(1, 31));
+    app.add_option("--rdma-gpu-memory", rdma.gpu_memory,
+                   "where the RDMA writes come from: auto (each rail's nearest GPU where the VM has GPUs and "
+                   "perftest was built with CUDA, else host memory), on (GPU memory, or rdma_write_bw_gbps fails), "
+                   "off (host memory)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "on", "off"}));
     app.add_option("--rdma-timeout", rdma_timeout_s, "seconds one pair's RDMA write test may take")
         ->capture_default_str()
         ->check(CLI::Range(1.0, 3600.0));

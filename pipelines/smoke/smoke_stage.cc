@@ -244,6 +244,27 @@ json to_json(const SearchResult& r) {
 // (two at least, with their own ports up, tried). Its rdma_unreachable_peers failure becomes a warning
 // naming the peer; the peer keeps its own failures. With two members and a
 // silent peer neither can be told apart from the other: both keep theirs.
+// The rails of `report` a failed RDMA check concerns (those down, or those
+// that missed a peer), named with the host NIC behind each where known:
+// "; on the host, mlx5_1 is NIC 0000:4f:00.1". "" when none is known.
+std::string host_nics_text(const json& report, bool down) {
+    if (!report.contains("rdma") || !report["rdma"].is_object()) return "";
+    const json& rdma = report["rdma"];
+    auto rail_of = [](const json& j) -> long {
+        return j.is_object() && j.contains("rail") && j["rail"].is_number_integer() ? j["rail"].get<long>() : -1;
+    };
+    std::set<long> concerned;
+    if (!down)
+        for (const auto& u : rdma.value("unreachable", json::array())) concerned.insert(rail_of(u));
+    std::vector<std::string> named;
+    for (const auto& r : rdma.value("rails", json::array())) {
+        if (!r.is_object() || !r.contains("host_pci") || !r["host_pci"].is_string()) continue;
+        const bool hit = down ? !r.value("active", true) : rail_of(r) >= 0 && concerned.count(rail_of(r)) > 0;
+        if (hit) named.push_back(r.value("device", "rail") + " is NIC " + r["host_pci"].get<std::string>());
+    }
+    return named.empty() ? "" : fmt::format("; on the host, {}", fmt::join(named, ", "));
+}
+
 void excuse_rdma_peers(json& result, const json& ring, json& failed) {
     std::map<std::string, json> rdma;  // vm -> its report's "rdma"
     for (const auto& v : ring)
@@ -252,7 +273,8 @@ void excuse_rdma_peers(json& result, const json& ring, json& failed) {
             rdma[v.value("vm", "")] = v["report"]["rdma"];
     auto blamed = [&](const std::string& p) -> std::string {
         if (auto it = rdma.find(p); it != rdma.end() && !it->second.value("ports_down", json::array()).empty())
-            return "its fabric port is down (" + it->second["ports_down"][0].get<std::string>() + ")";
+            return "its fabric port is down (" + it->second["ports_down"][0].get<std::string>() +
+                   host_nics_text(json{{"rdma", it->second}}, true) + ")";
         // Only members whose own port is up say anything by missing it.
         int tried = 0, missed = 0;
         for (const auto& [vm, r] : rdma) {
@@ -320,6 +342,20 @@ void apply_localisation(json& result, const json& localisation) {
 
 }  // namespace
 
+void trace_rails_to_host(json& vm_entry, const std::map<std::string, std::string>& host_to_guest) {
+    if (!vm_entry.contains("report") || !vm_entry["report"].is_object()) return;
+    json& report = vm_entry["report"];
+    if (!report.contains("rdma") || !report["rdma"].is_object() || !report["rdma"].contains("rails") ||
+        !report["rdma"]["rails"].is_array())
+        return;
+    std::map<std::string, std::string> host_of;
+    for (const auto& [host, guest] : host_to_guest) host_of[guest] = host;
+    for (auto& rail : report["rdma"]["rails"]) {
+        if (!rail.is_object() || !rail.contains("pci") || !rail["pci"].is_string()) continue;
+        if (auto it = host_of.find(rail["pci"].get<std::string>()); it != host_of.end()) rail["host_pci"] = it->second;
+    }
+}
+
 void judge_result(json& result, const std::map<std::string, double>& thresholds, const RelativePolicy& relative,
                   const json& ring) {
     json failed = json::array();
@@ -354,6 +390,8 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds,
                     if (!ok) verdict = "fail";
                 }
             }
+            if (verdict == "fail" && (name == "rdma_ports_down" || name == "rdma_unreachable_peers"))
+                detail += host_nics_text(vmr["report"], name == "rdma_ports_down");
             if (verdict == "fail")
                 failed.push_back({{"vm", vm}, {"name", name}, {"figure", figure},
                                   {"threshold", threshold}, {"unit", c.value("unit", "")},
@@ -635,6 +673,11 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
                                  (err.empty() ? "" : ", " + err) + "): " + tail(o.err, 200);
             else
                 entry["report"] = *doc;
+            // The fabric NICs' host functions travel with the figures, so
+            // peers name them too.
+            if (options_.vm_host_devices && entry["report"].is_object() && entry["report"].contains("rdma"))
+                if (auto d = options_.vm_host_devices(fleet, ctx.node(), o.vm); d.ok())
+                    trace_rails_to_host(entry, d->guest);
             vm_results.push_back(std::move(entry));
         }
         json result = {{"node", ctx.node().name}, {"input_hash", ctx.input_hash()}, {"ts_ms", journal::now_ms()},

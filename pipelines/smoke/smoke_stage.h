@@ -33,9 +33,12 @@ struct SmokeStageOptions {
     // The host PCI functions of a node's VM (its GPUs, then the rest: the
     // NICs given with them), so that a VM fault localisation names is named
     // with the parts to pull. Unset, or an error: the VM's name alone.
+    // `guest`: host address -> the address the VM's kernel sees, so that
+    // a fabric NIC the RDMA checks name is traced to its host function.
     struct VmDevices {
         std::vector<std::string> gpus;
         std::vector<std::string> others;
+        std::map<std::string, std::string> guest;
     };
     std::function<Result<VmDevices>(const config::Fleet&, const config::Node&, const std::string& vm)> vm_host_devices;
 };
@@ -78,8 +81,16 @@ struct RelativePolicy {
 // node's VMs) and fills "relative" (the distribution and where each VM
 // sits) and "warnings". A VM whose rdma_unreachable_peers failed only
 // because of peers at fault (a peer's fabric port down, or a peer no other
-// member reached) gets a warning naming them instead. Exposed for tests.
+// member reached) gets a warning naming them instead. A failed RDMA check
+// names the host NIC behind each rail it concerns where the rail's
+// "host_pci" is known (trace_rails_to_host). Exposed for tests.
 void judge_result(nlohmann::json& result, const std::map<std::string, double>& thresholds,
                   const RelativePolicy& relative = {}, const nlohmann::json& ring = nullptr);
+
+// Adds "host_pci" to each rail of a VM's report ("report"."rdma"."rails",
+// each with the guest "pci" kiln-smoke read) whose guest address the VM's
+// plan passes a host function through at (`host_to_guest`, VmDevices's
+// `guest`). Rails on emulated NICs (the lab's) have none.
+void trace_rails_to_host(nlohmann::json& vm_entry, const std::map<std::string, std::string>& host_to_guest);
 
 }  // namespace kiln::smoke

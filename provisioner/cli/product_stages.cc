@@ -38,7 +38,7 @@ void register_product_stages(StageRegistry& registry) {
                                               const std::string& vm) -> Result<smoke::SmokeStageOptions::VmDevices> {
         auto d = vm::vm_host_devices(*planner, fleet, node, vm);
         if (!d) return d.error();
-        return smoke::SmokeStageOptions::VmDevices{d->gpus, d->others};
+        return smoke::SmokeStageOptions::VmDevices{d->gpus, d->others, d->guest};
     };
     registry.add(std::make_shared<smoke::SmokeStage>(std::move(smoke_options)));
     registry.add(handover);

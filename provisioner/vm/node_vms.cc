@@ -6,6 +6,7 @@
 
 #include "provisioner/core/sha256.h"
 #include "provisioner/vm/guest_contract.h"
+#include "provisioner/vm/guest_pci_layout.h"
 #include "provisioner/vm/nccl_topo.h"
 #include "provisioner/vm/overlay_disk.h"
 
@@ -179,6 +180,7 @@ Result<VmHostDevices> vm_host_devices(NodeVmPlanner& planner, const config::Flee
         out.gpus = placed.gpus();
         for (const auto& d : placed.devices())
             if (!std::binary_search(out.gpus.begin(), out.gpus.end(), d)) out.others.push_back(d);
+        for (const auto& d : plan_guest_pci(placed).devices) out.guest[d.host] = d.guest;
         return out;
     }
     return make_error("vm", "vm.no_such_vm", fmt::format("node {} has no VM {} in its plan", node.name, vm));

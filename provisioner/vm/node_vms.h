@@ -64,9 +64,13 @@ private:
 // its plan places them: its GPUs, and its other functions (the NICs given
 // with them, NVSwitches, companions). Fault localisation names them beside a
 // VM it finds bad. Errors: the node's plan fails, or it has no such VM.
+// `guest` gives each of them the address the VM's kernel sees it at (the
+// guest PCIe tree the domain XML lays out), so that a device the guest
+// names can be traced to the host function behind it.
 struct VmHostDevices {
     std::vector<std::string> gpus;
     std::vector<std::string> others;
+    std::map<std::string, std::string> guest;  // host address -> guest address
 };
 Result<VmHostDevices> vm_host_devices(NodeVmPlanner& planner, const config::Fleet& fleet, const config::Node& node,
                                       const std::string& vm);

@@ -118,6 +118,14 @@ for n in labt-gpu-01 labt-gpu-02; do
     [ "$(jq -r .detail <<<"$bw" | grep -o 'GB/s' | wc -l)" = 3 ] || fail "$n vm$vm did not write to all 3 peers: $bw"
     jq -r .detail <<<"$bw" | grep -q 'rxe_eth1 port 1 (eth1) -> rxe_eth1 port 1 (eth1)' ||
       fail "$n vm$vm RDMA pairs are not Soft-RoCE over eth1: $bw"
+    # The rail's PCI function as the guest's kernel shows it (Soft-RoCE:
+    # its virtio NIC's), the memory the writes came from, and no host NIC
+    # behind it (the fabric NIC is emulated).
+    rdma=$(jq -c --argjson k "$vm" '.vms[$k].report.rdma' "$smoke")
+    jq -e '(.rails | length) == 1 and (.rails[0].pci | test("^0000:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$")) and
+           (.rails[0] | has("host_pci") | not) and .memory == "host" and
+           .memory_note == "no NVIDIA GPU in this VM"' <<<"$rdma" >/dev/null ||
+      fail "$n vm$vm RDMA rails: $rdma"
   done
   # What the guests measured, beside the hogs (the figures the floors in
   # pipelines/smoke/floors.json are set from).

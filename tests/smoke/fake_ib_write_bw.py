@@ -8,12 +8,26 @@
 # when the server does not answer. Named *-down (a symlink), it fails as a
 # VM whose fabric link is down does: the server takes the setup connection
 # and drops it, the client gets no answer. Each run appends one line to
-# $FAKE_RDMA_LOG: "server PORT" or "client PORT ok|fail".
+# $FAKE_RDMA_LOG: "server PORT" or "client PORT ok|fail", with " gpu BDF"
+# after PORT when it was given --use_cuda_bus_id=BDF. --help prints a usage
+# that lists the CUDA options only with FAKE_RDMA_CUDA=1 (as perftest lists
+# them only when built with CUDA), and exits 1.
 import os
 import socket
 import sys
 
 args = sys.argv[1:]
+if "--help" in args:
+    print(" Usage:\n  ib_write_bw            start a server and wait for connection\n"
+          "  ib_write_bw <host>     connect to server at <host>\n\n Options:")
+    print("  -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)")
+    if os.environ.get("FAKE_RDMA_CUDA") == "1":
+        print("      --use_cuda=<cuda device id> Use CUDA specific device for GPUDirect RDMA testing")
+        print("      --use_cuda_bus_id=<cuda full BUS id> Use CUDA specific device, based on its full PCIe address,"
+              " for GPUDirect RDMA testing")
+    sys.exit(1)
+gpu = next((a.split("=", 1)[1] for a in args if a.startswith("--use_cuda_bus_id=")), "")
+at = "%d%s" % (int(args[args.index("-p") + 1]) if "-p" in args else 18515, " gpu " + gpu if gpu else "")
 port = int(args[args.index("-p") + 1]) if "-p" in args else 18515
 takes_value = {"-d", "-i", "-s", "-n", "-p", "-x", "-u"}
 positional = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in takes_value)]
@@ -42,7 +56,7 @@ if not positional:
     print("\n************************************\n* Waiting for client to connect... *\n************************************",
           flush=True)
     c, _ = s.accept()
-    log("server %d" % port)
+    log("server %s" % at)
     if down:
         c.close()
         print(" Failed to exchange data between server and clients")
@@ -57,7 +71,7 @@ host = positional[-1]
 try:
     c = socket.create_connection((host, port), timeout=10)
 except OSError:
-    log("client %d fail" % port)
+    log("client %s fail" % at)
     print("Couldn't connect to %s:%d" % (host, port))
     print(" Unable to open file descriptor for socket connection Unable to init the socket connection")
     sys.exit(1)
@@ -65,9 +79,9 @@ c.sendall(b"hello\n")
 reply = b"" if down else c.recv(64)
 c.close()
 if not reply:
-    log("client %d fail" % port)
+    log("client %s fail" % at)
     print("ethernet_read_data: Couldn't read reports\n Unable to read from socket/rdma_cm\n"
           " Failed to exchange data between server and clients")
     sys.exit(1)
-log("client %d ok" % port)
+log("client %s ok" % at)
 table()

@@ -46,6 +46,8 @@ TEST_CASE("rdma: a captured Soft-RoCE guest's port is active, on eth1, with its 
     CHECK(ports[0].gid == "fe80:0000:0000:0000:5054:00ff:feaa:0001");
     CHECK(ports[0].netdev == "eth1");
     CHECK(ports[0].label() == "rxe0 port 1 (eth1)");
+    // Soft-RoCE has no PCI function of its own: its NIC's (virtio) is named.
+    CHECK(ports[0].pci == "0000:02:00.0");
     const Check c = rdma_ports_check(ports, err);
     CHECK(c.verdict != Verdict::Fail);
     CHECK(c.figure == 0);
@@ -61,6 +63,9 @@ TEST_CASE("rdma: on ConnectX VFs the IPv4-mapped RoCE v2 GID is chosen, and a do
     CHECK(ports[0].netdev == "ens6np0");
     CHECK(ports[1].device == "mlx5_1");
     CHECK(ports[1].state == "DOWN");
+    // Each VF's own function, as the guest kernel numbers it.
+    CHECK(ports[0].pci == "0000:f8:00.0");
+    CHECK(ports[1].pci == "0000:f4:00.0");
     const Check c = rdma_ports_check(ports, err);
     CHECK(c.verdict == Verdict::Fail);
     CHECK(c.figure == 1);
@@ -75,6 +80,127 @@ TEST_CASE("rdma: a VM without RDMA devices fails rdma_ports_down with the reason
     const Check c = rdma_ports_check(ports, err);
     CHECK(c.verdict == Verdict::Fail);
     CHECK(c.detail.find("class/infiniband does not exist") != std::string::npos);
+}
+
+TEST_CASE("rdma: a device link that does not resolve, or resolves outside PCI, names no PCI function") {
+    TempDir dir;
+    CHECK(pci_function_of(dir.path() + "/missing") == "");
+    fs::create_directories(dir.path() + "/devices/platform/serial8250");
+    fs::create_symlink(dir.path() + "/devices/platform/serial8250", dir.path() + "/link");
+    CHECK(pci_function_of(dir.path() + "/link") == "");
+    // The deepest PCI-shaped component wins: a function below a port.
+    fs::create_directories(dir.path() + "/devices/pci0000:00/0000:00:1c.0/0000:3b:00.1/net/eth9");
+    fs::create_symlink(dir.path() + "/devices/pci0000:00/0000:00:1c.0/0000:3b:00.1/net/eth9", dir.path() + "/nic");
+    CHECK(pci_function_of(dir.path() + "/nic") == "0000:3b:00.1");
+}
+
+TEST_CASE("rdma: each rail's nearest GPU is the one behind the same switch, not the one of the same index") {
+    std::string err;
+    const std::string root = kFixtures + "/rdma-sysfs/mlx5-vm-model";
+    auto ports = rdma_ports(root, &err);
+    REQUIRE(ports.size() == 2);
+    auto gpus = nvidia_gpus(root);
+    REQUIRE(gpus.size() == 2);  // the NICs and bridges are not GPUs
+    CHECK(gpus[0].address == "0000:f3:00.0");
+    CHECK(gpus[1].address == "0000:f7:00.0");
+    CHECK(nearest_gpu(ports[0], gpus) == "0000:f7:00.0");
+    CHECK(nearest_gpu(ports[1], gpus) == "0000:f3:00.0");
+    CHECK(nearest_gpu(ports[0], {}) == "");
+    RdmaPort no_pci;
+    CHECK(nearest_gpu(no_pci, gpus) == "");
+}
+
+namespace {
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+    std::string name;
+    ScopedEnv(const std::string& n, const std::string& v) : name(n) { ::setenv(n.c_str(), v.c_str(), 1); }
+    ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
+// A GPU VM alone (it writes to itself, rail by rail) on the modelled
+// ConnectX VFs, with the stand-in perftest.
+struct GpuVmRun {
+    TempDir dir;
+    json evidence;
+    std::vector<Check> checks;
+    std::vector<std::string> log;
+
+    void run(const std::string& gpu_memory) {
+        const int port = free_port_range(1);
+        REQUIRE(port > 0);
+        ScopedEnv log_env("FAKE_RDMA_LOG", dir.path() + "/perftest.log");
+        RdmaOptions o;
+        o.perftest = std::string(KILN_SOURCE_DIR) + "/tests/smoke/fake_ib_write_bw.py";
+        o.sysfs_root = kFixtures + "/rdma-sysfs/mlx5-vm-model";
+        o.listen_port = port;
+        o.gpu_memory = gpu_memory;
+        o.per_run = std::chrono::seconds(20);
+        checks = rdma_checks(nullptr, 0, {{"gpu-vm", "127.0.0.1", port}}, o,
+                             std::chrono::steady_clock::now() + std::chrono::seconds(60), &evidence);
+        std::istringstream in(kiln::test::read_file(dir.path() + "/perftest.log"));
+        for (std::string l; std::getline(in, l);) log.push_back(l.substr(l.find(' ') + 1));  // less "server"/"client"
+    }
+    const Check& check(const std::string& name) const {
+        for (const auto& c : checks)
+            if (c.name == name) return c;
+        FAIL("no check " << name);
+        return checks.front();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("rdma: with a CUDA perftest each rail writes from its nearest GPU's memory, both ends") {
+    ScopedEnv cuda("FAKE_RDMA_CUDA", "1");
+    GpuVmRun vm;
+    vm.run("auto");
+    REQUIRE_FALSE(vm.evidence.is_null());
+    CHECK(vm.evidence["memory"] == "gpu");
+    CHECK(vm.evidence["rails"][0]["gpu"] == "0000:f7:00.0");
+    CHECK(vm.evidence["rails"][1]["gpu"] == "0000:f3:00.0");
+    // Server and client of rail 0 then rail 1, each given its rail's GPU.
+    REQUIRE(vm.log.size() == 4);
+    CHECK(vm.log[0].find(" gpu 0000:f7:00.0") != std::string::npos);
+    CHECK(vm.log[1].find(" gpu 0000:f7:00.0 ok") != std::string::npos);
+    CHECK(vm.log[2].find(" gpu 0000:f3:00.0") != std::string::npos);
+    CHECK(vm.log[3].find(" gpu 0000:f3:00.0 ok") != std::string::npos);
+    const Check& bw = vm.check("rdma_write_bw_gbps");
+    CHECK(bw.verdict == Verdict::Pass);
+    CHECK(bw.detail.rfind("from GPU memory (GPUDirect RDMA: mlx5_0 from 0000:f7:00.0 mlx5_1 from 0000:f3:00.0)", 0) == 0);
+}
+
+TEST_CASE("rdma: a perftest without CUDA writes from host memory and says so, and required GPU memory then fails") {
+    SECTION("auto: host memory, named") {
+        GpuVmRun vm;
+        vm.run("auto");
+        CHECK(vm.evidence["memory"] == "host");
+        CHECK(vm.evidence["memory_note"].get<std::string>().find("built without CUDA") != std::string::npos);
+        REQUIRE(vm.log.size() == 4);
+        for (const auto& l : vm.log) CHECK(l.find(" gpu ") == std::string::npos);
+        const Check& bw = vm.check("rdma_write_bw_gbps");
+        CHECK(bw.verdict == Verdict::Pass);
+        CHECK(bw.detail.rfind("from host memory (", 0) == 0);
+    }
+    SECTION("on: the bandwidth check fails with the reason") {
+        GpuVmRun vm;
+        vm.run("on");
+        const Check& bw = vm.check("rdma_write_bw_gbps");
+        CHECK(bw.verdict == Verdict::Fail);
+        CHECK(bw.detail.find("GPU memory was asked for") != std::string::npos);
+        CHECK(bw.detail.find("built without CUDA") != std::string::npos);
+        // Reachability was still tested, rail by rail.
+        CHECK(vm.check("rdma_unreachable_peers").verdict == Verdict::Pass);
+    }
+    SECTION("off: host memory even with a CUDA perftest") {
+        ScopedEnv cuda("FAKE_RDMA_CUDA", "1");
+        GpuVmRun vm;
+        vm.run("off");
+        CHECK(vm.evidence["memory"] == "host");
+        CHECK(vm.evidence["memory_note"] == "--rdma-gpu-memory off");
+        for (const auto& l : vm.log) CHECK(l.find(" gpu ") == std::string::npos);
+    }
 }
 
 TEST_CASE("rdma: perftest's table is read from both sides of a captured run and a failed client has none") {
@@ -138,7 +264,7 @@ struct RdmaRing {
             json cfg = {{"gpus", 0}, {"rdma", {{"guest_port", rdma_base + r}}}, {"peers", peers}};
             dir.write("vm" + std::to_string(r) + ".json", cfg.dump());
             fs::copy(kFixtures + "/rdma-sysfs/rxe-guest", dir.path() + "/sysfs" + std::to_string(r),
-                     fs::copy_options::recursive);
+                     fs::copy_options::recursive | fs::copy_options::copy_symlinks);
         }
     }
 
@@ -212,6 +338,11 @@ TEST_CASE("rdma: three ranks write to each other all to all, once per ordered pa
         // What the smoke stage judges the ring by.
         CHECK(docs[static_cast<size_t>(r)]["rdma"]["pairs"].size() == 2);
         CHECK(docs[static_cast<size_t>(r)]["rdma"]["unreachable"].empty());
+        CHECK(docs[static_cast<size_t>(r)]["rdma"]["memory"] == "host");
+        CHECK(docs[static_cast<size_t>(r)]["rdma"]["memory_note"] == "no NVIDIA GPU in this VM");
+        // Its rail, with the PCI function the smoke stage traces to the host.
+        CHECK(docs[static_cast<size_t>(r)]["rdma"]["rails"] ==
+              json::parse(R"([{"rail":0,"device":"rxe0","port":1,"netdev":"eth1","pci":"0000:02:00.0","active":true,"gpu":""}])"));
     }
     // Each server served its two peers, each client run succeeded: 6 ordered
     // pairs, each once.
@@ -367,4 +498,33 @@ TEST_CASE("rdma: a ring member whose only misses are a peer at fault warns and p
         judge_result(n1, {}, {}, ring);
         CHECK(failed_names(n1) == std::vector<std::string>{"a:rdma_unreachable_peers"});
     }
+}
+
+TEST_CASE("rdma: a failed RDMA check names the host NIC behind the rail, as the VM's plan traces it") {
+    // VM c's rail 0 is down; the plan passes host 0000:4f:00.1 through at
+    // the guest address the rail's device sits on.
+    json ring = json::array({vm_result("n1", "a", false, {"c"}), vm_result("n1", "b", false, {"c"}),
+                             vm_result("n2", "c", true, {"a", "b"})});
+    for (auto& v : ring)
+        v["report"]["rdma"]["rails"] = json::array(
+            {{{"rail", 0}, {"device", "mlx5_1"}, {"port", 1}, {"pci", "0000:fe:00.1"}, {"active", v["vm"] != "c"}}});
+    // A guest address the plan does not pass through (an emulated NIC) stays unnamed.
+    trace_rails_to_host(ring[0], {{"0000:4e:00.1", "0000:fd:00.0"}});
+    CHECK_FALSE(ring[0]["report"]["rdma"]["rails"][0].contains("host_pci"));
+    trace_rails_to_host(ring[2], {{"0000:4e:00.1", "0000:fd:00.0"}, {"0000:4f:00.1", "0000:fe:00.1"}});
+    CHECK(ring[2]["report"]["rdma"]["rails"][0]["host_pci"] == "0000:4f:00.1");
+
+    json n2 = node_result(ring, "n2");
+    judge_result(n2, {}, {}, ring);
+    REQUIRE(failed_names(n2) == std::vector<std::string>{"c:rdma_ports_down", "c:rdma_unreachable_peers"});
+    CHECK(n2["failed"][0]["detail"] == "rxe_eth1 port 1 (eth1) is DOWN; on the host, mlx5_1 is NIC 0000:4f:00.1");
+    CHECK(n2["failed"][1]["detail"] == "cannot RDMA-write to ...; on the host, mlx5_1 is NIC 0000:4f:00.1");
+    // The peers excused by c's fault say which NIC of c's it is.
+    json n1 = node_result(ring, "n1");
+    judge_result(n1, {}, {}, ring);
+    CHECK(n1["verdict"] == "pass");
+    REQUIRE(n1["warnings"].size() == 2);
+    CHECK(n1["warnings"][0]["detail"] ==
+          "the fault is the peer's, not this VM's: c: its fabric port is down (rxe_eth1 port 1 (eth1); on the host, "
+          "mlx5_1 is NIC 0000:4f:00.1)");
 }

@@ -469,7 +469,16 @@ TEST_CASE("a VM's host devices are the GPUs and functions its domain passes thro
                 INFO(v.name << " " << bdf);
                 CHECK(xml->find(bdf) != std::string::npos);
                 CHECK(seen.insert(bdf).second);  // never in two VMs
+                // Its guest address: for a GPU, the one the guest's NCCL
+                // topology file gives it (what the guest's kernel shows).
+                REQUIRE(d->guest.count(bdf) == 1);
+                if (list == &d->gpus)
+                    CHECK(v.nccl_topology.find("busid='" + d->guest.at(bdf) + "'") != std::string::npos);
             }
+        CHECK(d->guest.size() == d->gpus.size() + d->others.size());
+        std::set<std::string> guest_addresses;
+        for (const auto& [host, guest] : d->guest) guest_addresses.insert(guest);
+        CHECK(guest_addresses.size() == d->guest.size());  // one function each
     }
     CHECK(gpus == plan->host.gpus.size());  // every GPU of the host is in a VM
     auto none = vm_host_devices(planner, f.fleet, f.fleet.nodes[0], "kiln-gpu-01-vm9");
