@@ -124,7 +124,7 @@ Result<std::vector<AptSource>> machine_apt_sources(const std::string& etc_apt) {
         out.insert(out.end(), v.begin(), v.end());
     }
     if (out.empty())
-        return make_error("image", "no-apt-sources",
+        return make_error("image", "image.no_apt_sources",
                           "the machine has no apt sources under " + etc_apt + "; give [base].mirror in the recipe");
     return out;
 }
@@ -146,7 +146,7 @@ Result<std::vector<std::string>> mirror_lines(const std::vector<AptSource>& mach
         }
     }
     if (out.empty())
-        return make_error("image", "no-mirror",
+        return make_error("image", "image.no_mirror",
                           "the machine's apt sources have no entry for suite '" + suite +
                               "'; give [base].mirror in the recipe");
     return out;

@@ -87,7 +87,7 @@ std::optional<nlohmann::json> find_ready_line(const std::string& serial, std::st
 
 Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions& o) {
     std::error_code ec;
-    if (!fs::is_regular_file(o.image, ec)) return boot_error("boot-check", "no image at " + o.image);
+    if (!fs::is_regular_file(o.image, ec)) return boot_error("image.boot_check", "no image at " + o.image);
     fs::create_directories(o.work_dir, ec);
     BootCheckResult res;
     if (o.accel == "kvm") {
@@ -111,7 +111,7 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
                 seed_dir + "/user-data", seed_dir + "/meta-data"};
     auto ir = runner.run(iso);
     if (!ir) return ir.error();
-    if (!ir->success()) return boot_error("boot-check", "genisoimage failed: " + ir->err);
+    if (!ir->success()) return boot_error("image.boot_check", "genisoimage failed: " + ir->err);
 
     res.serial_log = o.work_dir + "/serial.log";
     const std::string pidfile = o.work_dir + "/qemu.pid";
@@ -147,13 +147,13 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
         qr = runner.run(q);
         if (!qr) return qr.error();
     }
-    if (!qr->success()) return boot_error("boot-check", "qemu did not start: " + qr->err);
+    if (!qr->success()) return boot_error("image.boot_check", "qemu did not start: " + qr->err);
     pid_t pid = 0;
     {
         std::ifstream in(pidfile);
         in >> pid;
     }
-    if (pid <= 0) return boot_error("boot-check", "qemu wrote no pid file");
+    if (pid <= 0) return boot_error("image.boot_check", "qemu wrote no pid file");
     auto stop_qemu = [&] {
         ::kill(pid, SIGTERM);
         for (int i = 0; i < 50 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -170,13 +170,13 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
         }
         if (::kill(pid, 0) != 0) {
             const std::string tail = serial.size() > 3000 ? serial.substr(serial.size() - 3000) : serial;
-            return boot_error("boot-check", fmt::format("the guest stopped before {} ({}); serial log {}:\n{}",
+            return boot_error("image.boot_check", fmt::format("the guest stopped before {} ({}); serial log {}:\n{}",
                                                         vm::kReadyMarker, res.accel, res.serial_log, tail));
         }
         if (std::chrono::steady_clock::now() >= deadline) {
             stop_qemu();
             const std::string tail = serial.size() > 3000 ? serial.substr(serial.size() - 3000) : serial;
-            return boot_error("boot-timeout",
+            return boot_error("image.boot_timeout",
                               fmt::format("no {} line within {}s under {}; serial log {}:\n{}", vm::kReadyMarker,
                                           o.timeout.count(), res.accel, res.serial_log, tail));
         }

@@ -15,10 +15,10 @@ Status BuildLog::append(const BuildLogRecord& r) const {
     const std::string line = j.dump() + "\n";
     // O_APPEND: concurrent builds' lines never interleave within a line.
     int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return make_error("image", "build-log", "cannot open the build log " + path_);
+    if (fd < 0) return make_error("image", "image.build_log", "cannot open the build log " + path_);
     const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
     ::close(fd);
-    if (!ok) return make_error("image", "build-log", "cannot write the build log " + path_);
+    if (!ok) return make_error("image", "image.build_log", "cannot write the build log " + path_);
     return ok_status();
 }
 

@@ -113,7 +113,7 @@ Result<CommandResult> Builder::run_tool(const std::string& what, CommandSpec spe
     if (!r->success()) {
         std::string why = r->timed_out ? "timed out" : fmt::format("exited with {}", r->exit_code);
         if (r->signal) why = fmt::format("ended by signal {}", r->signal);
-        return image_error("tool-failed", fmt::format("{}: {} {}:\n{}", what, argv, why,
+        return image_error("image.tool_failed", fmt::format("{}: {} {}:\n{}", what, argv, why,
                                                       tail_of(r->err.empty() ? r->out : r->err, 4000)));
     }
     return r;
@@ -154,7 +154,7 @@ Result<Builder::Plan> Builder::make_plan(const Recipe& recipe, const BuildOption
                           const std::string& key) -> Status {
             auto d = sha256_file(path);
             if (!d)
-                return image_error("missing-file", fmt::format("{}: {}: file not found: {}", file_pos(pos), key, path));
+                return image_error("image.missing_file", fmt::format("{}: {}: file not found: {}", file_pos(pos), key, path));
             digests[label] = *d;
             return ok_status();
         };
@@ -164,7 +164,7 @@ Result<Builder::Plan> Builder::make_plan(const Recipe& recipe, const BuildOption
             if (!F.input.empty()) {
                 const std::string& p = plan.input_paths[F.input];
                 if (p.empty())
-                    return image_error("missing-input",
+                    return image_error("image.missing_input",
                                        fmt::format("{}: {}.input: input '{}' has no file; give --input {}=PATH",
                                                    file_pos(F.pos), key, F.input, F.input));
                 if (auto st = digest("file:" + F.path, p, F.pos, key + ".input"); !st) return st.error();
@@ -225,7 +225,7 @@ Result<nlohmann::json> finish_layer(ImageTree& disk, const std::string& root_uui
     if (!boot) return boot.error();
     const std::string kver = newest_kernel(*boot);
     if (kver.empty())
-        return image_error("no-kernel", "the image has no kernel in /boot; add linux-image-amd64 to [base].packages");
+        return image_error("image.no_kernel", "the image has no kernel in /boot; add linux-image-amd64 to [base].packages");
     const std::string conf = fmt::format(
         "# Written by kiln: the newest kernel with the recipe's kernel arguments.\n"
         "DEFAULT linux\nPROMPT 0\nTIMEOUT 0\n\nLABEL linux\n  LINUX /boot/vmlinuz-{0}\n"
@@ -252,7 +252,7 @@ Result<nlohmann::json> finish_layer(ImageTree& disk, const std::string& root_uui
         {}, timeout);
     if (!q) return q.error();
     if (q->exit_code != 0)
-        return image_error("layer-command", "dpkg-query inside the image failed:\n" + tail_of(q->output, 2000));
+        return image_error("image.layer_command", "dpkg-query inside the image failed:\n" + tail_of(q->output, 2000));
     nlohmann::json packages = nlohmann::json::object();
     std::istringstream in(q->output);
     for (std::string line; std::getline(in, line);) {
@@ -310,7 +310,7 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
 
     const std::string mbr = read_host_file(options.mbr_path);
     if (mbr.size() < 440)
-        return image_error("no-mbr", fmt::format("cannot read the MBR boot code {} (package extlinux)", options.mbr_path));
+        return image_error("image.no_mbr", fmt::format("cannot read the MBR boot code {} (package extlinux)", options.mbr_path));
 
     if (options.progress) options.progress("base", "partition, ext4, extlinux (libguestfs)");
     auto disk = disks_.open();
@@ -357,12 +357,12 @@ Status Builder::apply_layer_steps(ImageTree& t, const Recipe& recipe, const Plan
         auto r = t.run(script, env, step_timeout);
         if (!r) return r.error();
         if (r->exit_code == 124)
-            return image_error("layer-timeout",
+            return image_error("image.layer_timeout",
                                fmt::format("layer '{}': {} ran past {}s (the layer's timeout; raise it with "
                                            "timeout = \"...\" in the layer); its output:\n{}",
                                            L.name, what, step_timeout.count(), tail_of(r->output, 6000)));
         if (r->exit_code != 0) {
-            Error e = image_error("layer-command", fmt::format("layer '{}': {} failed (exit {}); its output:\n{}",
+            Error e = image_error("image.layer_command", fmt::format("layer '{}': {} failed (exit {}); its output:\n{}",
                                                                L.name, what, r->exit_code, tail_of(r->output, 6000)));
             e.transient = mirror_trouble(r->output);
             return e;
@@ -516,10 +516,10 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
             for (const auto& p : delta.changed) {
                 // Never a path that would pack a host file.
                 if (p.empty() || p[0] == '/' || p == ".." || p.rfind("../", 0) == 0)
-                    return image_error("host-tree", "a changed path outside the tree: " + p);
+                    return image_error("image.host_tree", "a changed path outside the tree: " + p);
                 out << p << '\0';
             }
-            if (!out) return image_error("disk-full", "cannot write " + list);
+            if (!out) return image_error("image.disk_full", "cannot write " + list);
         }
         CommandSpec pack;
         pack.argv = {"tar", "-c", "-f", tar, "-C", *tree, "--numeric-owner", "--xattrs", "--xattrs-include=*",
@@ -550,7 +550,7 @@ Result<std::string> Builder::host_tree_of(GuestDisk& g, const std::string& key,
     const std::string tar = dir + ".tar";
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec) return image_error("host-tree", fmt::format("cannot create {}: {}", dir, ec.message()));
+    if (ec) return image_error("image.host_tree", fmt::format("cannot create {}: {}", dir, ec.message()));
     carried_ = CarriedTree{"", dir};  // owned from here: removed when the build ends, whatever happens
     say("unpack the parent's tree on the host");
     if (auto st = g.tar_out("/", tar); !st) {
@@ -635,7 +635,7 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
         auto meta = build_here();
         // An appliance that hung was killed by its watchdog: the layer is
         // built once more from a fresh staging area, and a second hang fails.
-        if (!meta && meta.error().code == "appliance-hung") {
+        if (!meta && meta.error().code == "image.appliance_hung") {
             if (options.progress) options.progress(pl.name, meta.error().message + "; building the layer once more");
             cache_.discard(*staging);
             staging = cache_.stage(pl.key);
@@ -713,7 +713,7 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
     }
     const uint64_t bytes = fs::file_size(tmp, ec);
     fs::rename(tmp, out, ec);
-    if (ec) return image_error("output", fmt::format("cannot write {}: {}", out, ec.message()));
+    if (ec) return image_error("image.output", fmt::format("cannot write {}: {}", out, ec.message()));
     std::vector<std::pair<std::string, std::string>> layer_keys;
     for (const auto& pl : plan.layers) layer_keys.emplace_back(pl.name, pl.key);
     result.manifest = make_manifest(recipe, layer_keys, last_meta, *digest, bytes, plan.epoch);

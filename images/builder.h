@@ -38,13 +38,13 @@ struct BuildOptions {
     // (layer, message): one line per step, for progress on stderr.
     std::function<void(const std::string&, const std::string&)> progress;
     // A layer or output another build holds: wait for it (true), or end
-    // with image/build-busy naming it (false), for a caller that parks and
+    // with image.build_busy naming it (false), for a caller that parks and
     // builds again (cached layers are then found, not rebuilt).
     bool wait_for_others = true;
 };
 
-// The lock key a build-busy error waits on ("layer <key>" or "output <key>").
-inline constexpr const char* kBuildBusy = "build-busy";
+// The lock key an image.build_busy error waits on ("layer <key>" or "output <key>").
+inline constexpr const char* kBuildBusy = "image.build_busy";
 
 struct PlannedLayer {
     std::string name;      // "base" or the layer's name

@@ -157,7 +157,7 @@ public:
         (void)rm_rf(dir);
         GuestCommandResult r;
         const auto at = text.rfind("KILN-RC=");
-        if (at == std::string::npos) return make_error("image", "guestfs", "a command inside the image left no exit code");
+        if (at == std::string::npos) return make_error("image", "image.guestfs", "a command inside the image left no exit code");
         r.exit_code = std::atoi(text.c_str() + at + 8);
         r.output = text.substr(0, at);
         return r;
@@ -174,15 +174,15 @@ private:
         const char* e = guestfs_last_error(g());
         std::string msg = e ? e : "unknown libguestfs error";
         if (guestfs_last_errno(g()) == ENOSPC || msg.find("No space left") != std::string::npos)
-            return make_error("image", "disk-full", fmt::format("{}: the image disk is full: {}", what, msg));
-        return make_error("image", "guestfs", fmt::format("{}: {}", what, msg));
+            return make_error("image", "image.disk_full", fmt::format("{}: the image disk is full: {}", what, msg));
+        return make_error("image", "image.guestfs", fmt::format("{}: {}", what, msg));
     }
     Status check(int rc, const std::string& what) const {
         if (rc == -1) return error(what);
         return ok_status();
     }
     static Error hung(const std::string& what, std::chrono::milliseconds deadline, pid_t pid) {
-        return make_error("image", "appliance-hung",
+        return make_error("image", "image.appliance_hung",
                           fmt::format("the libguestfs appliance hung {}: no answer in {}s, so its qemu (pid {}) "
                                       "was killed; a hang under TCG is usually transient",
                                       what, std::chrono::duration_cast<std::chrono::seconds>(deadline).count(), pid),
@@ -198,7 +198,7 @@ private:
 
 Result<std::unique_ptr<GuestDisk>> GuestfsDiskFactory::open() {
     guestfs_h* g = guestfs_create();
-    if (!g) return make_error("image", "guestfs", "cannot create a libguestfs handle");
+    if (!g) return make_error("image", "image.guestfs", "cannot create a libguestfs handle");
     GuestfsHandle h(g);
     // Errors come back as values (guestfs_last_error), not on stderr.
     guestfs_set_error_handler(g, nullptr, nullptr);

@@ -50,7 +50,7 @@ public:
 
 // How long a libguestfs call may block before its appliance is declared
 // hung and killed (appliance_watchdog.h): the call then fails with code
-// "appliance-hung" (transient), which the builder retries once. A launch
+// "image.appliance_hung" (transient), which the builder retries once. A launch
 // takes about 30 s under TCG; a command gets its own timeout (enforced
 // inside the appliance) plus the grace.
 struct ApplianceDeadlines {

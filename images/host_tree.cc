@@ -48,7 +48,7 @@ char type_of(mode_t m) {
 
 Status host_builds_possible() {
     if (::geteuid() != 0)
-        return tree_error("host-build-needs-root",
+        return tree_error("image.host_build_needs_root",
                           "a layer with build_in = \"host\" runs chrooted in the image's tree on this machine, which "
                           "needs root (chroot and mounts); run the build as root or set build_in = \"appliance\"");
     return ok_status();
@@ -64,7 +64,7 @@ Result<CommandResult> HostTree::in_root(std::vector<std::string> argv, const std
     auto r = runner_.run(spec);
     if (!r) return r.error();
     if (!r->success())
-        return tree_error("host-tree", fmt::format("{} in the image tree {}: {}", what, root_,
+        return tree_error("image.host_tree", fmt::format("{} in the image tree {}: {}", what, root_,
                                                    tail_of(r->err.empty() ? r->out : r->err, 2000)));
     return r;
 }
@@ -92,7 +92,7 @@ Status HostTree::write_file(const std::string& path, const std::string& content,
     // A new name at the top of the tree, which is ours: nothing to follow.
     const std::string host = (fs::path(root_) / name).string();
     const int fd = ::open(host.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return tree_error("host-tree", fmt::format("cannot create {}: {}", host, std::strerror(errno)));
+    if (fd < 0) return tree_error("image.host_tree", fmt::format("cannot create {}: {}", host, std::strerror(errno)));
     size_t off = 0;
     while (off < content.size()) {
         const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
@@ -101,7 +101,7 @@ Status HostTree::write_file(const std::string& path, const std::string& content,
             const int e = errno;
             ::close(fd);
             ::unlink(host.c_str());
-            return tree_error(e == ENOSPC ? "disk-full" : "host-tree",
+            return tree_error(e == ENOSPC ? "image.disk_full" : "image.host_tree",
                               fmt::format("write {}: {}", path, std::strerror(e)));
         }
         off += static_cast<size_t>(n);
@@ -114,7 +114,7 @@ Status HostTree::upload(const std::string& host_path, const std::string& path, i
     const std::string name = stage_name();
     std::error_code ec;
     fs::copy_file(host_path, fs::path(root_) / name, ec);
-    if (ec) return tree_error("host-tree", fmt::format("upload {} -> {}: {}", host_path, path, ec.message()));
+    if (ec) return tree_error("image.host_tree", fmt::format("upload {} -> {}: {}", host_path, path, ec.message()));
     return place(name, path, mode);
 }
 
@@ -152,9 +152,9 @@ Result<GuestCommandResult> HostTree::run(const std::string& script, const std::m
         struct stat st {};
         if (::lstat(p.c_str(), &st) != 0) {
             if (::mkdir(p.c_str(), 0755) != 0)
-                return tree_error("host-tree", fmt::format("cannot create {}: {}", p.string(), std::strerror(errno)));
+                return tree_error("image.host_tree", fmt::format("cannot create {}: {}", p.string(), std::strerror(errno)));
         } else if (!S_ISDIR(st.st_mode)) {
-            return tree_error("host-tree", fmt::format("/{} in the image is not a directory", d));
+            return tree_error("image.host_tree", fmt::format("/{} in the image is not a directory", d));
         }
     }
     CommandSpec spec;
@@ -180,9 +180,9 @@ Result<TreeSnapshot> snapshot_tree(const std::string& root) {
     TreeSnapshot snap;
     std::error_code ec;
     fs::recursive_directory_iterator it(root, fs::directory_options::none, ec);
-    if (ec) return tree_error("host-tree", fmt::format("cannot read {}: {}", root, ec.message()));
+    if (ec) return tree_error("image.host_tree", fmt::format("cannot read {}: {}", root, ec.message()));
     for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (ec) return tree_error("host-tree", fmt::format("cannot read {}: {}", root, ec.message()));
+        if (ec) return tree_error("image.host_tree", fmt::format("cannot read {}: {}", root, ec.message()));
         struct stat st {};
         if (::lstat(it->path().c_str(), &st) != 0) continue;  // gone meanwhile
         // Lexically: fs::relative would resolve the image's absolute

@@ -35,13 +35,13 @@ Result<Loaded> load_for(const engine::StageContext& ctx) {
     const auto& node = ctx.node();
     auto it = ctx.fleet().images.find(node.image);
     if (node.image.empty() || it == ctx.fleet().images.end())
-        return make_error("image", "no-profile",
+        return make_error("image", "image.no_profile",
                           fmt::format("node '{}' names no image profile ([images.NAME] and node.image)", node.name));
     auto r = load_recipe(it->second.recipe, it->second.inputs);
     if (!r.recipe) {
         std::string msg;
         for (const auto& e : r.errors) msg += (msg.empty() ? "" : "; ") + e.str();
-        return make_error("image", "bad-recipe", msg);
+        return make_error("image", "image.bad_recipe", msg);
     }
     return Loaded{&it->second, std::move(*r.recipe)};
 }
@@ -143,16 +143,16 @@ Status ImageStage::verify(engine::StageContext& ctx) {
     const auto& s = obs->state;
     const std::string image = s.value("image", "");
     auto manifest = read_manifest(Builder::manifest_path_for(image));
-    if (!manifest) return make_error("image", "verify", "no manifest beside " + image);
+    if (!manifest) return make_error("image", "image.verify", "no manifest beside " + image);
     if (manifest->value("final_key", "") != s.value("final_key", ""))
-        return make_error("image", "verify",
+        return make_error("image", "image.verify",
                           fmt::format("{} was built from key {}, the recipe now gives {}", image,
                                       manifest->value("final_key", "").substr(0, 12),
                                       s.value("final_key", "").substr(0, 12)));
     auto digest = sha256_file(image);
     if (!digest) return digest.error();
     if (*digest != manifest->value("image_sha256", ""))
-        return make_error("image", "verify", fmt::format("{}: sha256 {} differs from its manifest's {}", image,
+        return make_error("image", "image.verify", fmt::format("{}: sha256 {} differs from its manifest's {}", image,
                                                          digest->substr(0, 12),
                                                          manifest->value("image_sha256", "").substr(0, 12)));
     return ok_status();

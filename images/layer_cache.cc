@@ -69,7 +69,7 @@ Status write_file_atomic(const fs::path& path, const std::string& data) {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         out << data;
         out.flush();
-        if (!out) return cache_error("cache-write", "cannot write " + tmp.string());
+        if (!out) return cache_error("image.cache_write", "cannot write " + tmp.string());
     }
     int fd = ::open(tmp.c_str(), O_RDONLY);
     if (fd >= 0) {
@@ -78,7 +78,7 @@ Status write_file_atomic(const fs::path& path, const std::string& data) {
     }
     std::error_code ec;
     fs::rename(tmp, path, ec);
-    if (ec) return cache_error("cache-write", "cannot rename " + tmp.string() + ": " + ec.message());
+    if (ec) return cache_error("image.cache_write", "cannot rename " + tmp.string() + ": " + ec.message());
     return ok_status();
 }
 
@@ -101,7 +101,7 @@ bool is_key(const std::string& s) {
 // Flock on a path; the fd closes (and unlocks) with the KeyLock.
 Result<KeyLock> flock_path(const std::string& path, bool wait) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return cache_error("cache-lock", fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+    if (fd < 0) return cache_error("image.cache_lock", fmt::format("cannot open {}: {}", path, std::strerror(errno)));
     int rc;
     do {
         rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
@@ -110,7 +110,7 @@ Result<KeyLock> flock_path(const std::string& path, bool wait) {
         const int err = errno;
         ::close(fd);
         if (err == EWOULDBLOCK) return KeyLock{};
-        return cache_error("cache-lock", fmt::format("cannot lock {}: {}", path, std::strerror(err)));
+        return cache_error("image.cache_lock", fmt::format("cannot lock {}: {}", path, std::strerror(err)));
     }
     return KeyLock{fd};
 }
@@ -121,7 +121,7 @@ Status LayerCache::open() {
     std::error_code ec;
     fs::create_directories(fs::path(dir_) / "layers", ec);
     if (!ec) fs::create_directories(fs::path(dir_) / "locks", ec);
-    if (ec) return cache_error("cache-dir", fmt::format("cannot create the cache dir {}: {}", dir_, ec.message()));
+    if (ec) return cache_error("image.cache_dir", fmt::format("cannot create the cache dir {}: {}", dir_, ec.message()));
     dir_ = fs::absolute(dir_).lexically_normal().string();
     return ok_status();
 }
@@ -162,7 +162,7 @@ Result<std::string> LayerCache::stage(const std::string& key) {
     static std::atomic<int> seq{0};
     const fs::path staging = fs::path(dir_) / "layers" / fmt::format("{}{}-{}", prefix, ::getpid(), seq++);
     fs::create_directories(staging, ec);
-    if (ec) return cache_error("cache-write", fmt::format("cannot create {}: {}", staging.string(), ec.message()));
+    if (ec) return cache_error("image.cache_write", fmt::format("cannot create {}: {}", staging.string(), ec.message()));
     return staging.string();
 }
 
@@ -183,7 +183,7 @@ Result<CacheEntry> LayerCache::commit(const std::string& staging, const std::str
     const fs::path final_dir = entry_dir(key);
     if (fs::exists(final_dir, ec)) fs::remove_all(final_dir, ec);  // an incomplete leftover (no meta.json)
     fs::rename(staging, final_dir, ec);
-    if (ec) return cache_error("cache-write", fmt::format("cannot commit {}: {}", key, ec.message()));
+    if (ec) return cache_error("image.cache_write", fmt::format("cannot commit {}: {}", key, ec.message()));
     CacheEntry e;
     e.key = key;
     e.name = name;
@@ -318,7 +318,7 @@ Result<PruneReport> LayerCache::prune(std::optional<std::chrono::seconds> max_ag
         // Rename first so a reader never sees a half-removed entry.
         const fs::path gone = fs::path(dir_) / "layers" / (".tmp-" + k + "-prune");
         fs::rename(entry_dir(k), gone, ec);
-        if (ec) return cache_error("cache-prune", fmt::format("cannot remove {}: {}", k, ec.message()));
+        if (ec) return cache_error("image.cache_prune", fmt::format("cannot remove {}: {}", k, ec.message()));
         fs::remove_all(gone, ec);
         report.removed.push_back(k);
         report.freed_bytes += e.size_bytes;

@@ -46,11 +46,11 @@ Status write_manifest(const std::string& path, const nlohmann::json& manifest) {
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         out << manifest.dump(2) << "\n";
-        if (!out) return make_error("image", "manifest", "cannot write " + tmp);
+        if (!out) return make_error("image", "image.manifest", "cannot write " + tmp);
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
-    if (ec) return make_error("image", "manifest", "cannot write " + path + ": " + ec.message());
+    if (ec) return make_error("image", "image.manifest", "cannot write " + path + ": " + ec.message());
     return ok_status();
 }
 

@@ -104,31 +104,31 @@ Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<Switch
         if (auto it = at.find(sp.switch_name); it != at.end()) target = &fabric.switches[it->second];
         if (target == nullptr)
             return fabric_error(
-                "unknown-switch",
+                "network.unknown_switch",
                 fmt::format("ports given for switch {} which the fleet does not declare", sp.switch_name));
         // Two lists for one switch would be merged silently otherwise.
         if (!seen_switches.insert(sp.switch_name).second)
-            return fabric_error("duplicate-switch", fmt::format("ports for switch {} given twice", sp.switch_name));
+            return fabric_error("network.duplicate_switch", fmt::format("ports for switch {} given twice", sp.switch_name));
 
         std::set<std::string> names;
         for (const auto& port : sp.ports) {
             if (port.name.empty())
-                return fabric_error("bad-port", fmt::format("switch {}: a port has no name", sp.switch_name));
+                return fabric_error("network.bad_port", fmt::format("switch {}: a port has no name", sp.switch_name));
             if (!names.insert(port.name).second)
-                return fabric_error("duplicate-port",
+                return fabric_error("network.duplicate_port",
                                     fmt::format("switch {}: port {} given twice", sp.switch_name, port.name));
             if (port.speed_mbps <= 0)
-                return fabric_error("bad-port", fmt::format("switch {}: port {}: speed must be positive, got {}",
+                return fabric_error("network.bad_port", fmt::format("switch {}: port {}: speed must be positive, got {}",
                                                             sp.switch_name, port.name, port.speed_mbps));
             if (port.peer && !nodes.count(port.peer->node))
-                return fabric_error("unknown-node", fmt::format("switch {}: port {}: cabled to unknown node {}",
+                return fabric_error("network.unknown_node", fmt::format("switch {}: port {}: cabled to unknown node {}",
                                                                 sp.switch_name, port.name, port.peer->node));
             if (port.peer && port.uplink)
                 return fabric_error(
-                    "bad-port", fmt::format("switch {}: port {} is cabled to node {} and to switch {}", sp.switch_name,
+                    "network.bad_port", fmt::format("switch {}: port {} is cabled to node {} and to switch {}", sp.switch_name,
                                             port.name, port.peer->node, port.uplink->switch_name));
             if (port.uplink && port.uplink->switch_name == sp.switch_name)
-                return fabric_error("bad-uplink", fmt::format("switch {}: port {}: an uplink to the same switch",
+                return fabric_error("network.bad_uplink", fmt::format("switch {}: port {}: an uplink to the same switch",
                                                               sp.switch_name, port.name));
         }
         target->ports = sp.ports;
@@ -142,16 +142,16 @@ Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<Switch
             const SwitchLink& to = *port.uplink;
             if (!fabric.find_switch(to.switch_name))
                 return fabric_error(
-                    "unknown-switch",
+                    "network.unknown_switch",
                     fmt::format("switch {}: port {}: uplink to switch {} which the fleet does not declare", fs.name,
                                 port.name, to.switch_name));
             const Port* far = fabric.facing(port);
             if (far == nullptr)
-                return fabric_error("bad-uplink",
+                return fabric_error("network.bad_uplink",
                                     fmt::format("switch {}: port {}: uplink to {} {}, which has no such port", fs.name,
                                                 port.name, to.switch_name, to.port));
             if (!far->uplink || far->uplink->switch_name != fs.name || far->uplink->port != port.name)
-                return fabric_error("bad-uplink",
+                return fabric_error("network.bad_uplink",
                                     fmt::format("switch {}: port {}: uplink to {} {}, whose port does not face it back",
                                                 fs.name, port.name, to.switch_name, to.port));
         }
@@ -235,7 +235,7 @@ Result<Chosen> profile_of_nodes(const std::string& sw_name, const std::vector<st
             chosen = {node->network, node->name};
         } else if (node->network != chosen.profile) {
             // One switch carries one QoS config: mixed profiles cannot both hold.
-            return fabric_error("profile-conflict",
+            return fabric_error("network.profile_conflict",
                                 fmt::format("switch {}: node {} wants network profile {} but node {} wants {}", sw_name,
                                             chosen.by, chosen.profile, node->name, node->network));
         }
@@ -275,7 +275,7 @@ Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, co
                         leaf = far;
                     } else if (theirs->profile != chosen->profile) {
                         return fabric_error(
-                            "profile-conflict",
+                            "network.profile_conflict",
                             fmt::format("switch {}: its uplinks reach switch {} with network profile {} and switch {} "
                                         "with {}; one switch carries one profile",
                                         sw_name, leaf, chosen->profile, far, theirs->profile));
@@ -286,14 +286,14 @@ Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, co
     }
     if (chosen->profile.empty()) {
         if (fleet.network.size() == 1) return &fleet.network.begin()->second;
-        return fabric_error("no-profile",
+        return fabric_error("network.no_profile",
                             fmt::format("switch {}: no cabled node, nor any switch its uplinks reach, names a network "
                                         "profile",
                                         sw_name));
     }
     auto it = fleet.network.find(chosen->profile);
     if (it == fleet.network.end())
-        return fabric_error("unknown-profile",
+        return fabric_error("network.unknown_profile",
                             fmt::format("switch {}: network profile {} is not declared", sw_name, chosen->profile));
     return &it->second;
 }

@@ -54,27 +54,27 @@ Result<SshTarget> SshTarget::from_address(const std::string& address) {
     if (!address.empty() && address[0] == '[') {
         const size_t close = address.find(']');
         if (close == std::string::npos)
-            return ssh_error("bad-address", fmt::format("address '{}': missing ']'", address));
+            return ssh_error("network.bad_address", fmt::format("address '{}': missing ']'", address));
         host = address.substr(1, close - 1);
         if (close + 1 < address.size()) {
             if (address[close + 1] != ':')
-                return ssh_error("bad-address", fmt::format("address '{}': expected ':' after ']'", address));
+                return ssh_error("network.bad_address", fmt::format("address '{}': expected ':' after ']'", address));
             port = address.substr(close + 2);
         }
     } else if (const size_t colon = address.find(':'); colon != std::string::npos) {
         if (address.find(':', colon + 1) != std::string::npos)
-            return ssh_error("bad-address",
+            return ssh_error("network.bad_address",
                              fmt::format("address '{}': write an IPv6 address as [addr] or [addr]:port", address));
         host = address.substr(0, colon);
         port = address.substr(colon + 1);
     }
     if (host.empty() || !ssh_safe_token(host) || host[0] == '-')
-        return ssh_error("bad-address", fmt::format("address '{}': not a host name or address", address));
+        return ssh_error("network.bad_address", fmt::format("address '{}': not a host name or address", address));
     if (!port.empty() || address.back() == ':') {
         const bool digits =
             !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
         const int p = digits ? std::stoi(port) : 0;
-        if (p < 1 || p > 65535) return ssh_error("bad-address", fmt::format("address '{}': bad port", address));
+        if (p < 1 || p > 65535) return ssh_error("network.bad_address", fmt::format("address '{}': bad port", address));
         t.port = p;
     }
     t.host = host;
@@ -105,13 +105,13 @@ SshRunner::SshRunner(SshTarget target, std::shared_ptr<CommandRunner> local)
 Result<std::vector<std::string>> SshRunner::ssh_argv(const std::vector<std::string>& remote_argv) const {
     if (target_.known_hosts.empty())
         return ssh_error(
-            "ssh-no-known-hosts",
+            "network.ssh_no_known_hosts",
             fmt::format("{}: no known_hosts file: kiln checks SSH host keys strictly", target_.describe()));
-    if (remote_argv.empty()) return ssh_error("ssh-bad-command", "no remote command");
+    if (remote_argv.empty()) return ssh_error("network.ssh_bad_command", "no remote command");
     std::string remote;
     for (const auto& a : remote_argv) {
         if (!ssh_safe_token(a))
-            return ssh_error("ssh-bad-command",
+            return ssh_error("network.ssh_bad_command",
                              fmt::format("refusing to send '{}' over ssh: only letters, digits and _@%+=:,./- are "
                                          "passed to the remote shell",
                                          a));
@@ -155,7 +155,7 @@ Result<std::vector<std::string>> SshRunner::ssh_argv(const std::vector<std::stri
 
 Result<CommandResult> SshRunner::run(const CommandSpec& spec) {
     if (!spec.env.empty() || !spec.unset_env.empty() || !spec.cwd.empty())
-        return ssh_error("ssh-bad-command", "environment and working directory cannot be passed over ssh");
+        return ssh_error("network.ssh_bad_command", "environment and working directory cannot be passed over ssh");
     auto argv = ssh_argv(spec.argv);
     if (!argv) return argv.error();
     CommandSpec local = spec;

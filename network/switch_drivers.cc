@@ -26,7 +26,7 @@ Result<std::unique_ptr<SwitchDriver>> make_switch_driver(const config::Fleet& /*
         if (!ep) return ep.error();
         return std::unique_ptr<SwitchDriver>(std::make_unique<eos::EosDriver>(http, std::move(*ep)));
     }
-    return make_error("network", "unknown-os",
+    return make_error("network", "network.unknown_os",
                       fmt::format("switch {}: os '{}' has no driver (sonic, nvue, eos)", sw.name, sw.os));
 }
 

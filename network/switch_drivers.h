@@ -25,8 +25,8 @@ struct SwitchDriverDeps {
     nvue::NvueOptions nvue;
 };
 
-// Errors (domain "network"): "unknown-os", and each driver's own
-// ("credentials", "bad-address", SONiC's SSH settings).
+// Errors (domain "network"): "network.unknown_os", and each driver's own
+// ("credentials", "network.bad_address", SONiC's SSH settings).
 Result<std::unique_ptr<SwitchDriver>> make_switch_driver(const config::Fleet& fleet, const config::Switch& sw,
                                                          const SwitchDriverDeps& deps);
 

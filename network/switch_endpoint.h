@@ -30,13 +30,13 @@ struct SwitchEndpoint {
 
 // `address` is "host", "host:port" (scheme `default_scheme`, port
 // `default_port` when absent) or a full http(s):// URL.
-// Errors (domain "network"): "bad-address", "credentials" (no username, or
+// Errors (domain "network"): "network.bad_address", "credentials" (no username, or
 // the password reference does not resolve).
 Result<SwitchEndpoint> endpoint_for(const config::Switch& sw, const std::string& default_scheme, int default_port,
                                     std::chrono::milliseconds timeout);
 
 // The body as JSON; a non-2xx status or a body that is not JSON is an error
-// naming the switch, the method and the path ("network", "switch-http").
+// naming the switch, the method and the path ("network", "network.switch_http").
 Result<nlohmann::json> json_body(const SwitchEndpoint& ep, const net::HttpRequest& request,
                                  const Result<net::HttpResponse>& response);
 

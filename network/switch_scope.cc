@@ -18,7 +18,7 @@ const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fab
 Result<bool> node_has_scope(const config::Fleet& fleet, const config::Node& node) {
     if (node.network.empty()) return false;
     if (fleet.network.find(node.network) == fleet.network.end())
-        return make_error("network", "unknown-profile",
+        return make_error("network", "network.unknown_profile",
                           fmt::format("node {}: network profile {} is not declared", node.name, node.network));
     return true;
 }
@@ -37,7 +37,7 @@ Result<std::vector<ScopePorts>> scope_beyond_own_ports(const Fabric& fabric, con
         size_t far_sw = 0;
         const Port* far = fabric.facing(fabric.switches[sw].ports[port], &far_sw);
         if (far == nullptr)
-            return make_error("network", "bad-uplink",
+            return make_error("network", "network.bad_uplink",
                               fmt::format("switch {}: port {}: its uplink's far port is not in the fabric",
                                           fabric.switches[sw].name, fabric.switches[sw].ports[port].name));
         wanted[far_sw].insert(static_cast<size_t>(far - fabric.switches[far_sw].ports.data()));
@@ -88,7 +88,7 @@ Result<std::vector<SwitchScope>> scopes_for_node(const config::Fleet& fleet, con
         SwitchScope scope;
         scope.sw = fleet_switch(fleet, fabric, sw);
         if (scope.sw == nullptr)
-            return make_error("network", "unknown-switch",
+            return make_error("network", "network.unknown_switch",
                               fmt::format("switch {} is not in the fleet", fabric.switches[sw].name));
         // The switch carries one profile for all its nodes (a spine: its
         // leaves'): refuse a mix here rather than have two nodes rewrite

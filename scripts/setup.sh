@@ -38,6 +38,9 @@ packages=(
   chromium
   # faster rebuilds
   ccache
+  # lint (scripts/lint.sh, ctest "lint"): Debian 12's clang-format 14 is the
+  # formatter the tree is checked against
+  clang-format clang-tidy
 )
 
 missing=()

@@ -39,7 +39,7 @@ MHD_Result on_part(void* cls, MHD_ValueKind, const char* key, const char* filena
     if (name == "UpdateParameters") {
         up->parts.has_parameters = true;
         if (up->parts.parameters.size() + size > kMaxParameters) {
-            up->failure = make_error("bmc", "parameters_too_large", "UpdateParameters is larger than 1 MiB");
+            up->failure = make_error("bmc", "bmc.parameters_too_large", "UpdateParameters is larger than 1 MiB");
             return MHD_NO;
         }
         if (size > 0) up->parts.parameters.append(data, size);
@@ -123,7 +123,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
             // Once refused or failed, the rest is read and dropped.
             if (!upload->refusal && !upload->failure &&
                 MHD_post_process(upload->pp, upload_data, *upload_data_size) != MHD_YES && !upload->failure) {
-                upload->failure = make_error("bmc", "multipart_malformed", "the multipart body is malformed");
+                upload->failure = make_error("bmc", "bmc.multipart_malformed", "the multipart body is malformed");
             }
         } else if (upload->body.size() + *upload_data_size > kMaxUpload) {
             upload->too_large = true;  // keep reading, answer once it is all in
@@ -145,10 +145,10 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
         if (upload->failure) {
             upload->sink.reset();  // removes the partial file
             const Error& e = *upload->failure;
-            if (e.code == "image_too_large" || e.code == "parameters_too_large") {
+            if (e.code == "bmc.image_too_large" || e.code == "bmc.parameters_too_large") {
                 return send(connection, error_response(413, messages::payload_too_large()));
             }
-            if (e.code == "multipart_malformed") return send(connection, error_response(400, messages::malformed_json(e.message)));
+            if (e.code == "bmc.multipart_malformed") return send(connection, error_response(400, messages::malformed_json(e.message)));
             return send(connection, error_response(500, messages::internal_error(e.message)));
         }
         request.multipart = std::move(upload->parts);
@@ -205,14 +205,14 @@ Result<std::unique_ptr<BmcServer>> BmcServer::start(const BmcServerConfig& confi
     o.key_file = config.tls_key_file;
     auto started = net::MhdServer::start(std::move(o));
     if (!started)
-        return make_error("bmc", started.error().code == "net.tls" ? "tls_unreadable" : "listen_failed",
+        return make_error("bmc", started.error().code == "net.tls" ? "bmc.tls_unreadable" : "bmc.listen_failed",
                           started.error().message);
     server->server_ = std::move(*started);
     server->tls_ = server->server_->tls();
     server->port_ = server->server_->port();
     if (config.loop) {
         if (auto added = config.loop->add(server->server_->daemon()); !added)
-            return make_error("bmc", "listen_failed", "cannot serve " + config.bind_address + ":" +
+            return make_error("bmc", "bmc.listen_failed", "cannot serve " + config.bind_address + ":" +
                                                           std::to_string(config.port) + ": " + added.error().message);
         server->loop_ = config.loop;
     }

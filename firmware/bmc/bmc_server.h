@@ -41,7 +41,7 @@ struct BmcServerConfig {
 
 class BmcServer {
 public:
-    // Listening when it returns. Errors: "tls_unreadable", "listen_failed".
+    // Listening when it returns. Errors: "bmc.tls_unreadable", "bmc.listen_failed".
     // `state` must outlive the server.
     static Result<std::unique_ptr<BmcServer>> start(const BmcServerConfig& config, BmcState& state);
     ~BmcServer();  // stops the daemon before anything it uses goes away

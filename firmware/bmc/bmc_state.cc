@@ -214,19 +214,19 @@ Result<std::unique_ptr<BmcState>> BmcState::open(const BmcTemplate& base, BmcCon
             const StateSnapshot& s = **snap;
             if (s.mockup != state->mockup_) {
                 return make_error(
-                    "bmc", "state_mockup_mismatch",
+                    "bmc", "bmc.state_mockup_mismatch",
                     state->config_.state_file + " was written over mockup " + s.mockup + ", not " + state->mockup_);
             }
             for (const auto& [uri, body] : s.resources) {
                 auto canon = state->store_.resolve(uri);
                 if (!canon) {
-                    return make_error("bmc", "state_mockup_mismatch",
+                    return make_error("bmc", "bmc.state_mockup_mismatch",
                                       state->config_.state_file + " holds " + uri + ", which the mockup lacks");
                 }
                 state->store_.replace(*canon, body);
             }
             if (auto loaded = state->load_emulator_state(s.emulator); !loaded) {
-                return make_error("bmc", "state_malformed", state->config_.state_file + ": " + loaded.error().message);
+                return make_error("bmc", "bmc.state_malformed", state->config_.state_file + ": " + loaded.error().message);
             }
         }
     }
@@ -574,7 +574,7 @@ BmcResponse BmcState::login(const BmcRequest& request) {
     sessions_.set_limit(faults_.session_limit().value_or(config_.session_limit));
     auto session = sessions_.create(config_.user);
     if (!session) {
-        if (session.error().code == "session_limit") return error_response(503, messages::session_limit_exceeded());
+        if (session.error().code == "bmc.session_limit") return error_response(503, messages::session_limit_exceeded());
         return error_response(500, messages::internal_error(session.error().message));
     }
     BmcResponse r = json_response(201, session_view(*session));

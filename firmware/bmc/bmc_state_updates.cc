@@ -264,7 +264,7 @@ void BmcState::download(std::string task_id, std::string uri, DownloadOptions op
     const double t = now();
     if (!image) {
         // Cancelled by shutdown: left undone, the next start ends it as interrupted.
-        if (image.error().code == "cancelled") return;
+        if (image.error().code == "bmc.cancelled") return;
         fail_task(*task, messages::transfer_failed(task->image, image.error().message), t);
     } else {
         start_task(*task, *image, t);
@@ -336,7 +336,7 @@ void BmcState::start_task(UpdateTask& task, const ReceivedImage& image, double t
     task.version = header->version;
     auto targets = update_targets(store_, header->component, task.requested_targets);
     if (!targets) {
-        if (targets.error().code == "no_targets") {
+        if (targets.error().code == "bmc.no_targets") {
             fail_task(task, messages::no_targets_determined(task.image), t);
         } else {
             RedfishMessage why = messages::apply_failed(task.image, target_names(task.requested_targets));
@@ -611,7 +611,7 @@ Status BmcState::load_emulator_state(const json& j) {
             post_until_ = j.at("post").at("until").get<double>();
         }
     } catch (const json::exception& e) {
-        return make_error("bmc", "state_malformed", std::string("the emulator section is malformed: ") + e.what());
+        return make_error("bmc", "bmc.state_malformed", std::string("the emulator section is malformed: ") + e.what());
     }
     // A download the emulator's own restart cut off does not resume.
     const double t = now();

@@ -17,7 +17,7 @@ Result<ResetOutcome> plan_reset(const std::string& power_state, const std::strin
     if (reset_type == "Nmi") return ResetOutcome{power_state, false};
     if (reset_type == "Pause") return ResetOutcome{"Paused", false};
     if (reset_type == "Resume") return ResetOutcome{"On", false};
-    return make_error("bmc", "reset_type_unknown", "ResetType " + reset_type + " is not a Redfish ResetType");
+    return make_error("bmc", "bmc.reset_type_unknown", "ResetType " + reset_type + " is not a Redfish ResetType");
 }
 
 std::vector<std::string> allowed_reset_types(const nlohmann::json& system, const nlohmann::json& action_info) {

@@ -17,7 +17,7 @@ struct ResetOutcome {
     bool boots = false;       // the host runs POST
 };
 
-// Error "reset_type_unknown" for a type outside the Redfish ResetType enum.
+// Error "bmc.reset_type_unknown" for a type outside the Redfish ResetType enum.
 Result<ResetOutcome> plan_reset(const std::string& power_state, const std::string& reset_type);
 
 // The ResetType values the system allows: the inline

@@ -68,7 +68,7 @@ FaultSettings FaultInjector::current() {
 }
 
 Status FaultInjector::update(const nlohmann::json& patch) {
-    if (!patch.is_object()) return make_error("bmc", "fault_field", "the faults body is not a JSON object");
+    if (!patch.is_object()) return make_error("bmc", "bmc.fault_field", "the faults body is not a JSON object");
     std::lock_guard<std::mutex> lock(mu_);
     FaultSettings next = now_;
     for (const auto& [key, value] : patch.items()) {
@@ -87,15 +87,15 @@ Status FaultInjector::update(const nlohmann::json& patch) {
             }
             if (!value.is_number_unsigned() || value.get<unsigned long long>() == 0 ||
                 value.get<unsigned long long>() > 100000) {
-                return make_error("bmc", "fault_field", "session_limit must be a number from 1 to 100000, or null");
+                return make_error("bmc", "bmc.fault_field", "session_limit must be a number from 1 to 100000, or null");
             }
             next.session_limit = value.get<size_t>();
             continue;
         } else {
-            return make_error("bmc", "fault_field", "unknown fault field " + key);
+            return make_error("bmc", "bmc.fault_field", "unknown fault field " + key);
         }
         if (!value.is_number_unsigned() || value.get<unsigned long long>() > 3600000) {
-            return make_error("bmc", "fault_field", key + " must be a non-negative integer (at most 3600000)");
+            return make_error("bmc", "bmc.fault_field", key + " must be a non-negative integer (at most 3600000)");
         }
         *counter = value.get<unsigned>();
     }

@@ -46,7 +46,7 @@ public:
     std::optional<size_t> session_limit();
 
     FaultSettings current();
-    // Merges `patch` (the /kiln-bmc/faults fields). Errors "fault_field"
+    // Merges `patch` (the /kiln-bmc/faults fields). Errors "bmc.fault_field"
     // name the field that is unknown or of the wrong type; nothing changes then.
     Status update(const nlohmann::json& patch);
     void clear();  // every counter to zero, the session limit back to its start value

@@ -23,7 +23,7 @@ struct ImageHeader {
     std::string version;    // the rest of the line: "P79 v1.46"
 };
 
-// Errors: "image_not_kiln" (no "KILN-FW <component> <version>" first line).
+// Errors: "bmc.image_not_kiln" (no "KILN-FW <component> <version>" first line).
 Result<ImageHeader> parse_image_header(std::string_view head);
 
 struct ReceivedImage {
@@ -35,14 +35,14 @@ struct ReceivedImage {
 
 class ImageSink {
 public:
-    // Creates a new spool file in `dir`. Errors: "spool_failed".
+    // Creates a new spool file in `dir`. Errors: "bmc.spool_failed".
     static Result<ImageSink> create(const std::string& dir, size_t max_bytes);
     ImageSink(ImageSink&& other) noexcept;
     ImageSink& operator=(ImageSink&&) = delete;
     ImageSink(const ImageSink&) = delete;
     ~ImageSink();  // removes the file unless finish() handed it over
 
-    // Errors: "image_too_large" (past max_bytes), "spool_failed".
+    // Errors: "bmc.image_too_large" (past max_bytes), "bmc.spool_failed".
     Status write(const char* data, size_t n);
     // Closes the file and hands it over.
     Result<ReceivedImage> finish();

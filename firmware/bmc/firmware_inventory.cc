@@ -135,12 +135,12 @@ Result<std::vector<std::string>> update_targets(const ResourceStore& store, cons
         for (const auto& m : members) {
             if (matches(m)) out.push_back(m);
         }
-        if (out.empty()) return make_error("bmc", "no_targets", "no FirmwareInventory member matches " + component);
+        if (out.empty()) return make_error("bmc", "bmc.no_targets", "no FirmwareInventory member matches " + component);
         return out;
     }
     for (const auto& t : targets) {
         auto canon = store.resolve(t);
-        if (!canon) return make_error("bmc", "target_unknown", "target " + t + " does not exist");
+        if (!canon) return make_error("bmc", "bmc.target_unknown", "target " + t + " does not exist");
         std::string member = *canon;
         const std::string lower = lower_ascii(member);
         const bool system = is_member_of(lower, "systems"), manager = is_member_of(lower, "managers");
@@ -157,13 +157,13 @@ Result<std::vector<std::string>> update_targets(const ResourceStore& store, cons
                     break;
                 }
             }
-            if (found.empty()) return make_error("bmc", "target_unknown", "target " + t + " has no " + cls + " firmware");
+            if (found.empty()) return make_error("bmc", "bmc.target_unknown", "target " + t + " has no " + cls + " firmware");
             member = found;
         } else if (std::find(members.begin(), members.end(), member) == members.end()) {
-            return make_error("bmc", "target_unknown", "target " + t + " is not a FirmwareInventory member");
+            return make_error("bmc", "bmc.target_unknown", "target " + t + " is not a FirmwareInventory member");
         }
         if (!matches(member)) {
-            return make_error("bmc", "target_mismatch", "an image for " + component + " does not fit " + t);
+            return make_error("bmc", "bmc.target_mismatch", "an image for " + component + " does not fit " + t);
         }
         if (std::find(out.begin(), out.end(), member) == out.end()) out.push_back(member);
     }

@@ -26,9 +26,9 @@ std::vector<std::string> inventory_members(const ResourceStore& store);
 
 // The members an image for `component` goes to. With `targets` (request
 // URIs: members, or a ComputerSystem / Manager standing for its BIOS / BMC
-// member) every one must exist and match, else error "target_mismatch" or
-// "target_unknown"; without, every member whose Id or class matches, else
-// "no_targets".
+// member) every one must exist and match, else error "bmc.target_mismatch" or
+// "bmc.target_unknown"; without, every member whose Id or class matches, else
+// "bmc.no_targets".
 Result<std::vector<std::string>> update_targets(const ResourceStore& store, const std::string& component,
                                                 const std::vector<std::string>& targets);
 

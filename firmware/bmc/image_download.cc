@@ -53,13 +53,13 @@ Result<ReceivedImage> download_image(const std::string& uri, const DownloadOptio
     std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     const std::string shown = redact_uri(uri);
     if (uri.rfind("http://", 0) != 0 && uri.rfind("https://", 0) != 0) {
-        return make_error("bmc", "image_uri_unsupported", shown + ": only http and https image URIs are supported");
+        return make_error("bmc", "bmc.image_uri_unsupported", shown + ": only http and https image URIs are supported");
     }
     auto sink = ImageSink::create(options.spool_dir, options.max_bytes);
     if (!sink) return sink.error();
 
     std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
-    if (!curl) return make_error("bmc", "download_failed", shown + ": cannot create a libcurl handle");
+    if (!curl) return make_error("bmc", "bmc.download_failed", shown + ": cannot create a libcurl handle");
     Transfer t{&*sink, ok_status(), &cancelled};
     CURL* c = curl.get();
     curl_easy_setopt(c, CURLOPT_URL, uri.c_str());
@@ -86,19 +86,19 @@ Result<ReceivedImage> download_image(const std::string& uri, const DownloadOptio
     const CURLcode rc = curl_easy_perform(c);
     if (!t.status) return t.status.error();
     if (rc == CURLE_FILESIZE_EXCEEDED) {
-        return make_error("bmc", "image_too_large",
+        return make_error("bmc", "bmc.image_too_large",
                           shown + " is larger than " + std::to_string(options.max_bytes) + " bytes");
     }
-    if (rc == CURLE_ABORTED_BY_CALLBACK) return make_error("bmc", "cancelled", shown + ": download cancelled");
+    if (rc == CURLE_ABORTED_BY_CALLBACK) return make_error("bmc", "bmc.cancelled", shown + ": download cancelled");
     if (rc == CURLE_OPERATION_TIMEDOUT) {
-        return make_error("bmc", "download_failed",
+        return make_error("bmc", "bmc.download_failed",
                           shown + ": timed out after " + std::to_string(options.timeout.count()) + " ms");
     }
-    if (rc != CURLE_OK) return make_error("bmc", "download_failed", shown + ": " + curl_easy_strerror(rc));
+    if (rc != CURLE_OK) return make_error("bmc", "bmc.download_failed", shown + ": " + curl_easy_strerror(rc));
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
-        return make_error("bmc", "download_failed", shown + ": HTTP status " + std::to_string(status));
+        return make_error("bmc", "bmc.download_failed", shown + ": HTTP status " + std::to_string(status));
     }
     return sink->finish();
 }

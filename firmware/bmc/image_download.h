@@ -23,9 +23,9 @@ struct DownloadOptions {
     std::string password;   // never logged
 };
 
-// Errors (domain "bmc"): "image_uri_unsupported", "download_failed" (the
-// message says why: HTTP status, timeout, connection), "image_too_large",
-// "spool_failed", "cancelled". Messages never hold credentials or the query.
+// Errors (domain "bmc"): "bmc.image_uri_unsupported", "bmc.download_failed" (the
+// message says why: HTTP status, timeout, connection), "bmc.image_too_large",
+// "bmc.spool_failed", "cancelled". Messages never hold credentials or the query.
 Result<ReceivedImage> download_image(const std::string& uri, const DownloadOptions& options,
                                      const std::atomic<bool>& cancelled);
 

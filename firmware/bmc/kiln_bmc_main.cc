@@ -47,7 +47,7 @@ kiln::Status raise_open_files(int count) {
         (void)getrlimit(RLIMIT_NOFILE, &lim);
     }
     if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
-        return kiln::make_error("bmc", "open_files",
+        return kiln::make_error("bmc", "bmc.open_files",
                                 "--bmc-count " + std::to_string(count) + " needs about " + std::to_string(needed) +
                                     " open files and the limit is " + std::to_string(lim.rlim_cur) +
                                     " (ulimit -Hn): serve fewer BMCs per process");

@@ -20,12 +20,12 @@ void quiet(void*, virErrorPtr) {}
 Result<std::shared_ptr<LibvirtPower>> LibvirtPower::connect(const std::string& uri, const std::string& domain) {
     virSetErrorFunc(nullptr, &quiet);
     virConnectPtr conn = virConnectOpen(uri.c_str());
-    if (!conn) return make_error("bmc", "libvirt_connect", "cannot connect to libvirt at " + uri + ": " + last_error());
+    if (!conn) return make_error("bmc", "bmc.libvirt_connect", "cannot connect to libvirt at " + uri + ": " + last_error());
     virDomainPtr dom = virDomainLookupByName(conn, domain.c_str());
     if (!dom) {
         const std::string why = last_error();
         virConnectClose(conn);
-        return make_error("bmc", "libvirt_domain", "libvirt at " + uri + " has no domain " + domain + ": " + why);
+        return make_error("bmc", "bmc.libvirt_domain", "libvirt at " + uri + " has no domain " + domain + ": " + why);
     }
     return std::shared_ptr<LibvirtPower>(new LibvirtPower(uri, domain, conn, dom));
 }
@@ -42,7 +42,7 @@ std::string LibvirtPower::describe() const {
 Result<std::string> LibvirtPower::power_state() {
     int state = 0, reason = 0;
     if (virDomainGetState(dom_, &state, &reason, 0) != 0) {
-        return make_error("bmc", "libvirt_failed", "domain " + name_ + ": " + last_error());
+        return make_error("bmc", "bmc.libvirt_failed", "domain " + name_ + ": " + last_error());
     }
     switch (state) {
         case VIR_DOMAIN_RUNNING:
@@ -93,10 +93,10 @@ Status LibvirtPower::reset(const std::string& type) {
         what = "resume";
         if (paused) rc = virDomainResume(dom_);
     } else {
-        return make_error("bmc", "libvirt_failed", "ResetType " + type + " has no libvirt equivalent");
+        return make_error("bmc", "bmc.libvirt_failed", "ResetType " + type + " has no libvirt equivalent");
     }
     if (rc != 0) {
-        return make_error("bmc", "libvirt_failed", std::string("cannot ") + what + " domain " + name_ + ": " + last_error());
+        return make_error("bmc", "bmc.libvirt_failed", std::string("cannot ") + what + " domain " + name_ + ": " + last_error());
     }
     return ok_status();
 }

@@ -16,14 +16,14 @@ namespace kiln::bmc {
 
 class LibvirtPower : public PowerBackend {
 public:
-    // Errors (domain "bmc"): "libvirt_connect", "libvirt_domain" (no such domain).
+    // Errors (domain "bmc"): "bmc.libvirt_connect", "bmc.libvirt_domain" (no such domain).
     static Result<std::shared_ptr<LibvirtPower>> connect(const std::string& uri, const std::string& domain);
     ~LibvirtPower() override;
     LibvirtPower(const LibvirtPower&) = delete;
     LibvirtPower& operator=(const LibvirtPower&) = delete;
 
     Result<std::string> power_state() override;
-    // Errors: "libvirt_failed" with libvirt's message.
+    // Errors: "bmc.libvirt_failed" with libvirt's message.
     Status reset(const std::string& reset_type) override;
     std::string describe() const override;
 

@@ -14,14 +14,14 @@ namespace {
 Result<std::string> read_text(const fs::path& file, size_t max_bytes) {
     std::error_code ec;
     auto size = fs::file_size(file, ec);
-    if (ec) return make_error("bmc", "mockup_unreadable", "cannot stat " + file.string() + ": " + ec.message());
+    if (ec) return make_error("bmc", "bmc.mockup_unreadable", "cannot stat " + file.string() + ": " + ec.message());
     if (size > max_bytes) {
         return make_error(
             "bmc", "bmc.json",
             file.string() + " is " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes));
     }
     std::ifstream in(file, std::ios::binary);
-    if (!in) return make_error("bmc", "mockup_unreadable", "cannot open " + file.string());
+    if (!in) return make_error("bmc", "bmc.mockup_unreadable", "cannot open " + file.string());
     std::ostringstream text;
     text << in.rdbuf();
     return text.str();
@@ -59,7 +59,7 @@ Result<MockupTree> MockupTree::load(const std::string& dir, const MockupLimits& 
     fs::path root(dir);
     std::error_code ec;
     if (!fs::is_regular_file(root / "index.json", ec)) {
-        return make_error("bmc", "mockup_missing", dir + " is not a mockup tree: it has no index.json");
+        return make_error("bmc", "bmc.mockup_missing", dir + " is not a mockup tree: it has no index.json");
     }
     MockupTree tree;
     tree.dir = dir;
@@ -71,7 +71,7 @@ Result<MockupTree> MockupTree::load(const std::string& dir, const MockupLimits& 
         const auto name = it->path().filename().string();
         if (name != "index.json" && name != "index.xml") continue;
         if (++files > limits.max_files) {
-            return make_error("bmc", "mockup_too_many_files",
+            return make_error("bmc", "bmc.mockup_too_many_files",
                               dir + " holds more than " + std::to_string(limits.max_files) + " resources");
         }
         auto text = read_text(it->path(), limits.json.max_bytes);
@@ -88,7 +88,7 @@ Result<MockupTree> MockupTree::load(const std::string& dir, const MockupLimits& 
         }
         tree.resources[uri] = std::move(*body);
     }
-    if (ec) return make_error("bmc", "mockup_unreadable", "cannot walk " + dir + ": " + ec.message());
+    if (ec) return make_error("bmc", "bmc.mockup_unreadable", "cannot walk " + dir + ": " + ec.message());
     return tree;
 }
 

@@ -25,8 +25,8 @@ struct MockupTree {
     std::map<std::string, nlohmann::json> resources;  // "/redfish/v1/Systems/1" -> body
     std::map<std::string, std::string> documents;     // "/redfish/v1/$metadata" -> XML text
 
-    // Errors: "mockup_missing" (no <dir>/index.json), "mockup_unreadable",
-    // "mockup_too_many_files", or a JSON error naming the file.
+    // Errors: "bmc.mockup_missing" (no <dir>/index.json), "bmc.mockup_unreadable",
+    // "bmc.mockup_too_many_files", or a JSON error naming the file.
     static Result<MockupTree> load(const std::string& dir, const MockupLimits& limits = {});
 };
 

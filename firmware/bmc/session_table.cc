@@ -40,14 +40,14 @@ void SessionTable::expire() {
 Result<Session> SessionTable::create(const std::string& user) {
     expire();
     if (by_id_.size() >= limit_) {
-        return make_error("bmc", "session_limit",
+        return make_error("bmc", "bmc.session_limit",
                           "the maximum number of sessions (" + std::to_string(limit_) + ") is reached", true);
     }
     Session s;
     s.id = random_hex(8);
     s.token = random_hex(16);
     if (s.id.empty() || s.token.empty()) {
-        return make_error("bmc", "no_randomness", "cannot draw random bytes for a session token");
+        return make_error("bmc", "bmc.no_randomness", "cannot draw random bytes for a session token");
     }
     s.user = user;
     s.last_used = clock_();

@@ -29,7 +29,7 @@ class SessionTable {
 public:
     SessionTable(size_t limit, std::chrono::seconds idle_timeout, SteadyClock clock);
 
-    // Error "session_limit" when `limit` sessions are open.
+    // Error "bmc.session_limit" when `limit` sessions are open.
     Result<Session> create(const std::string& user);
     // Finds a live session and marks it used now.
     std::optional<Session> use_token(const std::string& token);

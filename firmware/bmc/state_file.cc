@@ -19,7 +19,7 @@ namespace {
 const char* kFormat = "kiln-bmc-state/1";
 
 Error write_error(const std::string& path, const std::string& what) {
-    return make_error("bmc", "state_write_failed", "cannot write " + path + ": " + what);
+    return make_error("bmc", "bmc.state_write_failed", "cannot write " + path + ": " + what);
 }
 
 Status write_all(int fd, const std::string& data) {
@@ -28,7 +28,7 @@ Status write_all(int fd, const std::string& data) {
         ssize_t n = ::write(fd, data.data() + done, data.size() - done);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return make_error("bmc", "state_write_failed", std::strerror(errno));
+            return make_error("bmc", "bmc.state_write_failed", std::strerror(errno));
         }
         done += static_cast<size_t>(n);
     }
@@ -40,26 +40,26 @@ Result<std::optional<StateSnapshot>> load_state_file(const std::string& path) {
     std::error_code ec;
     if (!fs::exists(path, ec)) return std::optional<StateSnapshot>();
     std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error("bmc", "state_unreadable", "cannot open " + path);
+    if (!in) return make_error("bmc", "bmc.state_unreadable", "cannot open " + path);
     std::ostringstream text;
     text << in.rdbuf();
     auto doc = parse_json(text.str(), JsonLimits{256u << 20, 64}, path);
-    if (!doc) return make_error("bmc", "state_malformed", doc.error().message);
+    if (!doc) return make_error("bmc", "bmc.state_malformed", doc.error().message);
     if (!doc->is_object() || doc->value("format", "") != kFormat || !doc->contains("resources") ||
         !(*doc)["resources"].is_object()) {
-        return make_error("bmc", "state_malformed", path + " is not a kiln-bmc state file (" + kFormat + ")");
+        return make_error("bmc", "bmc.state_malformed", path + " is not a kiln-bmc state file (" + kFormat + ")");
     }
     StateSnapshot snap;
     snap.mockup = doc->value("mockup", "");
     for (auto& [uri, body] : (*doc)["resources"].items()) {
         if (!body.is_object()) {
-            return make_error("bmc", "state_malformed", path + ": resource " + uri + " is not an object");
+            return make_error("bmc", "bmc.state_malformed", path + ": resource " + uri + " is not an object");
         }
         snap.resources[uri] = body;
     }
     if (doc->contains("emulator")) {
         if (!(*doc)["emulator"].is_object()) {
-            return make_error("bmc", "state_malformed", path + ": \"emulator\" is not an object");
+            return make_error("bmc", "bmc.state_malformed", path + ": \"emulator\" is not an object");
         }
         snap.emulator = (*doc)["emulator"];
     }
@@ -76,7 +76,7 @@ Status write_state_file(const std::string& path, const StateSnapshot& snapshot) 
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return write_error(tmp, std::strerror(errno));
     auto written = write_all(fd, text);
-    if (written && ::fsync(fd) != 0) written = make_error("bmc", "state_write_failed", std::strerror(errno));
+    if (written && ::fsync(fd) != 0) written = make_error("bmc", "bmc.state_write_failed", std::strerror(errno));
     ::close(fd);
     if (!written) {
         ::unlink(tmp.c_str());

@@ -23,11 +23,11 @@ struct StateSnapshot {
     nlohmann::json emulator = nlohmann::json::object();
 };
 
-// nullopt when `path` does not exist. Errors: "state_unreadable",
-// "state_malformed" (a broken file is refused, not silently reset).
+// nullopt when `path` does not exist. Errors: "bmc.state_unreadable",
+// "bmc.state_malformed" (a broken file is refused, not silently reset).
 Result<std::optional<StateSnapshot>> load_state_file(const std::string& path);
 
-// Errors: "state_write_failed".
+// Errors: "bmc.state_write_failed".
 Status write_state_file(const std::string& path, const StateSnapshot& snapshot);
 
 }  // namespace kiln::bmc

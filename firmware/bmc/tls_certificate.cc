@@ -30,20 +30,20 @@ struct ExtFree {
 };
 
 Error gen_error(const std::string& what) {
-    return make_error("bmc", "tls_generate_failed", "cannot generate the TLS certificate: " + what);
+    return make_error("bmc", "bmc.tls_generate_failed", "cannot generate the TLS certificate: " + what);
 }
 
 }  // namespace
 
 Result<std::string> certificate_fingerprint(const std::string& cert_file) {
     std::unique_ptr<FILE, FileCloser> f(std::fopen(cert_file.c_str(), "r"));
-    if (!f) return make_error("bmc", "tls_unreadable", "cannot read " + cert_file);
+    if (!f) return make_error("bmc", "bmc.tls_unreadable", "cannot read " + cert_file);
     std::unique_ptr<X509, X509Free> cert(PEM_read_X509(f.get(), nullptr, nullptr, nullptr));
-    if (!cert) return make_error("bmc", "tls_unreadable", cert_file + " holds no PEM certificate");
+    if (!cert) return make_error("bmc", "bmc.tls_unreadable", cert_file + " holds no PEM certificate");
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     if (X509_digest(cert.get(), EVP_sha256(), md, &n) != 1) {
-        return make_error("bmc", "tls_unreadable", "cannot hash " + cert_file);
+        return make_error("bmc", "bmc.tls_unreadable", "cannot hash " + cert_file);
     }
     static const char* kHex = "0123456789abcdef";
     std::string out;

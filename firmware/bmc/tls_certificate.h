@@ -16,7 +16,7 @@ struct TlsFiles {
     std::string fingerprint;  // lowercase hex SHA-256 of the certificate (DER)
 };
 
-// Errors (domain "bmc"): "tls_generate_failed", "tls_unreadable".
+// Errors (domain "bmc"): "bmc.tls_generate_failed", "bmc.tls_unreadable".
 Result<TlsFiles> ensure_self_signed(const std::string& dir, const std::string& bind_address);
 
 // Lowercase hex SHA-256 of the first certificate in a PEM file.

@@ -160,7 +160,7 @@ Result<UpdateTask> update_task_from_json(const json& j) {
         t.sha256 = j.at("sha256").get<std::string>();
         t.targets = j.at("targets").get<std::vector<std::string>>();
     } catch (const json::exception& e) {
-        return make_error("bmc", "state_malformed", std::string("an update task in the state file is malformed: ") + e.what());
+        return make_error("bmc", "bmc.state_malformed", std::string("an update task in the state file is malformed: ") + e.what());
     }
     return t;
 }

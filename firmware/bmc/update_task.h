@@ -76,7 +76,7 @@ nlohmann::json dell_task_view(const UpdateTask& task, double now, const std::str
                               const std::string& monitor_uri);
 
 nlohmann::json to_json(const UpdateTask& task);
-// Errors: "state_malformed" naming the field.
+// Errors: "bmc.state_malformed" naming the field.
 Result<UpdateTask> update_task_from_json(const nlohmann::json& j);
 
 // ISO 8601 UTC for wall seconds.

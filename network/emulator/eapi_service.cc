@@ -115,14 +115,14 @@ EapiService::EapiService(const std::string& model) {
 
 Status EapiService::restore(const json& running) {
     if (!running.is_object() || !running.contains("cmds"))
-        return make_error("emulator", "state_malformed", "eos state has no cmds");
+        return make_error("emulator", "emulator.state_malformed", "eos state has no cmds");
     running_ = running;
     return ok_status();
 }
 
 Status EapiService::change_behind_back(const json& change) {
     if (!change.is_object() || !change.contains("cmds") || !change["cmds"].is_array())
-        return make_error("emulator", "bad_change", "expected {\"cmds\": [config lines]}");
+        return make_error("emulator", "emulator.bad_change", "expected {\"cmds\": [config lines]}");
     Cursor cur;
     cur.tree = &running_;
     cur.config = true;
@@ -131,11 +131,11 @@ Status EapiService::change_behind_back(const json& change) {
         bool allow_apply() override { return true; }
     } gate;
     for (const auto& c : change["cmds"]) {
-        if (!c.is_string()) return make_error("emulator", "bad_change", "cmds must be strings");
+        if (!c.is_string()) return make_error("emulator", "emulator.bad_change", "cmds must be strings");
         json result;
         std::string error;
         if (!run(c.get<std::string>(), cur, result, error, gate))
-            return make_error("emulator", "bad_change", c.get<std::string>() + ": " + error);
+            return make_error("emulator", "emulator.bad_change", c.get<std::string>() + ": " + error);
     }
     return ok_status();
 }

@@ -53,11 +53,11 @@ Result<Faults> parse_faults(const std::string& spec) {
             } else if (key == "fail-applies") {
                 f.fail_applies = value == "all" ? -1 : std::stoi(value);
             } else {
-                return make_error("emulator", "bad_fault",
+                return make_error("emulator", "emulator.bad_fault",
                                   fmt::format("unknown fault '{}'; expected delay=MS or fail-applies=N|all", key));
             }
         } catch (...) {
-            return make_error("emulator", "bad_fault", fmt::format("fault '{}': expected a number", item));
+            return make_error("emulator", "emulator.bad_fault", fmt::format("fault '{}': expected a number", item));
         }
     }
     return f;
@@ -73,25 +73,25 @@ Result<std::unique_ptr<EmulatedSwitch>> EmulatedSwitch::open(const SwitchSpec& s
             std::string known;
             for (const auto& m : emulated_eos_models()) known += std::string(known.empty() ? "" : ", ") + m.name;
             return make_error(
-                "emulator", "bad_model",
+                "emulator", "emulator.bad_model",
                 fmt::format("switch {}: EOS model '{}' is not emulated here ({})", spec.name, model, known));
         }
         sw->service_ = std::make_unique<EapiService>(model);
     } else
-        return make_error("emulator", "bad_os",
+        return make_error("emulator", "emulator.bad_os",
                           fmt::format("switch {}: os '{}' is not emulated here (nvue, eos)", spec.name, spec.os));
     if (spec.os != "eos" && !spec.model.empty())
-        return make_error("emulator", "bad_model",
+        return make_error("emulator", "emulator.bad_model",
                           fmt::format("switch {}: a model is for eos switches, not {}", spec.name, spec.os));
     sw->faults_ = spec.faults;
     if (!spec.state_file.empty() && std::filesystem::exists(spec.state_file)) {
         std::ifstream in(spec.state_file);
-        if (!in) return make_error("emulator", "state_unreadable", "cannot read " + spec.state_file);
+        if (!in) return make_error("emulator", "emulator.state_unreadable", "cannot read " + spec.state_file);
         std::stringstream ss;
         ss << in.rdbuf();
         auto doc = json::parse(ss.str(), nullptr, false);
         if (doc.is_discarded() || !doc.is_object() || doc.value("os", "") != spec.os || !doc.contains("running"))
-            return make_error("emulator", "state_malformed",
+            return make_error("emulator", "emulator.state_malformed",
                               fmt::format("{} is not a {} switch state file", spec.state_file, spec.os));
         if (auto s = sw->service_->restore(doc["running"]); !s) return s.error();
     }
@@ -106,10 +106,10 @@ Status EmulatedSwitch::save() const {
         std::ofstream out(tmp, std::ios::trunc);
         out << json{{"os", spec_.os}, {"running", service_->running()}}.dump(2) << "\n";
         out.flush();
-        if (!out) return make_error("emulator", "state_write_failed", "cannot write " + tmp);
+        if (!out) return make_error("emulator", "emulator.state_write_failed", "cannot write " + tmp);
     }
     if (std::rename(tmp.c_str(), spec_.state_file.c_str()) != 0)
-        return make_error("emulator", "state_write_failed", "cannot rename " + tmp);
+        return make_error("emulator", "emulator.state_write_failed", "cannot rename " + tmp);
     return ok_status();
 }
 

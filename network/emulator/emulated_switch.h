@@ -39,8 +39,8 @@ struct SwitchSpec {
 
 class EmulatedSwitch : public ApplyGate {
 public:
-    // Loads the state file when it exists. Errors: "bad_os", "bad_model",
-    // "state_unreadable", "state_malformed".
+    // Loads the state file when it exists. Errors: "emulator.bad_os", "emulator.bad_model",
+    // "emulator.state_unreadable", "emulator.state_malformed".
     static Result<std::unique_ptr<EmulatedSwitch>> open(const SwitchSpec& spec);
 
     SwitchResponse handle(const SwitchRequest& request);

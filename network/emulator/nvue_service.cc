@@ -110,13 +110,13 @@ NvueService::NvueService(std::string user) : user_(std::move(user)) {
 }
 
 Status NvueService::restore(const json& running) {
-    if (!running.is_object()) return make_error("emulator", "state_malformed", "nvue state is not an object");
+    if (!running.is_object()) return make_error("emulator", "emulator.state_malformed", "nvue state is not an object");
     applied_ = running;
     return ok_status();
 }
 
 Status NvueService::change_behind_back(const json& change) {
-    if (!change.is_object()) return make_error("emulator", "bad_change", "expected a JSON merge patch object");
+    if (!change.is_object()) return make_error("emulator", "emulator.bad_change", "expected a JSON merge patch object");
     applied_.merge_patch(change);
     return ok_status();
 }

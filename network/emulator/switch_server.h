@@ -27,7 +27,7 @@ struct SwitchServerConfig {
 class SwitchServer {
 public:
     // Listening when it returns. `sw` must outlive the server.
-    // Errors: "tls_unreadable", "listen_failed".
+    // Errors: "emulator.tls_unreadable", "emulator.listen_failed".
     static Result<std::unique_ptr<SwitchServer>> start(const SwitchServerConfig& config, EmulatedSwitch& sw);
     ~SwitchServer();  // stops serving before anything it uses goes
     SwitchServer(const SwitchServer&) = delete;

@@ -42,7 +42,7 @@ Status check_watchdog_ms(const config::RoceProfile& p, const char* key, int ms) 
         "EOS takes the PFC watchdog's times in steps of {} ms from {} ms to {} s: pfc_watchdog.{} {} "
         "cannot be expressed",
         kWatchdogStepMs, kWatchdogStepMs, kWatchdogMaxMs / 1000, key, ms);
-    return make_error("network", "bad-profile",
+    return make_error("network", "network.bad_profile",
                       p.name.empty() ? what : fmt::format("network profile {}: {}", p.name, what));
 }
 
@@ -107,7 +107,7 @@ bool eos_model_is_voq(const std::string& model_name) {
 Result<EosPlatform> eos_platform(const json& show_version) {
     const json& model = member(show_version, "modelName");
     if (!model.is_string() || model.get<std::string>().empty())
-        return make_error("network", "eos-platform-unknown",
+        return make_error("network", "network.eos_platform_unknown",
                           "show version gave no modelName: kiln cannot tell whether the switch takes tx-queue or "
                           "uc-tx-queue");
     EosPlatform p;
@@ -310,10 +310,10 @@ Result<json> EosDriver::run_cmds(const std::vector<std::string>& cmds) {
                 if (d.is_object() && d.contains("errors"))
                     for (const auto& x : d["errors"])
                         if (x.is_string()) detail += "; " + x.get<std::string>();
-        return make_error("network", "eapi-error", fmt::format("switch {}: runCmds: {}", ep_.name, detail));
+        return make_error("network", "network.eapi_error", fmt::format("switch {}: runCmds: {}", ep_.name, detail));
     }
     if (!doc->contains("result") || !(*doc)["result"].is_array())
-        return make_error("network", "eapi-error", fmt::format("switch {}: runCmds answer has no result", ep_.name));
+        return make_error("network", "network.eapi_error", fmt::format("switch {}: runCmds answer has no result", ep_.name));
     return (*doc)["result"];
 }
 
@@ -321,7 +321,7 @@ Result<json> EosDriver::read_state() {
     auto r = run_cmds({"enable", "show version", "show running-config"});
     if (!r) return r.error();
     if (r->size() < 3)
-        return make_error("network", "eapi-error",
+        return make_error("network", "network.eapi_error",
                           fmt::format("switch {}: show running-config answered nothing", ep_.name));
     if (auto p = eos_platform((*r)[1])) platform_ = *p;  // apply() asks again when this had none
     return (*r)[2];

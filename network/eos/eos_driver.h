@@ -56,10 +56,10 @@ struct EosPlatform {
 // 7300X, 7358X, 7368X, 7388X, ...) are not.
 bool eos_model_is_voq(const std::string& model_name);
 
-// From `show version` JSON; an "eos-platform-unknown" error without a modelName.
+// From `show version` JSON; an "network.eos_platform_unknown" error without a modelName.
 Result<EosPlatform> eos_platform(const nlohmann::json& show_version);
 
-// Errors ("bad-profile") for watchdog times EOS cannot take: timeout and
+// Errors ("network.bad_profile") for watchdog times EOS cannot take: timeout and
 // recovery-time are 0.01..60 s in steps of 0.01 s.
 Result<nlohmann::json> render_eos(const config::RoceProfile& profile, const std::vector<Port>& ports);
 

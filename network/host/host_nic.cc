@@ -146,11 +146,11 @@ Result<NicReport> HostNicApplier::apply(const NicDesired& want) {
 Result<NicReport> HostNicApplier::run(const NicDesired& want, bool change) {
     if (want.ifname.empty() || want.ifname.find('/') != std::string::npos || want.ifname[0] == '-' ||
         want.ifname.size() > 15)
-        return make_error("network", "bad-nic", fmt::format("'{}' is not an interface name", want.ifname));
+        return make_error("network", "network.bad_nic", fmt::format("'{}' is not an interface name", want.ifname));
     auto link = exec({"ip", "-j", "-d", "link", "show", "dev", want.ifname});
-    if (!link) return make_error("network", "host-tool-missing", "ip (iproute2): " + link.error().message);
+    if (!link) return make_error("network", "network.host_tool_missing", "ip (iproute2): " + link.error().message);
     if (!link->success())
-        return make_error("network", "no-such-nic", fmt::format("interface {}: {}", want.ifname, first_line(link->err)),
+        return make_error("network", "network.no_such_nic", fmt::format("interface {}: {}", want.ifname, first_line(link->err)),
                           link->timed_out);
     NicReport r;
     r.ifname = want.ifname;
@@ -260,12 +260,12 @@ void HostNicApplier::dscp_trust(const NicDesired& w, bool change, NicReport& r) 
 
     auto read = [&]() -> Result<std::map<int, int>> {
         auto q = exec({"dcb", "-j", "app", "show", "dev", w.ifname, "dscp-prio"});
-        if (tool_missing(q)) return make_error("network", "unsupported", "dcb (iproute2) is not installed");
+        if (tool_missing(q)) return make_error("network", "network.unsupported", "dcb (iproute2) is not installed");
         if (!q->success())
-            return make_error("network", unsupported_text(q->err) ? "unsupported" : "failed",
+            return make_error("network", unsupported_text(q->err) ? "network.unsupported" : "network.failed",
                               "dcb app: " + first_line(q->err));
         auto doc = parse_json_limited(q->out.empty() ? "{}" : q->out, "dcb -j app show", {}, "network");
-        if (!doc) return make_error("network", "failed", doc.error().message);
+        if (!doc) return make_error("network", "network.failed", doc.error().message);
         return parse_dscp_prio(*doc);
     };
     auto describe = [](const std::map<int, int>& m) {
@@ -275,8 +275,8 @@ void HostNicApplier::dscp_trust(const NicDesired& w, bool change, NicReport& r) 
     };
     auto cur = read();
     if (!cur) {
-        item.outcome = cur.error().code == "unsupported" ? NicOutcome::Unsupported : NicOutcome::Failed;
-        item.detail = cur.error().code == "unsupported" && cur.error().message.find("installed") == std::string::npos
+        item.outcome = cur.error().code == "network.unsupported" ? NicOutcome::Unsupported : NicOutcome::Failed;
+        item.detail = cur.error().code == "network.unsupported" && cur.error().message.find("installed") == std::string::npos
                           ? "the NIC has no DCB (" + cur.error().message + ")"
                           : cur.error().message;
         r.items.push_back(item);
@@ -312,19 +312,19 @@ void HostNicApplier::pfc(const NicDesired& w, bool change, NicReport& r) {
     NicItem item{"pfc", list_str(want)};
     auto read = [&]() -> Result<std::vector<int>> {
         auto q = exec({"dcb", "-j", "pfc", "show", "dev", w.ifname, "prio-pfc"});
-        if (tool_missing(q)) return make_error("network", "unsupported", "dcb (iproute2) is not installed");
+        if (tool_missing(q)) return make_error("network", "network.unsupported", "dcb (iproute2) is not installed");
         if (!q->success())
-            return make_error("network", unsupported_text(q->err) ? "unsupported" : "failed",
+            return make_error("network", unsupported_text(q->err) ? "network.unsupported" : "network.failed",
                               "dcb pfc: " + first_line(q->err));
         auto doc = parse_json_limited(q->out, "dcb -j pfc show", {}, "network");
         auto v = doc ? parse_pfc(*doc) : std::nullopt;
-        if (!v) return make_error("network", "failed", "dcb pfc printed no prio_pfc");
+        if (!v) return make_error("network", "network.failed", "dcb pfc printed no prio_pfc");
         return *v;
     };
     auto cur = read();
     if (!cur) {
-        item.outcome = cur.error().code == "unsupported" ? NicOutcome::Unsupported : NicOutcome::Failed;
-        item.detail = cur.error().code == "unsupported" && cur.error().message.find("installed") == std::string::npos
+        item.outcome = cur.error().code == "network.unsupported" ? NicOutcome::Unsupported : NicOutcome::Failed;
+        item.detail = cur.error().code == "network.unsupported" && cur.error().message.find("installed") == std::string::npos
                           ? "the NIC has no DCB (" + cur.error().message + ")"
                           : cur.error().message;
         r.items.push_back(item);

@@ -35,10 +35,10 @@ Result<std::string> read_boot_id(CommandRunner& runner, milliseconds timeout) {
     spec.timeout = timeout;
     spec.max_output = 4096;
     auto r = runner.run(spec);
-    if (!r) return make_error("network", "boot-id-unreadable", "cannot read the boot id: " + r.error().message);
+    if (!r) return make_error("network", "network.boot_id_unreadable", "cannot read the boot id: " + r.error().message);
     const std::string id = trim(r->out);
     if (!r->success() || id.empty())
-        return make_error("network", "boot-id-unreadable",
+        return make_error("network", "network.boot_id_unreadable",
                           fmt::format("cannot read the boot id: {}",
                                       r->timed_out ? "timed out" : first_line(r->err.empty() ? r->out : r->err)),
                           r->timed_out);
@@ -67,10 +67,10 @@ Result<std::string> reboot_and_wait(CommandRunner& runner, const RebootOptions& 
     // The connection dropping under the command (ssh exits 255, a signal, a
     // timeout) is what a reboot looks like; a plain refusal is not.
     if (!r)
-        return make_error("network", "reboot-refused",
+        return make_error("network", "network.reboot_refused",
                           fmt::format("{} could not start: {}", describe_argv(kRebootArgv), r.error().message));
     if (!r->success() && !r->timed_out && r->signal == 0 && r->exit_code != 255)
-        return make_error("network", "reboot-refused",
+        return make_error("network", "network.reboot_refused",
                           fmt::format("{} failed (exit {}): {}", describe_argv(kRebootArgv), r->exit_code,
                                       first_line(r->err.empty() ? r->out : r->err)));
 
@@ -80,7 +80,7 @@ Result<std::string> reboot_and_wait(CommandRunner& runner, const RebootOptions& 
         if (now >= deadline) break;
         const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
         if (!wait(std::min(o.poll_interval, left)))
-            return make_error("network", "stopped", "stopped while waiting for the host to come back from its reboot");
+            return make_error("network", "network.stopped", "stopped while waiting for the host to come back from its reboot");
         const auto left_now = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
         if (left_now <= milliseconds(0)) break;
         auto id = read_boot_id(runner, std::min(o.command_timeout, left_now));
@@ -92,7 +92,7 @@ Result<std::string> reboot_and_wait(CommandRunner& runner, const RebootOptions& 
         progress(
             fmt::format("waiting for the host to come back ({} of {}): {}", dur(since(start)), dur(o.timeout), last));
     }
-    return make_error("network", "reboot-timeout",
+    return make_error("network", "network.reboot_timeout",
                       fmt::format("the host did not come back within {} of `{}` (last: {})", dur(o.timeout),
                                   describe_argv(kRebootArgv), last),
                       true);

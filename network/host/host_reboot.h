@@ -32,13 +32,13 @@ struct RebootOptions {
     std::function<void(const std::string&)> progress;  // "waiting for the host to come back (40s of 900s)"
 };
 
-// The host's boot id; an error "boot-id-unreadable" when it cannot be read.
+// The host's boot id; an error "network.boot_id_unreadable" when it cannot be read.
 Result<std::string> read_boot_id(CommandRunner& runner, std::chrono::milliseconds timeout);
 
 // Reboots the host and returns its new boot id. Errors (domain "network"):
-// "boot-id-unreadable" (before), "reboot-refused" (the command answered a
+// "network.boot_id_unreadable" (before), "network.reboot_refused" (the command answered a
 // clear refusal: not found or not permitted, with the host still up),
-// "reboot-timeout" (no new boot id within `timeout`), "stopped".
+// "network.reboot_timeout" (no new boot id within `timeout`), "stopped".
 Result<std::string> reboot_and_wait(CommandRunner& runner, const RebootOptions& options);
 
 }  // namespace kiln::network::host

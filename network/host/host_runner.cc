@@ -29,14 +29,14 @@ Result<std::shared_ptr<CommandRunner>> make_host_runner(const config::Node& node
                               fmt::format("node {} host: {}", node.name, target.error().message));
         if (h.known_hosts.empty())
             return make_error(
-                "network", "ssh-no-known-hosts",
+                "network", "network.ssh_no_known_hosts",
                 fmt::format("node {} host: set host.known_hosts: kiln checks SSH host keys strictly", node.name));
         target->username = h.username;
         target->identity_file = h.ssh_key;
         target->known_hosts = h.known_hosts;
         return std::shared_ptr<CommandRunner>(std::make_shared<SshRunner>(std::move(*target), std::move(local)));
     }
-    return make_error("network", "host-not-managed",
+    return make_error("network", "network.host_not_managed",
                       fmt::format("node {} has no host table: kiln does not manage its NICs", node.name));
 }
 
@@ -47,14 +47,14 @@ Status probe_host(CommandRunner& runner, const config::Node& node) {
     spec.max_output = 64u << 10;
     const std::string where = fmt::format("node {} host ({})", node.name, node.host.describe());
     auto r = runner.run(spec);
-    if (!r) return make_error("network", "host-unusable", fmt::format("{}: {}", where, r.error().message));
+    if (!r) return make_error("network", "network.host_unusable", fmt::format("{}: {}", where, r.error().message));
     if (r->success()) return ok_status();
     const bool over_ssh = node.host.mode == "ssh";
     const bool transient = r->timed_out || (over_ssh && ssh_failed(*r));
     // Exit 255 means ssh itself only over SSH (`ip netns exec` uses it too).
     std::string why = describe_remote_failure(*r);
     if (!over_ssh && why.rfind("ssh: ", 0) == 0) why = fmt::format("exit {}: {}", r->exit_code, why.substr(5));
-    return make_error("network", transient ? "host-unreachable" : "host-unusable",
+    return make_error("network", transient ? "network.host_unreachable" : "network.host_unusable",
                       fmt::format("{}: cannot run commands there: {}", where, why), transient);
 }
 

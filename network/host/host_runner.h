@@ -30,15 +30,15 @@ private:
 };
 
 // `local` starts processes on this machine (a ProcessRunner when null).
-// Errors (domain "network"): "host-not-managed" (no `host`), SshTarget's
-// "bad-address", "ssh-no-known-hosts"; each names the node.
+// Errors (domain "network"): "network.host_not_managed" (no `host`), SshTarget's
+// "network.bad_address", "network.ssh_no_known_hosts"; each names the node.
 Result<std::shared_ptr<CommandRunner>> make_host_runner(const config::Node& node,
                                                         std::shared_ptr<CommandRunner> local = nullptr);
 
 // One cheap command (`ip -V`) so that an unreachable host, a refused key or
 // a missing namespace is one error naming the node and how it was reached,
 // rather than every NIC setting failing on its own. SSH failures and
-// timeouts are transient ("host-unreachable"); the rest is "host-unusable".
+// timeouts are transient ("network.host_unreachable"); the rest is "network.host_unusable".
 Status probe_host(CommandRunner& runner, const config::Node& node);
 
 }  // namespace kiln::network::host

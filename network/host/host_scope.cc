@@ -87,7 +87,7 @@ Result<std::vector<NicResult>> reconcile_host_nics(CommandRunner& runner, const 
         if (!r) {
             Error e = r.error();
             e.message = fmt::format("node {} NIC {}: {}", node.name, t.nic, e.message);
-            if (e.code == "no-such-nic" && t.nic == t.want.ifname)
+            if (e.code == "network.no_such_nic" && t.nic == t.want.ifname)
                 e.message += " (give the NIC's netdev as ifname in the node's nics)";
             return e;
         }

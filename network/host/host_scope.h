@@ -48,7 +48,7 @@ struct NicResult {
 };
 
 // Probes the host, then observes (change = false) or applies every NIC of the
-// scope, in order. Errors name the node and the NIC ("no-such-nic", ...).
+// scope, in order. Errors name the node and the NIC ("network.no_such_nic", ...).
 Result<std::vector<NicResult>> reconcile_host_nics(CommandRunner& runner, const config::Node& node,
                                                    const HostScope& scope, bool change);
 

@@ -126,7 +126,7 @@ Result<std::string> nic_pci_address(CommandRunner& runner, const std::string& sy
     auto r = runner.run(spec);
     const std::string path = r && r->success() ? trim(r->out) : "";
     if (path.find("/devices/pci") == std::string::npos)
-        return make_error("network", "not-pci", fmt::format("{} is not a PCI device", ifname));
+        return make_error("network", "network.not_pci", fmt::format("{} is not a PCI device", ifname));
     return path.substr(path.rfind('/') + 1);
 }
 
@@ -141,10 +141,10 @@ Result<std::map<std::string, FirmwareValue>> query_nic_firmware(CommandRunner& r
     spec.max_output = 1u << 20;
     auto q = runner.run(spec);
     if (tool_missing(q))
-        return make_error("network", "mlxconfig-missing",
+        return make_error("network", "network.mlxconfig_missing",
                           "mlxconfig is not installed on the host (install mstflint, or NVIDIA's MFT)");
     if (!q->success())
-        return make_error("network", "mlxconfig-failed",
+        return make_error("network", "network.mlxconfig_failed",
                           fmt::format("mlxconfig cannot query {}: {}", pci,
                                       q->timed_out ? "timed out" : first_line(q->err.empty() ? q->out : q->err)),
                           q->timed_out);
@@ -183,7 +183,7 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
             if (v == w.before.end() && s.optional) continue;  // a RoCE key this firmware lacks: observe says so
             if (v == w.before.end())
                 return make_error(
-                    "network", "firmware-key-missing",
+                    "network", "network.firmware_key_missing",
                     fmt::format("{}: mlxconfig shows no {} (the NIC's firmware lacks it)", w.label, s.key));
             w.settings.push_back(s);
             if (v->second.next_boot != s.wanted) w.to_set.push_back(s);
@@ -207,7 +207,7 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         progress(fmt::format("{}: {}", w.label, describe_argv(spec.argv)));
         auto r = runner.run(spec);
         if (!r || !r->success())
-            return make_error("network", "mlxconfig-set-failed",
+            return make_error("network", "network.mlxconfig_set_failed",
                               fmt::format("{}: {} failed: {}", w.label, describe_argv(spec.argv),
                                           !r             ? r.error().message
                                           : r->timed_out ? std::string("timed out")
@@ -217,7 +217,7 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         if (!q) return make_error("network", q.error().code, w.label + ": " + q.error().message, q.error().transient);
         for (const auto& s : w.to_set)
             if ((*q)[s.key].next_boot != s.wanted)
-                return make_error("network", "mlxconfig-set-failed",
+                return make_error("network", "network.mlxconfig_set_failed",
                                   fmt::format("{}: {} reads {} for the next boot after mlxconfig set, wanted {}",
                                               w.label, s.key, (*q)[s.key].next_boot, s.wanted));
         report.set.push_back(fmt::format("{} {}", w.nic->nic, fmt::join(changes, ", ")));
@@ -240,7 +240,7 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         }
     }
     if (!wrong.empty())
-        return make_error("network", "firmware-not-applied",
+        return make_error("network", "network.firmware_not_applied",
                           fmt::format("after the host's reboot: {}", fmt::join(wrong, "; ")));
     progress("ConnectX firmware verified after the reboot");
     return report;

@@ -70,14 +70,14 @@ std::map<std::string, FirmwareValue> parse_mlxconfig_query(const std::string& ou
                                                            const std::vector<std::string>& keys);
 
 // The PCI address of a netdev ("0000:3b:00.0") from its sysfs device link;
-// an error "not-pci" when it has none (veth, bond).
+// an error "network.not_pci" when it has none (veth, bond).
 Result<std::string> nic_pci_address(CommandRunner& runner, const std::string& sysfs, const std::string& ifname,
                                     std::chrono::milliseconds timeout);
 
 // Queries the settings' keys on one NIC: `mlxconfig -e -d PCI query` lists
 // every key the device has, so a key it lacks is absent from the result
-// (naming it would fail the whole query). Errors: "mlxconfig-missing" (the
-// message says to install mstflint), "mlxconfig-failed".
+// (naming it would fail the whole query). Errors: "network.mlxconfig_missing" (the
+// message says to install mstflint), "network.mlxconfig_failed".
 Result<std::map<std::string, FirmwareValue>> query_nic_firmware(CommandRunner& runner, const std::string& pci,
                                                                 const std::vector<FirmwareSetting>& settings,
                                                                 std::chrono::milliseconds timeout);
@@ -101,7 +101,7 @@ struct FirmwareApplyReport {
 
 // Sets, reboots once when anything needs it, verifies. Errors (domain
 // "network"): those of query_nic_firmware and reboot_and_wait,
-// "mlxconfig-set-failed", "firmware-not-applied" (after the reboot a value
+// "network.mlxconfig_set_failed", "network.firmware_not_applied" (after the reboot a value
 // is not the wanted one: "mlx5_0 ATS_ENABLED wanted 1, read 0").
 Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std::vector<FirmwareNic>& nics,
                                                const FirmwareApplyOptions& options);

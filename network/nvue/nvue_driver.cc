@@ -65,7 +65,7 @@ json project(const json& tree, const std::vector<Port>& ports) {
 }
 
 Error profile_error(const config::RoceProfile& p, const std::string& what) {
-    return make_error("network", "bad-profile",
+    return make_error("network", "network.bad_profile",
                       p.name.empty() ? what : fmt::format("network profile {}: {}", p.name, what));
 }
 
@@ -73,14 +73,14 @@ Error profile_error(const config::RoceProfile& p, const std::string& what) {
 
 Result<NvueWatchdogTiming> nvue_watchdog_timing(int detection_ms) {
     if (detection_ms < kMinPollMs)
-        return make_error("network", "bad-profile",
+        return make_error("network", "network.bad_profile",
                           fmt::format("NVUE's PFC watchdog polls every {}..{} ms and acts after whole polls: "
                                       "detection_ms {} is shorter than one poll",
                                       kMinPollMs, kMaxPollMs, detection_ms));
     for (int poll = kMinPollMs; poll <= kMaxPollMs && poll <= detection_ms; ++poll)
         if (detection_ms % poll == 0 && detection_ms / poll <= kMaxRobustness)
             return NvueWatchdogTiming{poll, detection_ms / poll};
-    return make_error("network", "bad-profile",
+    return make_error("network", "network.bad_profile",
                       fmt::format("NVUE's PFC watchdog detects after polling-interval ({}..{} ms) x robustness "
                                   "(1..{}) and no such product is {} ms: pick a detection_ms with a factor in {}..{}",
                                   kMinPollMs, kMaxPollMs, kMaxRobustness, detection_ms, kMinPollMs, kMaxPollMs));
@@ -162,7 +162,7 @@ Result<json> NvueDriver::read_state() {
     auto tree = call("GET", "/nvue_v1/?rev=applied", nullptr);
     if (!tree) return tree.error();
     if (!tree->is_object())
-        return make_error("network", "switch-http",
+        return make_error("network", "network.switch_http",
                           fmt::format("switch {}: the applied config is not an object", ep_.name));
     return tree;
 }
@@ -180,7 +180,7 @@ Status NvueDriver::apply(const json& desired, const json& running) {
     if (!created) return created.error();
     // {"<id>": {"state": "pending", ...}}: the one key is the revision id.
     if (!created->is_object() || created->size() != 1)
-        return make_error("network", "nvue-revision",
+        return make_error("network", "network.nvue_revision",
                           fmt::format("switch {}: creating a revision did not return one revision id", ep_.name));
     const std::string id = created->begin().key();
     const std::string rev = net::percent_encode(id);
@@ -207,7 +207,7 @@ Status NvueDriver::apply(const json& desired, const json& running) {
             std::string issue;
             if (st->contains("transition") && (*st)["transition"].contains("issue"))
                 issue = ": " + (*st)["transition"]["issue"].dump();
-            return make_error("network", "nvue-apply-failed",
+            return make_error("network", "network.nvue_apply_failed",
                               fmt::format("switch {}: revision {} ended in state {}{}; the switch stays at its "
                                           "previous revision",
                                           ep_.name, id, state, issue));
@@ -215,7 +215,7 @@ Status NvueDriver::apply(const json& desired, const json& running) {
         std::this_thread::sleep_for(options_.poll_interval);
     }
     return make_error(
-        "network", "nvue-apply-stuck",
+        "network", "network.nvue_apply_stuck",
         fmt::format("switch {}: revision {} still '{}' after {} polls", ep_.name, id, state, options_.poll_limit),
         true);
 }

@@ -57,11 +57,11 @@ struct NvueWatchdogTiming {
 };
 
 // The finest polling interval whose multiple is exactly `detection_ms`; a
-// "bad-profile" error when none is (below 100 ms, or no factor in range).
+// "network.bad_profile" error when none is (below 100 ms, or no factor in range).
 Result<NvueWatchdogTiming> nvue_watchdog_timing(int detection_ms);
 
 // The profile as the NVUE tree above, for `ports` (no I/O). Errors
-// ("bad-profile") for what NVUE cannot express: a watchdog detection time
+// ("network.bad_profile") for what NVUE cannot express: a watchdog detection time
 // (see nvue_watchdog_timing) or an action other than drop.
 Result<nlohmann::json> render_nvue(const config::RoceProfile& profile, const std::vector<Port>& ports);
 

@@ -31,7 +31,7 @@ std::vector<std::string> split_key(const std::string& key) {
 
 Result<ConfigDb> ConfigDb::from_json(Json doc) {
     auto bad = [](std::string where, std::string what) {
-        return make_error("network", "config-db-shape", fmt::format("{}: {}", where, what));
+        return make_error("network", "network.config_db_shape", fmt::format("{}: {}", where, what));
     };
     if (!doc.is_object()) return bad("CONFIG_DB", "must be an object of tables");
     for (const auto& [table, rows] : doc.items()) {

@@ -10,7 +10,7 @@ namespace {
 using nlohmann::json;
 
 Error patch_error(size_t index, const std::string& op, const std::string& path, const std::string& why) {
-    return make_error("network", "bad-patch", fmt::format("patch operation {} ({} {}): {}", index, op, path, why));
+    return make_error("network", "network.bad_patch", fmt::format("patch operation {} ({} {}): {}", index, op, path, why));
 }
 
 void diff_into(const json& from, const json& to, std::vector<std::string>& at, json& out) {
@@ -59,7 +59,7 @@ Result<std::vector<std::string>> split_pointer(const std::string& pointer) {
         for (; !p.empty(); p.pop_back()) tokens.push_back(p.back());
         return std::vector<std::string>(tokens.rbegin(), tokens.rend());
     } catch (const json::exception& e) {
-        return make_error("network", "bad-pointer", fmt::format("'{}': {}", pointer, reason(e)));
+        return make_error("network", "network.bad_pointer", fmt::format("'{}': {}", pointer, reason(e)));
     }
 }
 
@@ -71,7 +71,7 @@ json json_diff(const json& from, const json& to) {
 }
 
 Result<json> json_patch_apply(const json& doc, const json& patch) {
-    if (!patch.is_array()) return make_error("network", "bad-patch", "a JSON Patch must be an array of operations");
+    if (!patch.is_array()) return make_error("network", "network.bad_patch", "a JSON Patch must be an array of operations");
     json work = doc;
     for (size_t i = 0; i < patch.size(); ++i) {
         const json& op = patch[i];

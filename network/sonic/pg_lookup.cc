@@ -31,7 +31,7 @@ Result<PgLookup> parse_pg_lookup(const std::string& text, const std::string& sou
         for (std::string w; fields >> w;) f.push_back(w);
         if (f.empty()) continue;
         auto bad = [&](const std::string& why) {
-            return make_error("network", "bad-pg-lookup", fmt::format("{}:{}: {}", source, lineno, why));
+            return make_error("network", "network.bad_pg_lookup", fmt::format("{}:{}: {}", source, lineno, why));
         };
         if (f.size() != 6 && f.size() != 7)
             return bad(fmt::format("expected 'speed cable size xon xoff threshold [xon_offset]', got {} fields",
@@ -52,7 +52,7 @@ Result<PgLookup> parse_pg_lookup(const std::string& text, const std::string& sou
         out.rows.push_back(std::move(r));
     }
     if (out.rows.empty())
-        return make_error("network", "bad-pg-lookup", fmt::format("{}: no rows", source));
+        return make_error("network", "network.bad_pg_lookup", fmt::format("{}: no rows", source));
     return out;
 }
 
@@ -71,14 +71,14 @@ Result<PgLookupRow> PgLookup::row_for(int speed_mbps, int cable_m) const {
             if (std::find(speeds.begin(), speeds.end(), r.speed_mbps) == speeds.end()) speeds.push_back(r.speed_mbps);
         std::string have;
         for (int s : speeds) have += (have.empty() ? "" : ", ") + std::to_string(s);
-        return make_error("network", "no-headroom-row",
+        return make_error("network", "network.no_headroom_row",
                           fmt::format("the SKU's pg_profile_lookup.ini has no row for speed {} (speeds: {})",
                                       speed_mbps, have));
     }
     std::sort(lengths.begin(), lengths.end());
     std::string have;
     for (int l : lengths) have += (have.empty() ? "" : ", ") + std::to_string(l) + "m";
-    return make_error("network", "no-headroom-row",
+    return make_error("network", "network.no_headroom_row",
                       fmt::format("a {} m cable is longer than any the SKU's pg_profile_lookup.ini sizes for speed {} "
                                   "({}): the switch would give the port no lossless headroom",
                                   cable_m, speed_mbps, have));

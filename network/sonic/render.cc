@@ -10,7 +10,7 @@ constexpr int kPriorities = 8;  // 802.1p priorities, SONiC TCs and queues 0..7
 constexpr int kDscpValues = 64;
 
 Error profile_error(const config::RoceProfile& p, std::string message) {
-    return make_error("network", "bad-profile",
+    return make_error("network", "network.bad_profile",
                       p.name.empty() ? message : fmt::format("network profile {}: {}", p.name, message));
 }
 
@@ -80,12 +80,12 @@ Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vec
     const SonicFacts& f = *opt.facts;
     const std::string lossless = std::to_string(p.lossless_priority);
     if (f.buffer_model != "traditional" && f.buffer_model != "dynamic")
-        return make_error("network", "buffer-model",
+        return make_error("network", "network.buffer_model",
                           fmt::format("DEVICE_METADATA|localhost buffer_model is '{}': kiln knows traditional and "
                                       "dynamic",
                                       f.buffer_model));
     if (f.pool_mode.empty())
-        return make_error("network", "no-lossless-pool",
+        return make_error("network", "network.no_lossless_pool",
                           fmt::format("the switch has no BUFFER_POOL|{} (its buffer template did not run?): kiln "
                                       "binds lossless PGs to it; set buffer_policy = \"default\" to leave buffers "
                                       "to the switch",
@@ -93,7 +93,7 @@ Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vec
     const bool traditional = f.buffer_model == "traditional";
     if (traditional && !f.pg_lookup)
         return make_error(
-            "network", "no-headroom-table",
+            "network", "network.no_headroom_table",
             fmt::format("the switch uses SONiC's traditional buffer model, which sizes PG headroom from its SKU's "
                         "table, and kiln could not read it ({}{}); set buffer_policy = \"default\" to leave "
                         "buffers to the switch",
@@ -143,7 +143,7 @@ Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vec
 
 Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Port>& ports, const RenderOptions& opt) {
     if (Status s = check_profile(p); !s) return s.error();
-    if (ports.empty()) return make_error("network", "no-ports", "nothing to render: no ports given");
+    if (ports.empty()) return make_error("network", "network.no_ports", "nothing to render: no ports given");
 
     ConfigDb db;
     const std::string& map = opt.name;
@@ -217,7 +217,7 @@ Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Por
 
 Result<ConfigDb> render_switch(const config::Fleet& fleet, const FabricSwitch& sw, const RenderOptions& options) {
     if (sw.os != "sonic")
-        return make_error("network", "wrong-os", fmt::format("switch {} runs {}, not sonic", sw.name, sw.os));
+        return make_error("network", "network.wrong_os", fmt::format("switch {} runs {}, not sonic", sw.name, sw.os));
     auto profile = profile_for_switch(fleet, sw);
     if (!profile) return profile.error();
     auto db = render_roce(**profile, sw.ports, options);

@@ -71,15 +71,15 @@ SonicDriver::SonicDriver(std::string name, std::shared_ptr<CommandRunner> switch
 Result<std::unique_ptr<SonicDriver>> SonicDriver::from_switch(const config::Switch& sw,
                                                               std::shared_ptr<CommandRunner> local,
                                                               SonicDriverOptions options) {
-    if (sw.os != "sonic") return driver_error(sw.name, "wrong-os", fmt::format("runs {}, not sonic", sw.os));
+    if (sw.os != "sonic") return driver_error(sw.name, "network.wrong_os", fmt::format("runs {}, not sonic", sw.os));
     auto target = SshTarget::from_address(sw.address);
     if (!target) return driver_error(sw.name, target.error().code, target.error().message);
     if (sw.known_hosts.empty())
-        return driver_error(sw.name, "ssh-no-known-hosts",
+        return driver_error(sw.name, "network.ssh_no_known_hosts",
                             "set known_hosts (a known_hosts file with the switch's host key): kiln checks SSH "
                             "host keys strictly");
     if (sw.password && sw.ssh_key.empty())
-        return driver_error(sw.name, "ssh-password-unsupported",
+        return driver_error(sw.name, "network.ssh_password_unsupported",
                             "password login over SSH is not supported: set ssh_key (kiln's SSH is key-only)");
     target->username = sw.username.empty() ? "admin" : sw.username;
     target->identity_file = sw.ssh_key;
@@ -128,13 +128,13 @@ Result<json> SonicDriver::read_config_db() {
     auto r = remote({"sonic-cfggen", "-d", "--print-data"}, options_.read_timeout);
     if (!r) return driver_error(name_, r.error().code, r.error().message);
     if (!r->success())
-        return driver_error(name_, "read-failed", "sonic-cfggen -d --print-data failed: " + describe_remote_failure(*r),
+        return driver_error(name_, "network.read_failed", "sonic-cfggen -d --print-data failed: " + describe_remote_failure(*r),
                             ssh_failed(*r) || r->timed_out);
-    if (r->truncated) return driver_error(name_, "read-failed", "sonic-cfggen output exceeds 64 MiB");
+    if (r->truncated) return driver_error(name_, "network.read_failed", "sonic-cfggen output exceeds 64 MiB");
     // CONFIG_DB of a big switch is a few MiB: room for it, not for anything.
     auto doc = parse_json_limited(r->out, "sonic-cfggen -d --print-data", {64u << 20, 64, 8'000'000}, "network");
     if (!doc || !doc->is_object())
-        return driver_error(name_, "read-failed",
+        return driver_error(name_, "network.read_failed",
                             doc ? std::string("sonic-cfggen -d --print-data did not print a JSON object")
                                 : doc.error().message);
     return doc;
@@ -157,7 +157,7 @@ Result<json> SonicDriver::read_state() {
             auto r = remote({"cat", path}, options_.read_timeout);
             if (!r) return driver_error(name_, r.error().code, r.error().message);
             if (ssh_failed(*r) || r->timed_out)
-                return driver_error(name_, "read-failed", "cat " + path + ": " + describe_remote_failure(*r), true);
+                return driver_error(name_, "network.read_failed", "cat " + path + ": " + describe_remote_failure(*r), true);
             if (r->success())
                 facts["pg_lookup"] = r->out;
             else
@@ -215,7 +215,7 @@ Result<std::shared_ptr<const YangValidator>> default_validator() {
             load_error = v.error().message;
     }
     if (loaded) return loaded;
-    return make_error("network", "yang-models", load_error);
+    return make_error("network", "network.yang_models", load_error);
 }
 
 // The tables the models know: a real switch has many more (BGP, VLANs...),
@@ -236,7 +236,7 @@ Status SonicDriver::check(const json& desired, const json& running) const {
             auto lanes = p->find("lanes");
             auto have = facts.lanes.find(p.key());
             if (lanes == p->end() || have == facts.lanes.end() || *lanes == have->second) continue;
-            return driver_error(name_, "create-only",
+            return driver_error(name_, "network.create_only",
                                 fmt::format("PORT|{} lanes are {} on the switch and {} in the fleet: SONiC creates a "
                                             "port's lanes with the port and refuses to change them; fix the fleet's "
                                             "lanes (or break the port out on the switch first)",
@@ -245,13 +245,13 @@ Status SonicDriver::check(const json& desired, const json& running) const {
     auto k = running.find(kFactsKey);
     if (k == running.end() || !k->contains("config_db")) return ok_status();
     auto merged = json_patch_apply((*k)["config_db"], patch_for(desired, running));
-    if (!merged) return driver_error(name_, "patch-invalid", "the patch does not apply: " + merged.error().message);
+    if (!merged) return driver_error(name_, "network.patch_invalid", "the patch does not apply: " + merged.error().message);
     std::shared_ptr<const YangValidator> validator = options_.validator;
     std::lock_guard<std::mutex> lock(validator_mutex());
     if (!validator) {
         auto v = default_validator();
         if (!v)
-            return driver_error(name_, "yang-models",
+            return driver_error(name_, "network.yang_models",
                                 "cannot check the change against SONiC's YANG models before applying it: " +
                                     v.error().message);
         validator = *v;
@@ -266,7 +266,7 @@ Status SonicDriver::check(const json& desired, const json& running) const {
     std::string text;
     for (size_t i = 0; i < added.size() && i < 5; ++i) text += (i ? "; " : "") + added[i];
     if (added.size() > 5) text += fmt::format("; and {} more", added.size() - 5);
-    return driver_error(name_, "yang-invalid",
+    return driver_error(name_, "network.yang_invalid",
                         fmt::format("the switch would refuse this change (SONiC's YANG models, on the merged "
                                     "config): {}; nothing was applied",
                                     text));
@@ -327,7 +327,7 @@ Status SonicDriver::apply_patch(const json& patch) {
     if (!r) return driver_error(name_, r.error().code, r.error().message);
     if (!r->success())
         return driver_error(
-            name_, "checkpoint-failed",
+            name_, "network.checkpoint_failed",
             fmt::format("config checkpoint {} failed: {}; nothing was changed", cp, describe_remote_failure(*r)),
             ssh_failed(*r) || r->timed_out);
 
@@ -342,14 +342,14 @@ Status SonicDriver::apply_patch(const json& patch) {
     auto rb = remote(config_cmd({"rollback", cp}), options_.apply_timeout);
     if (!rb || !rb->success()) {
         const std::string rb_why = rb ? describe_remote_failure(*rb) : rb.error().message;
-        Error e = driver_error(name_, "rollback-failed",
+        Error e = driver_error(name_, "network.rollback_failed",
                                fmt::format("config apply-patch failed ({}) and rollback to checkpoint {} failed ({}): "
                                            "the switch may be partly changed; checkpoint {} is kept",
                                            why, cp, rb_why, cp));
         return e;
     }
     drop_checkpoint();
-    return driver_error(name_, "apply-failed",
+    return driver_error(name_, "network.apply_failed",
                         fmt::format("config apply-patch failed: {}; rolled back to checkpoint {}", why, cp),
                         a && (ssh_failed(*a) || a->timed_out));
 }

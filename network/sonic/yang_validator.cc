@@ -352,9 +352,9 @@ YangValidator::~YangValidator() = default;
 
 Result<YangValidator> YangValidator::load(const std::string& dir) {
     namespace fs = std::filesystem;
-    if (dir.empty()) return yang_error("yang-models", "no SONiC YANG directory: set KILN_SONIC_YANG_DIR or pass one");
+    if (dir.empty()) return yang_error("network.yang_models", "no SONiC YANG directory: set KILN_SONIC_YANG_DIR or pass one");
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) return yang_error("yang-models", fmt::format("{}: not a directory", dir));
+    if (!fs::is_directory(dir, ec)) return yang_error("network.yang_models", fmt::format("{}: not a directory", dir));
 
     std::vector<std::string> modules;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -368,7 +368,7 @@ Result<YangValidator> YangValidator::load(const std::string& dir) {
     // First, so that the when/must paths into DEVICE_METADATA resolve (else libyang skips those checks).
     if (auto it = std::find(modules.begin(), modules.end(), "sonic-device_metadata"); it != modules.end())
         std::rotate(modules.begin(), it, it + 1);
-    if (modules.empty()) return yang_error("yang-models", fmt::format("{}: no sonic-*.yang files", dir));
+    if (modules.empty()) return yang_error("network.yang_models", fmt::format("{}: no sonic-*.yang files", dir));
 
     auto impl = std::make_unique<Impl>();
     ly_store_errors_quietly();
@@ -376,11 +376,11 @@ Result<YangValidator> YangValidator::load(const std::string& dir) {
         ly_ctx* raw = nullptr;
         // No ietf-yang-library: its mandatory content-id would fail every validation.
         if (ly_ctx_new(dir.c_str(), LY_CTX_DISABLE_SEARCHDIR_CWD | LY_CTX_NO_YANGLIBRARY, &raw) != LY_SUCCESS)
-            return yang_error("yang-models", fmt::format("{}: cannot create a libyang context", dir));
+            return yang_error("network.yang_models", fmt::format("{}: cannot create a libyang context", dir));
         impl->ctx.reset(raw);
         for (const auto& name : modules)
             if (ly_ctx_load_module(raw, name.c_str(), nullptr, nullptr) == nullptr)
-                return yang_error("yang-models", fmt::format("{}: cannot load module {}: {}", dir, name,
+                return yang_error("network.yang_models", fmt::format("{}: cannot load module {}: {}", dir, name,
                                                              last_error(raw, "unknown error")));
         ly_err_clean(raw, nullptr);
     }
@@ -419,14 +419,14 @@ Result<YangValidator> YangValidator::load(const std::string& dir) {
             }
         }
     }
-    if (impl->tables.empty()) return yang_error("yang-models", fmt::format("{}: the models define no tables", dir));
+    if (impl->tables.empty()) return yang_error("network.yang_models", fmt::format("{}: the models define no tables", dir));
     return YangValidator(std::move(impl));
 }
 
 Result<json> YangValidator::to_yang(const json& config_db) const {
     std::vector<YangIssue> issues;
     json out = impl_->convert(config_db, issues);
-    if (!issues.empty()) return yang_error("yang-invalid", issues.front().str());
+    if (!issues.empty()) return yang_error("network.yang_invalid", issues.front().str());
     return out;
 }
 
@@ -466,7 +466,7 @@ Status YangValidator::validate(const json& config_db) const {
     if (issues.empty()) return ok_status();
     std::string message;
     for (const auto& i : issues) message += (message.empty() ? "" : "; ") + i.str();
-    return yang_error("yang-invalid", message);
+    return yang_error("network.yang_invalid", message);
 }
 
 std::vector<std::string> YangValidator::tables() const {

@@ -58,7 +58,7 @@ public:
     // Every issue found; empty when the config is valid.
     std::vector<YangIssue> check(const nlohmann::json& config_db) const;
 
-    // check() as a Status: code "yang-invalid", the issues joined by "; ".
+    // check() as a Status: code "network.yang_invalid", the issues joined by "; ".
     Status validate(const nlohmann::json& config_db) const;
     Status validate(const ConfigDb& db) const { return validate(db.json()); }
 

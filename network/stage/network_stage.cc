@@ -283,7 +283,7 @@ struct NetworkStage::RunCache {
         for (auto& [sw, ports] : *beyond) {
             const config::Switch* fleet_sw = fleet_switch(fleet, fabric, sw);
             if (fleet_sw == nullptr)
-                return make_error("network", "unknown-switch",
+                return make_error("network", "network.unknown_switch",
                                   fmt::format("switch {} is not in the fleet", fabric.switches[sw].name));
             // One profile for all the switch's nodes (scopes_for_node's rule).
             if (!profiles.at(sw)) return profiles[sw].error();
@@ -439,7 +439,7 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
     engine::Observation obs;
     json switches = json::array();
     for (const Crossed& x : crossed) {
-        if (ctx.should_stop()) return make_error("network", "stopped", "stopped while reading switches");
+        if (ctx.should_stop()) return make_error("network", "network.stopped", "stopped while reading switches");
         json changes = json::array();
         std::map<size_t, ListedElsewhere> listed_elsewhere;  // by the node listing them
         if (cache) {
@@ -545,7 +545,7 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
         obs.state["host_nics"] = host::host_not_managed_json(hs.why_not);
         return obs;
     }
-    if (ctx.should_stop()) return make_error("network", "stopped", "stopped before reading host NICs");
+    if (ctx.should_stop()) return make_error("network", "network.stopped", "stopped before reading host NICs");
     ctx.progress(fmt::format("reading host NICs ({})", node.host.describe()));
     auto runner = hosts_(node);
     if (!runner) return runner.error();
@@ -610,7 +610,7 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
         findings.blocking.insert(findings.blocking.end(), findings.firmware_blocking.begin(),
                                  findings.firmware_blocking.end());
     if (!findings.blocking.empty())
-        return make_error("network", "host-nic-required",
+        return make_error("network", "network.host_nic_required",
                           fmt::format("node {}: {}", node, first_lines(findings.blocking, 8)));
     // ConnectX firmware before the runtime settings: the reboot it needs
     // resets those, so host-nics follows it and sets what the reboot undid.
@@ -641,9 +641,9 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
 Status NetworkStage::apply_firmware(engine::StageContext& ctx) {
     const config::Node& node = ctx.node();
     auto hs = host::host_scope_for_node(ctx.fleet(), node);
-    if (!hs.managed) return make_error("network", "host-not-managed", hs.why_not);
+    if (!hs.managed) return make_error("network", "network.host_not_managed", hs.why_not);
     if (!can_reboot(node))
-        return make_error("network", "host-reboot-unsupported",
+        return make_error("network", "network.host_reboot_unsupported",
                           fmt::format("node {}: kiln reboots a host for its NIC firmware only over SSH (host is {})",
                                       node.name, node.host.describe()));
     std::vector<host::FirmwareNic> nics;
@@ -677,7 +677,7 @@ Status NetworkStage::apply_firmware(engine::StageContext& ctx) {
 Status NetworkStage::apply_host(engine::StageContext& ctx) {
     const config::Node& node = ctx.node();
     auto hs = host::host_scope_for_node(ctx.fleet(), node);
-    if (!hs.managed) return make_error("network", "host-not-managed", hs.why_not);
+    if (!hs.managed) return make_error("network", "network.host_not_managed", hs.why_not);
     auto runner = hosts_(node);
     if (!runner) return runner.error();
     ctx.progress(fmt::format("setting host NICs ({})", node.host.describe()));
@@ -691,7 +691,7 @@ Status NetworkStage::apply_host(engine::StageContext& ctx) {
     // apply() leaves no drift: what is left as work here failed.
     const auto failed = host::host_nic_findings(host::host_nics_json(node, *done)).work;
     if (!failed.empty())
-        return make_error("network", "host-nic-failed",
+        return make_error("network", "network.host_nic_failed",
                           fmt::format("node {} host NICs: {}", node.name, first_lines(failed, 8)));
     return ok_status();
 }
@@ -709,14 +709,14 @@ Status NetworkStage::verify_host(engine::StageContext& ctx) {
         findings.blocking.insert(findings.blocking.end(), findings.firmware_blocking.begin(),
                                  findings.firmware_blocking.end());
     if (!findings.blocking.empty())
-        return make_error("network", "host-nic-required",
+        return make_error("network", "network.host_nic_required",
                           fmt::format("node {}: {}", node.name, first_lines(findings.blocking, 8)));
     if (!findings.work.empty())
         return make_error(
-            "network", "verify-failed",
+            "network", "network.verify_failed",
             fmt::format("node {} host NICs still differ after apply: {}", node.name, first_lines(findings.work)));
     if (!findings.firmware.empty() && can_reboot(node))
-        return make_error("network", "verify-failed",
+        return make_error("network", "network.verify_failed",
                           fmt::format("node {} ConnectX firmware still differs after apply: {}", node.name,
                                       first_lines(findings.firmware)));
     return ok_status();
@@ -726,7 +726,7 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
     if (action.id == kHostActionPrefix + ctx.node().name) return apply_host(ctx);
     if (action.id == kFirmwareActionPrefix + ctx.node().name) return apply_firmware(ctx);
     if (action.id.rfind(kActionPrefix, 0) != 0)
-        return make_error("network", "bad-action", "unknown network action " + action.id);
+        return make_error("network", "network.bad_action", "unknown network action " + action.id);
     const std::string name = action.id.substr(kActionPrefix.size());
     auto view = fabric_view(ctx.fleet());
     if (!view) return view.error();
@@ -758,7 +758,7 @@ Status NetworkStage::apply(engine::StageContext& ctx, const engine::Action& acti
         if (cache) cache->drop(cache->index_of(name));
         return applied;
     }
-    return make_error("network", "bad-action",
+    return make_error("network", "network.bad_action",
                       fmt::format("node {} does not reach switch {} (not cabled to it, nor on its leaves' uplinks or "
                                   "the core links above them)",
                                   ctx.node().name, name));
@@ -774,7 +774,7 @@ Status NetworkStage::verify(engine::StageContext& ctx) {
     for (const auto& scope : *scopes) {
         auto driver = factory_(ctx.fleet(), *scope.sw);
         if (!driver) return driver.error();
-        Result<SwitchComparison> cmp = make_error("network", "unread", "not read");
+        Result<SwitchComparison> cmp = make_error("network", "network.unread", "not read");
         if (cache) {
             // The node's own keys (exactly, not the whole switch's) from the
             // shared read; an apply since has dropped it, so this reads anew.
@@ -792,7 +792,7 @@ Status NetworkStage::verify(engine::StageContext& ctx) {
         if (!cmp) return cmp.error();
         if (!cmp->changes.empty())
             return make_error(
-                "network", "verify-failed",
+                "network", "network.verify_failed",
                 fmt::format("switch {} still differs after apply: {}", scope.sw->name, summary(cmp->changes)));
     }
     return verify_host(ctx);

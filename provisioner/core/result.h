@@ -22,9 +22,21 @@ struct Error {
     std::string str() const { return domain.empty() ? message : domain + ": " + message; }
 };
 
+// Every code has one spelling, "<area>.<name>": lower case, words joined by
+// '_' (docs/errors.md lists them). A bare name gets its domain as the area
+// and '-' becomes '_', so a code built at run time keeps the form too.
+inline std::string dotted_code(const std::string& domain, std::string code) {
+    if (code.empty()) return code;
+    if (code.find('.') == std::string::npos) code = domain + "." + code;
+    for (char& c : code)
+        if (c == '-') c = '_';
+    return code;
+}
+
 inline Error make_error(std::string domain, std::string code, std::string message,
                         bool transient = false) {
-    return Error{std::move(domain), std::move(code), std::move(message), transient};
+    std::string dotted = dotted_code(domain, std::move(code));
+    return Error{std::move(domain), std::move(dotted), std::move(message), transient};
 }
 
 template <class T>

@@ -37,7 +37,7 @@ std::string failure(const CommandResult& r) {
 }
 
 Error missing_setpci() {
-    return make_error("vm", "setpci-missing",
+    return make_error("vm", "vm.setpci_missing",
                       "setpci is not installed on the host (install pciutils): kiln needs it to turn ACS P2P "
                       "redirect off on the GPUDirect paths");
 }
@@ -95,11 +95,11 @@ Result<uint16_t> read_acs_ctrl(CommandRunner& runner, const std::string& port, s
     auto r = runner.run(spec);
     if (tool_missing(r)) return missing_setpci();
     if (!r->success())
-        return make_error("vm", "acs-unreadable",
+        return make_error("vm", "vm.acs_unreadable",
                           "cannot read ACS control of " + port + " (setpci: " + failure(*r) + ")", r->timed_out);
     auto v = parse_word(r->out);
     if (!v)
-        return make_error("vm", "acs-unreadable",
+        return make_error("vm", "vm.acs_unreadable",
                           "cannot read ACS control of " + port + ": setpci printed \"" + first_line(r->out) + "\"");
     return *v;
 }
@@ -127,12 +127,12 @@ Result<std::vector<AcsChange>> apply_acs(CommandRunner& runner, const std::vecto
         auto r = runner.run(spec);
         if (tool_missing(r)) return missing_setpci();
         if (!r->success())
-            return make_error("vm", "acs-write-failed",
+            return make_error("vm", "vm.acs_write_failed",
                               describe_argv(spec.argv) + " failed: " + failure(*r), r->timed_out);
         auto back = read_acs_ctrl(runner, c.port, timeout);
         if (!back) return back.error();
         if (*back & kAcsP2pRedirect)
-            return make_error("vm", "acs-not-applied",
+            return make_error("vm", "vm.acs_not_applied",
                               c.port + " ACSCtl wanted " + hex4(c.to) + ", read " + hex4(*back) +
                                   " after the write (P2P redirect still on)");
     }

@@ -20,7 +20,7 @@
 //   write  setpci -s PORT ECAP_ACS+6.w=0000:000c   (value:mask: only RR and CR
 //          change, read-modify-write by setpci)
 // then read back: a port whose RR or CR is still set fails the call with
-// "acs-not-applied", naming port, wanted and read.
+// "vm.acs_not_applied", naming port, wanted and read.
 //
 // ACS control is runtime state: every boot (the firmware's, or kiln's own
 // reboot for ConnectX firmware) puts the firmware's value back. The vm stage
@@ -67,8 +67,8 @@ struct AcsChange {
     std::string text() const;  // "0000:04:00.0 ACSCtl 0x001d -> 0x0011"
 };
 
-// ACS Control of one port. Errors (domain "vm"): "setpci-missing",
-// "acs-unreadable" (setpci failed: no such device, no ACS capability, not
+// ACS Control of one port. Errors (domain "vm"): "vm.setpci_missing",
+// "vm.acs_unreadable" (setpci failed: no such device, no ACS capability, not
 // root, timed out; its first line said).
 Result<uint16_t> read_acs_ctrl(CommandRunner& runner, const std::string& port, std::chrono::milliseconds timeout);
 
@@ -77,7 +77,7 @@ Result<std::vector<AcsChange>> plan_acs(CommandRunner& runner, const std::vector
                                         std::chrono::milliseconds timeout);
 
 // Reads, writes what differs, reads back. Errors: those of read_acs_ctrl,
-// "acs-write-failed" (setpci refused the write), "acs-not-applied" (the read
+// "vm.acs_write_failed" (setpci refused the write), "vm.acs_not_applied" (the read
 // back still redirects: "0000:04:00.0 ACSCtl wanted 0x0011, read 0x001d").
 // Ports before the failing one stay written: each write is whole on its own,
 // and a run again plans only what is left.

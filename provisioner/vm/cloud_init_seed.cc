@@ -57,7 +57,7 @@ Status build_seed_iso(CommandRunner& runner, const SeedConfig& seed, const std::
     const fs::path iso(iso_path);
     fs::create_directories(iso.parent_path(), ec);
     std::string tmpl = (iso.parent_path() / ".seed-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) return make_error("vm", "seed", "cannot make a folder beside " + iso_path);
+    if (!::mkdtemp(tmpl.data())) return make_error("vm", "vm.seed", "cannot make a folder beside " + iso_path);
     const fs::path dir(tmpl);
     struct Cleanup {
         fs::path p;
@@ -71,7 +71,7 @@ Status build_seed_iso(CommandRunner& runner, const SeedConfig& seed, const std::
     for (const auto& [name, text] : files) {
         std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
         out << text;
-        if (!out.good()) return make_error("vm", "seed", "cannot write " + (dir / name).string());
+        if (!out.good()) return make_error("vm", "vm.seed", "cannot write " + (dir / name).string());
     }
     const fs::path tmp_iso = iso.string() + ".tmp";
     std::vector<std::string> tail = {"-output", tmp_iso.string(), "-volid", "cidata", "-joliet", "-rock",
@@ -87,14 +87,14 @@ Status build_seed_iso(CommandRunner& runner, const SeedConfig& seed, const std::
         spec.argv.insert(spec.argv.end(), tail.begin(), tail.end());
         r = runner.run(spec);
     }
-    if (!r) return make_error("vm", "seed", "neither genisoimage nor xorriso could run: " + r.error().message);
+    if (!r) return make_error("vm", "vm.seed", "neither genisoimage nor xorriso could run: " + r.error().message);
     if (!r->success()) {
         std::string err = r->err.substr(0, 300);
         while (!err.empty() && err.back() == '\n') err.pop_back();
-        return make_error("vm", "seed", describe_argv({spec.argv[0]}) + " failed building " + iso_path + ": " + err);
+        return make_error("vm", "vm.seed", describe_argv({spec.argv[0]}) + " failed building " + iso_path + ": " + err);
     }
     fs::rename(tmp_iso, iso, ec);
-    if (ec) return make_error("vm", "seed", "cannot move the seed into place at " + iso_path + ": " + ec.message());
+    if (ec) return make_error("vm", "vm.seed", "cannot move the seed into place at " + iso_path + ": " + ec.message());
     return ok_status();
 }
 

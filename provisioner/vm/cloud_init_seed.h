@@ -35,7 +35,7 @@ std::string seed_user_data(const SeedConfig& seed);
 std::string seed_meta_data(const SeedConfig& seed);
 std::string seed_network_config();
 
-// Writes the ISO at `iso_path` (replacing it). Errors: "vm"/"seed".
+// Writes the ISO at `iso_path` (replacing it). Errors: "vm.seed".
 Status build_seed_iso(CommandRunner& runner, const SeedConfig& seed, const std::string& iso_path);
 
 }  // namespace kiln::vm

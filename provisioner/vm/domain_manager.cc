@@ -12,7 +12,7 @@ VmFiles vm_files(const std::string& dir, const std::string& domain) {
 Status DomainManager::start(const std::string& name) {
     auto info = hv_.lookup(name);
     if (!info) return info.error();
-    if (!*info) return make_error("vm", "no_domain", "cannot start " + name + ": it is not defined");
+    if (!*info) return make_error("vm", "vm.no_domain", "cannot start " + name + ": it is not defined");
     if ((*info)->state == DomainState::running) return ok_status();
     return hv_.start(name);
 }
@@ -33,7 +33,7 @@ Status DomainManager::reimage(const std::string& name, const std::string& base, 
                               bool start_after) {
     auto info = hv_.lookup(name);
     if (!info) return info.error();
-    if (!*info) return make_error("vm", "no_domain", "cannot reimage " + name + ": it is not defined");
+    if (!*info) return make_error("vm", "vm.no_domain", "cannot reimage " + name + ": it is not defined");
     if (auto s = stop(name); !s) return s;
     if (auto s = create_overlay(runner_, base, overlay); !s) return s;
     if (start_after) return hv_.start(name);

@@ -17,7 +17,7 @@ namespace {
 using Attrs = XmlWriter::Attrs;
 
 Error fail(const std::string& vm, const std::string& why) {
-    return make_error("vm", "domain", "vm " + vm + ": " + why);
+    return make_error("vm", "vm.domain", "vm " + vm + ": " + why);
 }
 
 std::string hex(unsigned v, int width) {

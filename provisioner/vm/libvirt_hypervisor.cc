@@ -42,7 +42,7 @@ void init_libvirt() {
     });
 }
 
-Error last_error(const std::string& what, const std::string& code = "libvirt") {
+Error last_error(const std::string& what, const std::string& code = "libvirt.error") {
     const char* msg = virGetLastErrorMessage();
     const int vir_code = virGetLastErrorCode();
     Error e = make_error("libvirt", code, what + ": " + (msg ? msg : "unknown error"));
@@ -69,7 +69,7 @@ struct LibvirtHypervisor::Conn {
 
     Result<DomainPtr> domain(const std::string& name) {
         DomainPtr d(virDomainLookupByName(conn.get(), name.c_str()));
-        if (!d) return last_error("domain " + name, virGetLastErrorCode() == VIR_ERR_NO_DOMAIN ? "no_domain" : "libvirt");
+        if (!d) return last_error("domain " + name, virGetLastErrorCode() == VIR_ERR_NO_DOMAIN ? "libvirt.no_domain" : "libvirt.error");
         return d;
     }
 };
@@ -103,7 +103,7 @@ Result<std::unique_ptr<LibvirtHypervisor>> LibvirtHypervisor::open(const std::st
     const std::string uri = uri_in.empty() ? kDefaultLibvirtUri : uri_in;
     ConnectPtr conn(virConnectOpen(uri.c_str()));
     if (!conn) {
-        Error e = last_error("cannot connect to " + uri + " (is libvirtd running?)", "connect");
+        Error e = last_error("cannot connect to " + uri + " (is libvirtd running?)", "libvirt.connect");
         e.transient = true;
         return e;
     }
@@ -121,14 +121,14 @@ LibvirtHypervisor::~LibvirtHypervisor() = default;
 
 Status LibvirtHypervisor::define(const std::string& xml) {
     DomainPtr d(virDomainDefineXML(conn_->conn.get(), xml.c_str()));
-    if (!d) return last_error("define", "define");
+    if (!d) return last_error("define", "libvirt.define");
     return ok_status();
 }
 
 Status LibvirtHypervisor::start(const std::string& name) {
     auto d = conn_->domain(name);
     if (!d) return d.error();
-    if (virDomainCreate(d->get()) < 0) return last_error("start " + name, "start");
+    if (virDomainCreate(d->get()) < 0) return last_error("start " + name, "libvirt.start");
     return ok_status();
 }
 
@@ -136,28 +136,28 @@ Status LibvirtHypervisor::stop(const std::string& name) {
     auto d = conn_->domain(name);
     if (!d) return d.error();
     const int active = virDomainIsActive(d->get());
-    if (active < 0) return last_error("stop " + name, "stop");
+    if (active < 0) return last_error("stop " + name, "libvirt.stop");
     if (active == 0) return ok_status();
-    if (virDomainDestroy(d->get()) < 0) return last_error("stop " + name, "stop");
+    if (virDomainDestroy(d->get()) < 0) return last_error("stop " + name, "libvirt.stop");
     return ok_status();
 }
 
 Status LibvirtHypervisor::undefine(const std::string& name) {
     auto d = conn_->domain(name);
     if (!d) {
-        if (d.error().code == "no_domain") return ok_status();
+        if (d.error().code == "libvirt.no_domain") return ok_status();
         return d.error();
     }
     const unsigned flags = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
                            VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA | VIR_DOMAIN_UNDEFINE_NVRAM;
-    if (virDomainUndefineFlags(d->get(), flags) < 0) return last_error("undefine " + name, "undefine");
+    if (virDomainUndefineFlags(d->get(), flags) < 0) return last_error("undefine " + name, "libvirt.undefine");
     return ok_status();
 }
 
 Result<std::optional<DomainInfo>> LibvirtHypervisor::lookup(const std::string& name) {
     auto d = conn_->domain(name);
     if (!d) {
-        if (d.error().code == "no_domain") return std::optional<DomainInfo>{};
+        if (d.error().code == "libvirt.no_domain") return std::optional<DomainInfo>{};
         return d.error();
     }
     int state = 0;
@@ -200,13 +200,13 @@ Result<std::vector<std::string>> LibvirtHypervisor::list_names() {
 
 Result<std::string> LibvirtHypervisor::serial_output(const std::string& name) {
     if (conn_->remote) {
-        return make_error("libvirt", "remote_serial",
+        return make_error("libvirt", "libvirt.remote_serial",
                           "serial log of " + name + " is on the remote host " + uri_ + "; kiln reads it only locally");
     }
     auto xml = definition(name);
     if (!xml) return xml.error();
     const std::string path = serial_log_path(*xml);
-    if (path.empty()) return make_error("libvirt", "no_serial_log", "domain " + name + " has no serial <log file=...>");
+    if (path.empty()) return make_error("libvirt", "libvirt.no_serial_log", "domain " + name + " has no serial <log file=...>");
     std::ifstream in(path, std::ios::binary);
     if (!in) return std::string();  // not written yet: QEMU creates it on start
     std::ostringstream ss;
@@ -223,11 +223,11 @@ constexpr int kGuestFileMax = 64 * 1024;  // a marker line, not a log
 Result<nlohmann::json> agent_call(virDomainPtr dom, const nlohmann::json& command) {
     std::unique_ptr<char, CharFree> reply(
         virDomainQemuAgentCommand(dom, command.dump().c_str(), kAgentTimeoutS, 0));
-    if (!reply) return last_error("guest agent " + command.value("execute", ""), "agent");
+    if (!reply) return last_error("guest agent " + command.value("execute", ""), "libvirt.agent");
     auto j = parse_json_limited(reply.get(), "guest agent " + command.value("execute", ""), {64u << 20, 32, 1'000'000},
                                 "libvirt");
     if (!j || !j->is_object() || !j->contains("return"))
-        return make_error("libvirt", "agent",
+        return make_error("libvirt", "libvirt.agent",
                           "guest agent " + command.value("execute", "") + ": unexpected reply" +
                               (j ? std::string() : " (" + j.error().message + ")"));
     return (*j)["return"];
@@ -240,7 +240,7 @@ Result<std::string> LibvirtHypervisor::guest_file(const std::string& name, const
     if (!d) return d.error();
     auto opened = agent_call(d->get(), {{"execute", "guest-file-open"}, {"arguments", {{"path", path}, {"mode", "r"}}}});
     if (!opened) return opened.error();
-    if (!opened->is_number_integer()) return make_error("libvirt", "agent", "guest-file-open " + path + ": no handle");
+    if (!opened->is_number_integer()) return make_error("libvirt", "libvirt.agent", "guest-file-open " + path + ": no handle");
     const int64_t handle = opened->get<int64_t>();
     auto read = agent_call(d->get(), {{"execute", "guest-file-read"},
                                       {"arguments", {{"handle", handle}, {"count", kGuestFileMax}}}});
@@ -249,7 +249,7 @@ Result<std::string> LibvirtHypervisor::guest_file(const std::string& name, const
     if (!read) return read.error();
     if (!closed) return closed.error();
     auto text = base64_decode(read->value("buf-b64", ""));
-    if (!text) return make_error("libvirt", "agent", "guest-file-read " + path + ": bad base64 in the reply");
+    if (!text) return make_error("libvirt", "libvirt.agent", "guest-file-read " + path + ": bad base64 in the reply");
     return *text;
 }
 

@@ -58,7 +58,7 @@ std::string affinity_mask(int first, int count, int total) {
 
 Result<std::string> nccl_topology(const HostTopology& host, const VmPlacement& vm) {
     for (const auto& d : vm.devices()) {
-        if (!host.device(d)) return make_error("vm", "nccl_topo", "vm " + vm.name + ": device " + d + " is not on this host");
+        if (!host.device(d)) return make_error("vm", "vm.nccl_topo", "vm " + vm.name + ": device " + d + " is not on this host");
     }
     const GuestPciLayout layout = plan_guest_pci(vm);
     const int total = static_cast<int>(vm.vcpus());

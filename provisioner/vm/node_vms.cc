@@ -25,7 +25,7 @@ Error at(const config::SourcePos& pos, const std::string& key, const Error& e) {
 Result<Accelerator> parse_accelerator(const std::string& s) {
     if (s == "kvm") return Accelerator::kvm;
     if (s == "tcg") return Accelerator::tcg;
-    return make_error("vm", "accelerator", "accelerator \"" + s + "\" is not kvm or tcg");
+    return make_error("vm", "vm.accelerator", "accelerator \"" + s + "\" is not kvm or tcg");
 }
 
 NetBackend parse_net_backend(const std::string& s) {
@@ -67,7 +67,7 @@ Result<Placement> NodeVmPlanner::place_node(const config::Fleet& fleet, const co
 Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::Node& node) {
     auto shape_it = fleet.vm.find(node.vm);
     if (shape_it == fleet.vm.end()) {
-        return make_error("vm", "config", node.pos.str() + ": nodes." + node.name + ".vm: the node names no vm shape");
+        return make_error("vm", "vm.config", node.pos.str() + ": nodes." + node.name + ".vm: the node names no vm shape");
     }
     const config::VmShape& shape = shape_it->second;
     // The fleet-wide ordinal: VMs of the nodes before this one, in order.

@@ -11,7 +11,7 @@
 namespace kiln::vm {
 
 // Creates `overlay` backed by `base` (whose format qemu-img reports),
-// replacing any overlay already there. Errors: "vm"/"disk".
+// replacing any overlay already there. Errors: "vm.disk".
 Status create_overlay(CommandRunner& runner, const std::string& base, const std::string& overlay);
 
 // What identifies the content of a base image, cheaply: an overlay is only

@@ -47,19 +47,19 @@ Result<std::vector<VmPlacement>> choose_vms(const HostTopology& host, const Plac
         for (const auto& n : host.nodes) {
             if (!n.cpus.empty()) vm.cells.push_back(VmCell{n.id});
         }
-        if (vm.cells.empty()) return refuse(req, "resources", {"no NUMA node has CPUs"});
+        if (vm.cells.empty()) return refuse(req, "vm.resources", {"no NUMA node has CPUs"});
         vms.push_back(std::move(vm));
         return vms;
     }
     if (req.split == Split::count) {
         if (!host.gpus.empty()) {
-            return refuse(req, "gpus", {"the host has " + std::to_string(host.gpus.size()) +
+            return refuse(req, "vm.gpus", {"the host has " + std::to_string(host.gpus.size()) +
                                         " GPUs: split them whole or by numa, count is for hosts without GPUs"});
         }
         const auto first = std::find_if(host.nodes.begin(), host.nodes.end(),
                                         [](const NumaNode& n) { return !n.cpus.empty(); });
-        if (first == host.nodes.end()) return refuse(req, "resources", {"no NUMA node has CPUs"});
-        if (req.count < 1) return refuse(req, "resources", {"count must be at least 1"});
+        if (first == host.nodes.end()) return refuse(req, "vm.resources", {"no NUMA node has CPUs"});
+        if (req.count < 1) return refuse(req, "vm.resources", {"count must be at least 1"});
         for (int i = 0; i < req.count; ++i) vms.push_back(VmPlacement{"part" + std::to_string(i), {VmCell{first->id}}});
         return vms;
     }
@@ -73,13 +73,13 @@ Result<std::vector<VmPlacement>> choose_vms(const HostTopology& host, const Plac
             nodes.insert(n);
         }
     }
-    if (!problems.empty()) return refuse(req, "numa", problems);
-    if (nodes.empty()) return refuse(req, "numa", {"no NUMA node has GPUs"});
+    if (!problems.empty()) return refuse(req, "vm.numa", problems);
+    if (nodes.empty()) return refuse(req, "vm.numa", {"no NUMA node has GPUs"});
     for (int n : nodes) {
         if (host.node(n)->cpus.empty()) problems.push_back("node " + std::to_string(n) + " has GPUs but no CPUs");
         vms.push_back(VmPlacement{"numa" + std::to_string(n), {VmCell{n}}});
     }
-    if (!problems.empty()) return refuse(req, "numa", problems);
+    if (!problems.empty()) return refuse(req, "vm.numa", problems);
     return vms;
 }
 
@@ -323,7 +323,7 @@ Status check_groups(const HostTopology& host, const PlacementRequest& req, const
             }
         }
     }
-    if (!problems.empty()) return refuse(req, "iommu_group", problems);
+    if (!problems.empty()) return refuse(req, "vm.iommu_group", problems);
     return ok_status();
 }
 
@@ -356,7 +356,7 @@ Status assign_cpus(const HostTopology& host, const PlacementRequest& req, std::v
             vm.cells[i].cpus.assign(cpus.begin(), cpus.begin() + static_cast<std::ptrdiff_t>(n));
         }
     }
-    if (!problems.empty()) return refuse(req, "resources", problems);
+    if (!problems.empty()) return refuse(req, "vm.resources", problems);
     return ok_status();
 }
 
@@ -411,7 +411,7 @@ Status assign_memory(const HostTopology& host, const PlacementRequest& req, std:
                                std::to_string(node->id) + ", " + std::to_string(have) + " free");
         }
     }
-    if (!problems.empty()) return refuse(req, "resources", problems);
+    if (!problems.empty()) return refuse(req, "vm.resources", problems);
     return ok_status();
 }
 
@@ -435,17 +435,17 @@ Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
     } else if (shape.split == "count") {
         req.split = Split::count;
         req.count = shape.count;
-        if (req.count < 1) return make_error("vm", "shape", "vm." + shape.name + ": split \"count\" needs count >= 1");
+        if (req.count < 1) return make_error("vm", "vm.shape", "vm." + shape.name + ": split \"count\" needs count >= 1");
     } else {
-        return make_error("vm", "shape",
+        return make_error("vm", "vm.shape",
                           "vm." + shape.name + ": split \"" + shape.split + "\" is not whole, numa or count");
     }
     if (shape.vcpus < 0 || shape.memory_gib < 0) {
-        return make_error("vm", "shape", "vm." + shape.name + ": vcpus and memory_gib must not be negative");
+        return make_error("vm", "vm.shape", "vm." + shape.name + ": vcpus and memory_gib must not be negative");
     }
     if (req.split == Split::count && req.count > 1 && shape.memory_gib == 0) {
         // 0 means "all of the node's free memory", which only one VM can have.
-        return make_error("vm", "shape", "vm." + shape.name + ": split \"count\" with " + std::to_string(req.count) +
+        return make_error("vm", "vm.shape", "vm." + shape.name + ": split \"count\" with " + std::to_string(req.count) +
                                              " VMs needs memory_gib per VM");
     }
     req.vcpus = shape.vcpus;
@@ -498,10 +498,10 @@ const VmPlacement* Placement::vm(const std::string& name) const {
 
 Result<Placement> place(const HostTopology& host, const PlacementRequest& request) {
     if (request.vcpus < 0 || request.memory_gib < 0) {
-        return make_error("vm", "request", "vcpus and memory_gib must not be negative");
+        return make_error("vm", "vm.request", "vcpus and memory_gib must not be negative");
     }
     if (request.hugepages && request.hugepage_kib != kHugePage1G && request.hugepage_kib != kHugePage2M) {
-        return make_error("vm", "request",
+        return make_error("vm", "vm.request",
                           "hugepage size " + std::to_string(request.hugepage_kib) + " kB is not 1048576 or 2048");
     }
     Placement out;

@@ -40,7 +40,7 @@ Result<std::string> find_host_kernel(const std::string& boot_dir) {
         const std::string n = e.path().filename().string();
         if (n.rfind("vmlinuz-", 0) == 0 && e.is_regular_file(ec)) found.push_back(e.path().string());
     }
-    if (found.empty()) return make_error("vm", "probe", "no kernel (vmlinuz-*) in " + boot_dir);
+    if (found.empty()) return make_error("vm", "vm.probe", "no kernel (vmlinuz-*) in " + boot_dir);
     std::sort(found.begin(), found.end());
     return found.back();
 }
@@ -53,12 +53,12 @@ Result<std::string> find_probe_init() {
         const fs::path p = self.parent_path() / "kiln-probe-init";
         if (fs::exists(p, ec)) return p.string();
     }
-    return make_error("vm", "probe", "kiln-probe-init is not beside the kiln executable (set KILN_PROBE_INIT)");
+    return make_error("vm", "vm.probe", "kiln-probe-init is not beside the kiln executable (set KILN_PROBE_INIT)");
 }
 
 Status write_probe_initramfs(const std::string& init_binary, const std::string& out_path) {
     std::ifstream in(init_binary, std::ios::binary);
-    if (!in) return make_error("vm", "probe", "cannot read " + init_binary);
+    if (!in) return make_error("vm", "vm.probe", "cannot read " + init_binary);
     std::ostringstream ss;
     ss << in.rdbuf();
     std::string cpio;
@@ -73,11 +73,11 @@ Status write_probe_initramfs(const std::string& init_binary, const std::string& 
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         out << cpio;
-        if (!out.good()) return make_error("vm", "probe", "cannot write " + tmp);
+        if (!out.good()) return make_error("vm", "vm.probe", "cannot write " + tmp);
     }
     std::error_code ec;
     fs::rename(tmp, out_path, ec);
-    if (ec) return make_error("vm", "probe", "cannot move " + tmp + " to " + out_path + ": " + ec.message());
+    if (ec) return make_error("vm", "vm.probe", "cannot move " + tmp + " to " + out_path + ": " + ec.message());
     return ok_status();
 }
 

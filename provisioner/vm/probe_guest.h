@@ -11,14 +11,14 @@
 
 namespace kiln::vm {
 
-// The newest /boot/vmlinuz-* (or `boot_dir`'s). Errors: "vm"/"probe".
+// The newest /boot/vmlinuz-* (or `boot_dir`'s). Errors: "vm.probe".
 Result<std::string> find_host_kernel(const std::string& boot_dir = "/boot");
 
 // kiln-probe-init beside the running executable, or $KILN_PROBE_INIT.
 Result<std::string> find_probe_init();
 
 // Writes a newc cpio archive holding `init_binary` as /init plus the
-// folders it mounts. Errors: "vm"/"probe".
+// folders it mounts. Errors: "vm.probe".
 Status write_probe_initramfs(const std::string& init_binary, const std::string& out_path);
 
 }  // namespace kiln::vm

@@ -57,11 +57,11 @@ Result<ReadyObservation> observe_ready(Hypervisor& hv, const std::string& name) 
         text = *serial;
         o.not_yet = last_line(text);
         o.not_yet = o.not_yet.empty() ? "its serial log is empty" : "last serial line: " + o.not_yet;
-    } else if (serial.error().code == "remote_serial") {
+    } else if (serial.error().code == "libvirt.remote_serial") {
         o.source = "guest agent";
         auto file = hv.guest_file(name, kReadyFile);
         if (!file) {
-            if (file.error().code != "agent") return file.error();
+            if (file.error().code != "libvirt.agent") return file.error();
             o.not_yet = std::string(kReadyFile) + " through the guest agent: " + file.error().message;
             return o;
         }
@@ -87,7 +87,7 @@ Result<std::optional<ReadyMarker>> check_ready(Hypervisor& hv, const std::string
         auto again = observe_ready(hv, name);
         if (again && again->marker) return again->marker;
         const std::string why = again ? again->not_yet : seen->not_yet;
-        return make_error("vm", "stopped",
+        return make_error("vm", "vm.stopped",
                           "domain " + name + " is " + state + " before it printed " + kReadyMarker + " (" + why + ")");
     }
     if (not_yet) *not_yet = seen->not_yet;
@@ -95,7 +95,7 @@ Result<std::optional<ReadyMarker>> check_ready(Hypervisor& hv, const std::string
 }
 
 Error not_ready_error(const std::string& name, std::chrono::milliseconds timeout, const std::string& not_yet) {
-    return make_error("vm", "not_ready",
+    return make_error("vm", "vm.not_ready",
                       "domain " + name + " printed no " + kReadyMarker + " within " +
                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout).count()) + " s (" +
                           not_yet + ")",
@@ -118,7 +118,7 @@ Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const Re
         if (now >= deadline) return not_ready_error(name, wait.timeout, not_yet);
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
         if (!sleep(std::min(wait.poll, left))) {
-            return make_error("vm", "interrupted", "stopped waiting for " + name + " to be ready");
+            return make_error("vm", "vm.interrupted", "stopped waiting for " + name + " to be ready");
         }
     }
 }

@@ -47,14 +47,14 @@ struct ReadyWait {
     std::function<bool(std::chrono::milliseconds)> sleep;
 };
 
-// Errors: "vm"/"not_ready" at the timeout (transient), "vm"/"stopped" when
+// Errors: "vm.not_ready" at the timeout (transient), "vm.stopped" when
 // the domain is no longer running (with the serial output's last line),
-// "vm"/"interrupted" when sleep says stop.
+// "vm.interrupted" when sleep says stop.
 Result<ReadyMarker> wait_ready(Hypervisor& hv, const std::string& name, const ReadyWait& wait);
 
 // One look of wait_ready's, for callers that park between looks: the
 // marker; nullopt while the domain runs without one (`not_yet` says why);
-// "vm"/"stopped" once it is no longer running.
+// "vm.stopped" once it is no longer running.
 Result<std::optional<ReadyMarker>> check_ready(Hypervisor& hv, const std::string& name, std::string* not_yet);
 
 // The error wait_ready ends with when `timeout` passed without a marker.

@@ -51,11 +51,11 @@ bool SysfsReader::exists(const std::string& rel) const {
 }
 
 Error SysfsReader::missing(const std::string& rel) const {
-    return make_error("sysfs", "missing", path(rel) + ": missing");
+    return make_error("sysfs", "sysfs.missing", path(rel) + ": missing");
 }
 
 Error SysfsReader::malformed(const std::string& rel, const std::string& why) const {
-    return make_error("sysfs", "malformed", path(rel) + ": " + why);
+    return make_error("sysfs", "sysfs.malformed", path(rel) + ": " + why);
 }
 
 Result<std::optional<std::string>> SysfsReader::optional_text(const std::string& rel) const {
@@ -72,11 +72,11 @@ Result<std::optional<std::string>> SysfsReader::optional_bytes(const std::string
         const int err = errno;
         std::error_code ec;
         if (!fs::exists(p, ec)) return std::optional<std::string>{};
-        return make_error("sysfs", "unreadable", path(rel) + ": " + std::strerror(err));
+        return make_error("sysfs", "sysfs.unreadable", path(rel) + ": " + std::strerror(err));
     }
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (in.bad()) return make_error("sysfs", "unreadable", path(rel) + ": read failed");
+    if (in.bad()) return make_error("sysfs", "sysfs.unreadable", path(rel) + ": read failed");
     return std::optional<std::string>{ss.str()};
 }
 
@@ -126,7 +126,7 @@ Result<std::optional<std::string>> SysfsReader::link_name(const std::string& rel
     if (ec || !fs::exists(st)) return std::optional<std::string>{};
     if (!fs::is_symlink(st)) return malformed(rel, "expected a symlink");
     fs::path target = fs::read_symlink(p, ec);
-    if (ec) return make_error("sysfs", "unreadable", path(rel) + ": " + ec.message());
+    if (ec) return make_error("sysfs", "sysfs.unreadable", path(rel) + ": " + ec.message());
     std::string name = target.filename().string();
     if (name.empty() || name == "." || name == "..") return malformed(rel, "link target has no name");
     return std::optional<std::string>{name};
@@ -137,7 +137,7 @@ Result<fs::path> SysfsReader::resolve(const std::string& rel) const {
     fs::path p = fs::canonical(root_ / rel, ec);
     if (ec) {
         if (ec == std::errc::no_such_file_or_directory) return missing(rel);
-        return make_error("sysfs", "unreadable", path(rel) + ": " + ec.message());
+        return make_error("sysfs", "sysfs.unreadable", path(rel) + ": " + ec.message());
     }
     return p;
 }
@@ -154,7 +154,7 @@ Result<std::vector<std::string>> SysfsReader::list(const std::string& rel, bool 
     for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
         out.push_back(it->path().filename().string());
     }
-    if (ec) return make_error("sysfs", "unreadable", path(rel) + ": " + ec.message());
+    if (ec) return make_error("sysfs", "sysfs.unreadable", path(rel) + ": " + ec.message());
     std::sort(out.begin(), out.end());
     return out;
 }

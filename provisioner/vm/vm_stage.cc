@@ -189,7 +189,7 @@ Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, con
         std::string text = "node " + ctx.node().name + ": " + std::to_string(faults.size()) +
                            " PCIe link" + (faults.size() == 1 ? "" : "s") + " below capability: ";
         for (size_t i = 0; i < faults.size(); ++i) text += (i ? "; " : "") + faults[i].get<std::string>();
-        Error e = make_error("vm", "pcie-link-degraded", text + " (reseat or replace the part, then kiln apply)");
+        Error e = make_error("vm", "vm.pcie_link_degraded", text + " (reseat or replace the part, then kiln apply)");
         e.quarantine = true;
         return e;
     }
@@ -246,10 +246,10 @@ Status VmStage::prepare_files(engine::StageContext& ctx, const NodeVms& vms, siz
     const NodeVm& v = vms.vms[i];
     std::error_code ec;
     fs::create_directories(vms.dir, ec);
-    if (ec) return make_error("vm", "files", "cannot create " + vms.dir + ": " + ec.message());
+    if (ec) return make_error("vm", "vm.files", "cannot create " + vms.dir + ": " + ec.message());
     if (new_disk || !fs::exists(v.files.overlay, ec)) {
         if (vms.shape->base_image.empty()) {
-            return make_error("vm", "config", vms.shape->pos.str() + ": vm." + vms.shape->name +
+            return make_error("vm", "vm.config", vms.shape->pos.str() + ": vm." + vms.shape->name +
                                                   ".base_image: not set; the VMs need a guest image to boot");
         }
         ctx.progress(v.name + ": overlay on " + vms.shape->base_image);
@@ -290,7 +290,7 @@ Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const Node
         for (size_t k = first; k < names.size(); ++k) {
             const std::string& name = names[k];
             if (index_of(vms, name) < 0)
-                return make_error("vm", "plan", "ready names " + name + ", which this node does not want");
+                return make_error("vm", "vm.plan", "ready names " + name + ", which this node does not want");
             const bool resuming = k == first && resumed_deadline;
             if (!resuming) ctx.progress(name + ": waiting for " + kReadyMarker);
             const auto deadline = resuming ? *resumed_deadline : Clock::now() + vms.shape->boot_timeout;
@@ -316,7 +316,7 @@ Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const Node
     }
     DomainManager dm(hv, *deps_.runner);
     for (const auto& name : names) {
-        if (index_of(vms, name) < 0) return make_error("vm", "plan", "ready names " + name + ", which this node does not want");
+        if (index_of(vms, name) < 0) return make_error("vm", "vm.plan", "ready names " + name + ", which this node does not want");
         ctx.progress(name + ": waiting for " + kReadyMarker);
         ReadyWait w;
         w.timeout = vms.shape->boot_timeout;
@@ -338,7 +338,7 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     if (kind == "host-acs") {
         const AcsScope acs = acs_scope(*vms);
         if (!acs.runner)
-            return make_error("vm", "plan", "action " + action.id + ": " + vms->host.root + " is not a live host");
+            return make_error("vm", "vm.plan", "action " + action.id + ": " + vms->host.root + " is not a live host");
         ctx.progress("clearing ACS P2P redirect on the GPUDirect path ports (setpci)");
         auto done = apply_acs(*acs.runner, acs.ports, kPciCommandTimeout);
         if (!done) {
@@ -361,7 +361,7 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
         return wait_ready(ctx, **hv, *vms, names);
     }
     const int i = index_of(*vms, name);
-    if (i < 0) return make_error("vm", "plan", "action " + action.id + " names no VM this node wants");
+    if (i < 0) return make_error("vm", "vm.plan", "action " + action.id + " names no VM this node wants");
     const size_t idx = static_cast<size_t>(i);
     if (kind == "define") {
         if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/true); !s) return s;
@@ -379,7 +379,7 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
         if (auto s = define(ctx, **hv, *vms, idx); !s) return s;  // same name and UUID; refreshed if the config moved
         return dm.start(name);
     }
-    return make_error("vm", "plan", "unknown action " + action.id);
+    return make_error("vm", "vm.plan", "unknown action " + action.id);
 }
 
 Status VmStage::verify(engine::StageContext& ctx) {
@@ -390,17 +390,17 @@ Status VmStage::verify(engine::StageContext& ctx) {
     for (const auto& v : vms->vms) {
         auto info = (*hv)->lookup(v.name);
         if (!info) return info.error();
-        if (!*info) return make_error("vm", "verify", v.name + " is not defined");
+        if (!*info) return make_error("vm", "vm.verify", v.name + " is not defined");
         if ((*info)->state != DomainState::running) {
-            return make_error("vm", "verify", v.name + " is " + state_name((*info)->state) + ", not running");
+            return make_error("vm", "vm.verify", v.name + " is " + state_name((*info)->state) + ", not running");
         }
         auto xml = (*hv)->definition(v.name);
         if (!xml) return xml.error();
-        if (stamped_hash(*xml) != v.desired_hash) return make_error("vm", "verify", v.name + " is not the wanted definition");
+        if (stamped_hash(*xml) != v.desired_hash) return make_error("vm", "vm.verify", v.name + " is not the wanted definition");
         auto seen = observe_ready(**hv, v.name);
         if (!seen) return seen.error();
         if (!seen->marker) {
-            return make_error("vm", "verify", v.name + " is running but has not printed " + std::string(kReadyMarker) +
+            return make_error("vm", "vm.verify", v.name + " is running but has not printed " + std::string(kReadyMarker) +
                                                   " (" + seen->source + ": " + seen->not_yet + ")");
         }
     }
@@ -409,7 +409,7 @@ Status VmStage::verify(engine::StageContext& ctx) {
         auto left = plan_acs(*acs.runner, acs.ports, kPciCommandTimeout);
         if (!left) return left.error();
         if (!left->empty())
-            return make_error("vm", "verify",
+            return make_error("vm", "vm.verify",
                               "ACS still redirects P2P on the GPUDirect paths: " + change_list(*left));
     }
     return ok_status();

@@ -341,12 +341,12 @@ TEST_CASE("bmc state refuses a broken state file or one from another mockup") {
     }
     auto other = BmcState::open(test::mockup(kHpe), config_for(file));
     REQUIRE_FALSE(other.ok());
-    CHECK(other.error().code == "state_mockup_mismatch");
+    CHECK(other.error().code == "bmc.state_mockup_mismatch");
 
     std::ofstream(file) << "{\"format\": \"kiln-bmc-state/1\", \"resources\": ";
     auto broken = BmcState::open(test::mockup(kDmtf), config_for(file));
     REQUIRE_FALSE(broken.ok());
-    CHECK(broken.error().code == "state_malformed");
+    CHECK(broken.error().code == "bmc.state_malformed");
 }
 
 TEST_CASE("bmc state answers 500 and keeps the old state when the state file cannot be written") {

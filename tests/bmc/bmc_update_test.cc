@@ -129,7 +129,7 @@ TEST_CASE("firmware image header names component and version") {
     CHECK(h->version == "P79 v1.46");
     CHECK_FALSE(parse_image_header("MZ\x90\x00 not an image"));
     CHECK_FALSE(parse_image_header("KILN-FW BIOS\n"));
-    CHECK(parse_image_header("KILN-FW\tBIOS 1\n").error().code == "image_not_kiln");
+    CHECK(parse_image_header("KILN-FW\tBIOS 1\n").error().code == "bmc.image_not_kiln");
 }
 
 TEST_CASE("a copied resource store shares bodies until one side replaces its own") {
@@ -179,8 +179,8 @@ TEST_CASE("firmware inventory members are classed as BIOS, BMC or NIC in both mo
     REQUIRE(by_system);
     CHECK(by_system->at(0) == "/redfish/v1/UpdateService/FirmwareInventory/BIOS");
     CHECK(update_targets(dmtf, "BMC", {"/redfish/v1/UpdateService/FirmwareInventory/BIOS"}).error().code ==
-          "target_mismatch");
-    CHECK(update_targets(dmtf, "NIC", {}).error().code == "no_targets");
+          "bmc.target_mismatch");
+    CHECK(update_targets(dmtf, "NIC", {}).error().code == "bmc.no_targets");
 }
 
 TEST_CASE("bmc update SimpleUpdate downloads the image and its task runs New, Running, Completed") {

@@ -35,7 +35,7 @@ TEST_CASE("mockup tree refuses a folder without index.json") {
     ScratchDir dir;
     auto tree = MockupTree::load(dir.path());
     REQUIRE_FALSE(tree.ok());
-    CHECK(tree.error().code == "mockup_missing");
+    CHECK(tree.error().code == "bmc.mockup_missing");
 }
 
 TEST_CASE("mockup tree names the broken file and enforces its limits") {

@@ -207,7 +207,7 @@ TEST_CASE("builder: a failing command shows its output and leaves the cache unto
     };
     auto r = rig.builder.build(rig.recipe("[[layers]]\nname = \"bad\"\ncommands = [\"make-it-fail\"]\n"), rig.opts);
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "layer-command");
+    CHECK(r.error().code == "image.layer_command");
     CHECK(r.error().message.find("layer 'bad'") != std::string::npos);
     CHECK(r.error().message.find("exit 3") != std::string::npos);
     CHECK(r.error().message.find("error: widget not found") != std::string::npos);
@@ -220,7 +220,7 @@ TEST_CASE("builder: a failing command shows its output and leaves the cache unto
 }
 
 TEST_CASE("builder: an appliance that hung is killed and its layer built once more") {
-    const kiln::Error hung = kiln::make_error("image", "appliance-hung", "the appliance hung (test)", true);
+    const kiln::Error hung = kiln::make_error("image", "image.appliance_hung", "the appliance hung (test)", true);
     Rig clean;
     REQUIRE(clean.builder.build(clean.recipe(), clean.opts).ok());
     const int launches_clean = clean.world.launches;
@@ -241,14 +241,14 @@ TEST_CASE("builder: an appliance that hung is killed and its layer built once mo
 }
 
 TEST_CASE("builder: an appliance that hangs twice fails the layer and caches nothing") {
-    const kiln::Error hung = kiln::make_error("image", "appliance-hung", "the appliance hung (test)", true);
+    const kiln::Error hung = kiln::make_error("image", "image.appliance_hung", "the appliance hung (test)", true);
     Rig rig;
     REQUIRE(rig.builder.build(rig.recipe(), rig.opts).ok());
     const auto before = rig.cache.list();
     rig.world.launch_errors = {hung, hung};
     auto r = rig.builder.build(rig.recipe("[[layers]]\nname = \"extra\"\ncommands = [\"true\"]\n"), rig.opts);
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "appliance-hung");
+    CHECK(r.error().code == "image.appliance_hung");
     CHECK(rig.world.launch_errors.empty());  // both launches were tried
     CHECK(rig.cache.list().size() == before.size());
     CHECK(rig.last_log().back() == "extra:failed");
@@ -289,7 +289,7 @@ TEST_CASE("builder: a missing input names the recipe position") {
     fs::remove(rig.smoke);
     auto b = rig.builder.build(r, rig.opts);
     REQUIRE_FALSE(b.ok());
-    CHECK(b.error().code == "missing-file");
+    CHECK(b.error().code == "image.missing_file");
     CHECK(b.error().message.find(rig.dir.path() + "/demo.toml:") == 0);
     CHECK(b.error().message.find("layers[1].files[0].input: file not found") != std::string::npos);
     CHECK(rig.cache.list().empty());
@@ -381,7 +381,7 @@ TEST_CASE("builder: two builds of one image at once write its output once") {
         FakeDiskFactory disks{world};
         LayerCache cache;
         Builder builder{tools, disks, cache};
-        kiln::Result<BuildResult> result = kiln::make_error("test", "unset", "not run");
+        kiln::Result<BuildResult> result = kiln::make_error("test", "test.unset", "not run");
         Side(Meeting& m, const std::string& dir) : tools(m), cache(dir) {}
     };
     Side a(meet, rig.cache.dir()), b(meet, rig.cache.dir());

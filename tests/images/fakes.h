@@ -34,7 +34,7 @@ public:
     explicit FakeDisk(FakeDiskWorld& w) : w_(w) {}
     Status add_drive(const std::string& path, const std::string& format) override {
         w_.calls.push_back("add_drive:" + format);
-        if (!std::filesystem::exists(path)) return make_error("image", "guestfs", "no such disk " + path);
+        if (!std::filesystem::exists(path)) return make_error("image", "image.guestfs", "no such disk " + path);
         return ok_status();
     }
     Status set_network(bool on) override {
@@ -62,13 +62,13 @@ public:
     Status extlinux(const std::string& dir) override { return note("extlinux:" + dir); }
     Status mount(const std::string&, const std::string&) override { return note("mount"); }
     Status tar_in(const std::string& host, const std::string&) override {
-        if (!std::filesystem::exists(host)) return make_error("image", "guestfs", "no tar");
+        if (!std::filesystem::exists(host)) return make_error("image", "image.guestfs", "no tar");
         return note("tar_in");
     }
     // Host layers need a real tree (tests/images/host_tree_test.cc): the
     // fake only records that one was asked for.
     Status tar_out(const std::string&, const std::string&) override {
-        return make_error("image", "guestfs", "the fake disk has no tar_out");
+        return make_error("image", "image.guestfs", "the fake disk has no tar_out");
     }
     Status mkdir_p(const std::string&) override { return ok_status(); }
     Status write_file(const std::string& path, const std::string& content, int mode) override {
@@ -78,14 +78,14 @@ public:
     }
     Status upload(const std::string& host, const std::string& path, int mode) override {
         std::ifstream in(host, std::ios::binary);
-        if (!in) return make_error("image", "guestfs", "upload: no " + host);
+        if (!in) return make_error("image", "image.guestfs", "upload: no " + host);
         w_.files[path] = std::string(std::istreambuf_iterator<char>(in), {});
         modes[path] = mode;
         return ok_status();
     }
     Result<std::string> read_file(const std::string& path) override {
         auto it = w_.files.find(path);
-        if (it == w_.files.end()) return make_error("image", "guestfs", "no " + path);
+        if (it == w_.files.end()) return make_error("image", "image.guestfs", "no " + path);
         return it->second;
     }
     Result<std::vector<std::string>> ls(const std::string& dir) override {

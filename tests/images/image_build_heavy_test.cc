@@ -137,7 +137,7 @@ TEST_CASE("libguestfs: an appliance past its watchdog's deadline is killed, and 
     auto st = (*disk)->launch();
     REQUIRE_FALSE(st.ok());
     INFO(st.error().message);
-    CHECK(st.error().code == "appliance-hung");
+    CHECK(st.error().code == "image.appliance_hung");
     CHECK(st.error().transient);
     CHECK(st.error().message.find("launching the appliance") != std::string::npos);
     CHECK(appliance_processes(drive).empty());
@@ -156,7 +156,7 @@ TEST_CASE("gpu-guest-lite: a failing command shows its output and leaves the cac
     auto r = real.builder.build(recipe, o);
     REQUIRE_FALSE(r.ok());
     INFO(r.error().message);
-    CHECK(r.error().code == "layer-command");
+    CHECK(r.error().code == "image.layer_command");
     CHECK(r.error().message.find("layer 'broken': command 2") != std::string::npos);
     CHECK(r.error().message.find("kiln-no-such-dir") != std::string::npos);
     CHECK(r.error().message.find("No such file or directory") != std::string::npos);

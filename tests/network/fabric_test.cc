@@ -49,7 +49,7 @@ TEST_CASE("fabric rejects ports that do not fit the fleet") {
     SECTION("unknown switch") {
         auto f = build_fabric(fleet, {SwitchPorts{"spine9", make_ports(1)}});
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "unknown-switch");
+        CHECK(f.error().code == "network.unknown_switch");
         CHECK_THAT(f.error().message, Catch::Contains("spine9"));
     }
     SECTION("duplicate port") {
@@ -57,7 +57,7 @@ TEST_CASE("fabric rejects ports that do not fit the fleet") {
         ports[1].name = "Ethernet0";
         auto f = build_fabric(fleet, {SwitchPorts{"leaf1", ports}});
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "duplicate-port");
+        CHECK(f.error().code == "network.duplicate_port");
         CHECK_THAT(f.error().message, Catch::Contains("leaf1") && Catch::Contains("Ethernet0"));
     }
     SECTION("cable to an unknown node") {
@@ -65,7 +65,7 @@ TEST_CASE("fabric rejects ports that do not fit the fleet") {
         ports[0].peer = kiln::network::Cable{"ghost", "mlx5_0"};
         auto f = build_fabric(fleet, {SwitchPorts{"leaf1", ports}});
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "unknown-node");
+        CHECK(f.error().code == "network.unknown_node");
         CHECK_THAT(f.error().message, Catch::Contains("Ethernet0") && Catch::Contains("ghost"));
     }
     SECTION("bad speed") {
@@ -73,12 +73,12 @@ TEST_CASE("fabric rejects ports that do not fit the fleet") {
         ports[0].speed_mbps = 0;
         auto f = build_fabric(fleet, {SwitchPorts{"leaf1", ports}});
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "bad-port");
+        CHECK(f.error().code == "network.bad_port");
     }
     SECTION("one switch given twice") {
         auto f = build_fabric(fleet, {SwitchPorts{"leaf1", make_ports(1)}, SwitchPorts{"leaf1", make_ports(1)}});
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "duplicate-switch");
+        CHECK(f.error().code == "network.duplicate_switch");
     }
 }
 
@@ -99,13 +99,13 @@ TEST_CASE("fabric finds the profile a switch must carry") {
         fleet.nodes[1].network = "other";
         auto q = profile_for_switch(fleet, *fabric->find_switch("leaf1"));
         REQUIRE_FALSE(q.ok());
-        CHECK(q.error().code == "profile-conflict");
+        CHECK(q.error().code == "network.profile_conflict");
         CHECK_THAT(q.error().message, Catch::Contains("r1n1") && Catch::Contains("r1n2"));
     }
     SECTION("a switch without cabled nodes needs a single fleet profile") {
         auto q = profile_for_switch(fleet, *fabric->find_switch("leaf2"));
         REQUIRE_FALSE(q.ok());
-        CHECK(q.error().code == "no-profile");
+        CHECK(q.error().code == "network.no_profile");
         fleet.network.erase("other");
         auto r = profile_for_switch(fleet, *fabric->find_switch("leaf2"));
         REQUIRE(r.ok());
@@ -202,27 +202,27 @@ TEST_CASE("fabric refuses uplinks that do not join two switches both ways") {
         s.ports[2].ports[0].uplink.reset();
         auto f = build_fabric(s.fleet, s.ports);
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "bad-uplink");
+        CHECK(f.error().code == "network.bad_uplink");
         CHECK_THAT(f.error().message, Catch::Contains("leaf1: port Ethernet12: uplink to spine1 Ethernet0"));
     }
     SECTION("far port missing") {
         s.ports[0].ports[3].uplink->port = "Ethernet96";
         auto f = build_fabric(s.fleet, s.ports);
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "bad-uplink");
+        CHECK(f.error().code == "network.bad_uplink");
         CHECK_THAT(f.error().message, Catch::Contains("has no such port"));
     }
     SECTION("far switch unknown") {
         s.ports[0].ports[3].uplink->switch_name = "spine9";
         auto f = build_fabric(s.fleet, s.ports);
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "unknown-switch");
+        CHECK(f.error().code == "network.unknown_switch");
     }
     SECTION("a port cabled to a node and a switch") {
         s.ports[0].ports[0].uplink = SwitchLink{"spine1", "Ethernet0"};
         auto f = build_fabric(s.fleet, s.ports);
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error().code == "bad-port");
+        CHECK(f.error().code == "network.bad_port");
     }
 }
 
@@ -252,7 +252,7 @@ TEST_CASE("fabric gives a spine the profile of the leaves its uplinks reach") {
         REQUIRE(f2.ok());
         auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine1"));
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "profile-conflict");
+        CHECK(r.error().code == "network.profile_conflict");
         CHECK_THAT(r.error().message, Catch::Contains("spine1") && Catch::Contains("leaf1") &&
                                           Catch::Contains("leaf2") && Catch::Contains("other") &&
                                           Catch::Contains("roce"));
@@ -299,7 +299,7 @@ TEST_CASE("fabric scope of a node: its ports, its leaf's uplinks, and on the spi
         if (n.rack == "r2") n.network = "other";
     auto mixed = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n1"));
     REQUIRE_FALSE(mixed.ok());
-    CHECK(mixed.error().code == "profile-conflict");
+    CHECK(mixed.error().code == "network.profile_conflict");
 }
 
 namespace {
@@ -387,7 +387,7 @@ TEST_CASE("fabric gives a super-spine, and a spine reached only through it, the 
         REQUIRE(f2.ok());
         auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine2"));
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "profile-conflict");
+        CHECK(r.error().code == "network.profile_conflict");
         CHECK_THAT(r.error().message, Catch::Contains("switch spine2") && Catch::Contains("leaf1") &&
                                           Catch::Contains("leaf2"));
     }

@@ -159,7 +159,7 @@ TEST_CASE("network stage host NICs: a required setting the NIC lacks fails the p
     CHECK((*item(obs->state, "pfc"))["required"] == true);
     auto plan = stage.plan(c.ctx, *obs);
     REQUIRE_FALSE(plan);
-    CHECK(plan.error().code == "host-nic-required");
+    CHECK(plan.error().code == "network.host_nic_required");
     CHECK_THAT(plan.error().message,
                Catch::StartsWith("node n1: mlx5_0 (rdma0) pfc is required (host.require) but unsupported: "));
     CHECK_FALSE(Catch::Contains("dscp_trust").match(plan.error().message));  // not required
@@ -174,7 +174,7 @@ TEST_CASE("network stage host NICs: a NIC the host lacks is an error naming the 
         Ctx c(fleet.f());
         auto obs = stage.observe(c.ctx);
         REQUIRE_FALSE(obs);
-        CHECK(obs.error().code == "no-such-nic");
+        CHECK(obs.error().code == "network.no_such_nic");
         CHECK_THAT(obs.error().message, Catch::StartsWith("node n1 NIC mlx5_0: interface nosuch0"));
     }
     {
@@ -184,7 +184,7 @@ TEST_CASE("network stage host NICs: a NIC the host lacks is an error naming the 
         Ctx c(fleet.f());
         auto obs = stage.observe(c.ctx);
         REQUIRE_FALSE(obs);
-        CHECK(obs.error().code == "no-such-nic");
+        CHECK(obs.error().code == "network.no_such_nic");
         CHECK_THAT(obs.error().message, Catch::StartsWith("node n1 NIC mlx5_7: interface mlx5_7"));
         CHECK_THAT(obs.error().message, Catch::EndsWith("(give the NIC's netdev as ifname in the node's nics)"));
     }
@@ -197,7 +197,7 @@ TEST_CASE("network stage host NICs: a namespace that does not exist is one error
     Ctx c(fleet.f());
     auto obs = stage.observe(c.ctx);
     REQUIRE_FALSE(obs);
-    CHECK(obs.error().code == "host-unusable");
+    CHECK(obs.error().code == "network.host_unusable");
     CHECK_THAT(obs.error().message,
                Catch::StartsWith("node n1 host (netns kiln-no-such-ns): cannot run commands there: exit "));
 }

@@ -46,7 +46,7 @@ public:
     Result<CommandResult> run(const CommandSpec& spec) override {
         calls.push_back(spec.argv);
         auto it = answers.find(spec.argv.at(0));
-        if (it == answers.end()) return make_error("exec", "not-found", spec.argv[0] + ": not found");
+        if (it == answers.end()) return make_error("exec", "exec.not_found", spec.argv[0] + ": not found");
         return it->second(spec);
     }
     std::map<std::string, std::function<CommandResult(const CommandSpec&)>> answers;
@@ -149,7 +149,7 @@ TEST_CASE("host nic applier fails cleanly for a missing interface") {
     want.mtu = 9000;
     auto report = applier.apply(want);
     REQUIRE_FALSE(report);
-    CHECK(report.error().code == "no-such-nic");
+    CHECK(report.error().code == "network.no_such_nic");
     CHECK(report.error().message.find("nosuch0") != std::string::npos);
     want.ifname = "../../etc";
     CHECK_FALSE(applier.apply(want));

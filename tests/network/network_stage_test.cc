@@ -345,7 +345,7 @@ public:
             return out(
                 "Configurations:   Next Boot\n   NUM_OF_VFS   8\n   SRIOV_EN   True(1)\n   ATS_ENABLED   False(0)\n"
                 "   ROCE_CC_PRIO_MASK_P1   8\n   CNP_DSCP_P1   48\n   CNP_802P_PRIO_P1   6\n");
-        return make_error("exec", "not-found", a[0] + ": not found");
+        return make_error("exec", "exec.not_found", a[0] + ": not found");
     }
     std::vector<std::vector<std::string>> calls;
 };
@@ -397,7 +397,7 @@ TEST_CASE("network stage host NICs: firmware on a local host is a warning with i
     REQUIRE(sobs);
     auto splan = stage.plan(sctx, *sobs);
     REQUIRE_FALSE(splan);
-    CHECK(splan.error().code == "host-nic-required");
+    CHECK(splan.error().code == "network.host_nic_required");
     CHECK_THAT(splan.error().message,
                Catch::StartsWith("node gpu-01: mlx5_0 (ens1f0np0) firmware ATS_ENABLED is required (host.require) "
                                  "but needs-reboot: mlxconfig -d 0000:3b:00.0"));
@@ -446,5 +446,5 @@ TEST_CASE("host runner: SSH hosts use the switches' SSH settings, netns hosts ru
 
     auto none = network::host::make_host_runner(nodes[2]);
     REQUIRE_FALSE(none);
-    CHECK(none.error().code == "host-not-managed");
+    CHECK(none.error().code == "network.host_not_managed");
 }

@@ -130,7 +130,7 @@ TEST_CASE(
     host->nics[kPci1].not_sticking = {"ATS_ENABLED"};
     auto done = apply_nic_firmware(*host, two_nics(), fast_options());
     REQUIRE_FALSE(done);
-    CHECK(done.error().code == "firmware-not-applied");
+    CHECK(done.error().code == "network.firmware_not_applied");
     CHECK(done.error().message ==
           "after the host's reboot: mlx5_1 (ens2f0np0, 0000:af:00.0) ATS_ENABLED wanted 1, read 0");
     CHECK(host->reboots == 1);
@@ -146,7 +146,7 @@ TEST_CASE("host NIC firmware apply: a host that never comes back is a bounded re
     auto done = apply_nic_firmware(*host, two_nics(), o);
     const auto took = std::chrono::steady_clock::now() - start;
     REQUIRE_FALSE(done);
-    CHECK(done.error().code == "reboot-timeout");
+    CHECK(done.error().code == "network.reboot_timeout");
     CHECK(done.error().transient);
     CHECK_THAT(done.error().message,
                Catch::StartsWith("the host did not come back within 100ms of `systemctl reboot`"));
@@ -164,7 +164,7 @@ TEST_CASE("host NIC firmware apply: a stop while waiting ends the wait") {
     o.reboot.wait = [&waits](milliseconds) { return ++waits < 3; };
     auto done = apply_nic_firmware(*host, two_nics(), o);
     REQUIRE_FALSE(done);
-    CHECK(done.error().code == "stopped");
+    CHECK(done.error().code == "network.stopped");
     CHECK(waits == 3);
 }
 
@@ -173,14 +173,14 @@ TEST_CASE("host NIC firmware apply: a refused reboot, a missing mlxconfig and a 
     host->reboot_refused = true;
     auto done = apply_nic_firmware(*host, two_nics(), fast_options());
     REQUIRE_FALSE(done);
-    CHECK(done.error().code == "reboot-refused");
+    CHECK(done.error().code == "network.reboot_refused");
     CHECK_THAT(done.error().message, Catch::Contains("Access denied"));
 
     auto bare = two_nic_host();
     bare->has_mlxconfig = false;
     done = apply_nic_firmware(*bare, two_nics(), fast_options());
     REQUIRE_FALSE(done);
-    CHECK(done.error().code == "mlxconfig-missing");
+    CHECK(done.error().code == "network.mlxconfig_missing");
     CHECK_THAT(done.error().message, Catch::StartsWith("mlx5_0 (ens1f0np0, 0000:3b:00.0): mlxconfig is not installed"));
     CHECK_THAT(done.error().message, Catch::Contains("install mstflint"));
     CHECK(bare->reboots == 0);
@@ -188,7 +188,7 @@ TEST_CASE("host NIC firmware apply: a refused reboot, a missing mlxconfig and a 
     auto veth = two_nic_host();
     done = apply_nic_firmware(*veth, {{"mlx5_9", "veth0", FirmwareWanted{}}}, fast_options());
     REQUIRE_FALSE(done);
-    CHECK(done.error().code == "not-pci");
+    CHECK(done.error().code == "network.not_pci");
 }
 
 TEST_CASE("host NIC firmware apply: RoCE keys on the port of the PF, and a firmware without them left alone") {
@@ -409,7 +409,7 @@ TEST_CASE("network stage: a host that does not come back fails the firmware acti
     const auto start = std::chrono::steady_clock::now();
     auto st = stage.apply(ctx, (*plan)[0]);
     REQUIRE_FALSE(st);
-    CHECK(st.error().code == "reboot-timeout");
+    CHECK(st.error().code == "network.reboot_timeout");
     CHECK_THAT(st.error().message, Catch::StartsWith("node gpu-01 ConnectX firmware: the host did not come back"));
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
     CHECK(host->reboots == 1);
@@ -427,7 +427,7 @@ TEST_CASE("network stage: a host without mlxconfig that requires firmware fails 
     REQUIRE(obs);
     auto plan = stage.plan(ctx, *obs);
     REQUIRE_FALSE(plan);
-    CHECK(plan.error().code == "host-nic-required");
+    CHECK(plan.error().code == "network.host_nic_required");
     CHECK_THAT(plan.error().message,
                Catch::StartsWith("node gpu-01: mlx5_0 (ens1f0np0) firmware SRIOV_EN is required (host.require) but "
                                  "unsupported: mlxconfig is not installed on the host (install mstflint"));

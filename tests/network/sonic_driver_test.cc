@@ -170,7 +170,7 @@ TEST_CASE("a failed sonic apply rolls back and says so") {
     SonicDriver d("leaf1", runner);
     Status s = d.apply_patch(json::array({{{"op", "remove"}, {"path", "/X"}}}));
     REQUIRE_FALSE(s);
-    CHECK(s.error().code == "apply-failed");
+    CHECK(s.error().code == "network.apply_failed");
     CHECK(s.error().message.find("switch leaf1") != std::string::npos);
     CHECK(s.error().message.find("rolled back to checkpoint kiln-") != std::string::npos);
     CHECK(s.error().message.find("apply-patch went wrong") != std::string::npos);
@@ -182,7 +182,7 @@ TEST_CASE("a failed sonic apply rolls back and says so") {
     runner->fail = {"apply-patch", "rollback"};
     s = d.apply_patch(json::array({{{"op", "remove"}, {"path", "/X"}}}));
     REQUIRE_FALSE(s);
-    CHECK(s.error().code == "rollback-failed");
+    CHECK(s.error().code == "network.rollback_failed");
     CHECK(s.error().message.find("is kept") != std::string::npos);
     CHECK(runner->calls.size() == 3);  // the checkpoint stays for the operator
 
@@ -261,7 +261,7 @@ TEST_CASE("sonic driver refuses, before apply, what the switch would refuse") {
         ports.resize(1);
         Status s = plan(tn::roce_profile(), ports);
         REQUIRE_FALSE(s);
-        CHECK(s.error().code == "create-only");
+        CHECK(s.error().code == "network.create_only");
         CHECK_THAT(s.error().message, Catch::Contains("PORT|Ethernet0 lanes are 0,1,2,3 on the switch"));
         CHECK(tn::read_json(state.path + "/config_db.json") == stock);
     }
@@ -270,7 +270,7 @@ TEST_CASE("sonic driver refuses, before apply, what the switch would refuse") {
         p.switch_mtu = 9500;
         Status s = plan(p, make_ports(4));
         REQUIRE_FALSE(s);
-        CHECK(s.error().code == "yang-invalid");
+        CHECK(s.error().code == "network.yang_invalid");
         CHECK_THAT(s.error().message, Catch::Contains("PORT|Ethernet0: mtu") && Catch::Contains("nothing was applied"));
         CHECK(tn::read_json(state.path + "/config_db.json") == stock);
     }
@@ -309,13 +309,13 @@ TEST_CASE("sonic driver from_switch maps the fleet switch to ssh") {
     sw.known_hosts.clear();
     auto e = SonicDriver::from_switch(sw);
     REQUIRE_FALSE(e);
-    CHECK(e.error().code == "ssh-no-known-hosts");
+    CHECK(e.error().code == "network.ssh_no_known_hosts");
     sw.known_hosts = "/keys/known_hosts";
     sw.ssh_key.clear();
     sw.password = *Secret::parse("env:LEAF_PASS", "/");
     e = SonicDriver::from_switch(sw);
     REQUIRE_FALSE(e);
-    CHECK(e.error().code == "ssh-password-unsupported");
+    CHECK(e.error().code == "network.ssh_password_unsupported");
     CHECK(e.error().message.find("LEAF_PASS") == std::string::npos);
     sw.os = "nvue";
     CHECK_FALSE(SonicDriver::from_switch(sw));

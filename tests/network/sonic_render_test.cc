@@ -234,7 +234,7 @@ TEST_CASE("sonic headroom refuses what the switch could not size") {
         ports[0].cable_length_m = 3000;
         auto db = render_on(sku_facts(kZ9332f), ports);
         REQUIRE_FALSE(db.ok());
-        CHECK(db.error().code == "no-headroom-row");
+        CHECK(db.error().code == "network.no_headroom_row");
         CHECK_THAT(db.error().message, Catch::Contains("Ethernet0") && Catch::Contains("3000 m") &&
                                            Catch::Contains("5m, 40m, 300m, 1000m, 2000m"));
     }
@@ -242,7 +242,7 @@ TEST_CASE("sonic headroom refuses what the switch could not size") {
         ports[0].speed_mbps = 25000;
         auto db = render_on(sku_facts(kZ9332f), ports);
         REQUIRE_FALSE(db.ok());
-        CHECK(db.error().code == "no-headroom-row");
+        CHECK(db.error().code == "network.no_headroom_row");
         CHECK_THAT(db.error().message, Catch::Contains("speed 25000") && Catch::Contains("100000, 400000"));
     }
     SECTION("no table in the traditional model") {
@@ -252,7 +252,7 @@ TEST_CASE("sonic headroom refuses what the switch could not size") {
         f.pg_lookup_error = "No such file or directory";
         auto db = render_on(f, ports);
         REQUIRE_FALSE(db.ok());
-        CHECK(db.error().code == "no-headroom-table");
+        CHECK(db.error().code == "network.no_headroom_table");
         CHECK_THAT(db.error().message, Catch::Contains(f.pg_lookup_path) && Catch::Contains("buffer_policy"));
     }
     SECTION("no lossless pool") {
@@ -260,7 +260,7 @@ TEST_CASE("sonic headroom refuses what the switch could not size") {
         f.pool_mode.clear();
         auto db = render_on(f, ports);
         REQUIRE_FALSE(db.ok());
-        CHECK(db.error().code == "no-lossless-pool");
+        CHECK(db.error().code == "network.no_lossless_pool");
     }
 }
 
@@ -309,7 +309,7 @@ TEST_CASE("sonic render writes the PFC watchdog's poll interval, and refuses det
     p.pfc_watchdog_poll_ms = 400;  // what `pfcwd start_default` sets on a big switch
     auto bad = render_roce(p, make_ports(1));
     REQUIRE_FALSE(bad.ok());
-    CHECK(bad.error().code == "bad-profile");
+    CHECK(bad.error().code == "network.bad_profile");
     CHECK_THAT(bad.error().message, Catch::Contains("poll interval (400 ms)"));
 }
 
@@ -343,12 +343,12 @@ TEST_CASE("sonic render rejects inconsistent profiles") {
     auto db = render_roce(p, make_ports(2));
     REQUIRE_FALSE(db.ok());
     CHECK(db.error().domain == "network");
-    CHECK(db.error().code == "bad-profile");
+    CHECK(db.error().code == "network.bad_profile");
     CHECK_THAT(db.error().message, Catch::Contains(expect) && Catch::Contains("network profile roce"));
 
     auto none = render_roce(roce_profile(), {});
     REQUIRE_FALSE(none.ok());
-    CHECK(none.error().code == "no-ports");
+    CHECK(none.error().code == "network.no_ports");
 }
 
 TEST_CASE("sonic render of a fleet switch uses its nodes' profile") {
@@ -364,7 +364,7 @@ TEST_CASE("sonic render of a fleet switch uses its nodes' profile") {
     fabric->switches[0].os = "nvue";
     auto wrong = render_switch(fleet, fabric->switches[0]);
     REQUIRE_FALSE(wrong.ok());
-    CHECK(wrong.error().code == "wrong-os");
+    CHECK(wrong.error().code == "network.wrong_os");
 
     // leaf2 has no ports: the error names the switch.
     auto empty = render_switch(fleet, *fabric->find_switch("leaf2"));

@@ -219,7 +219,7 @@ TEST_CASE("sonic over ssh: a patch the YANG models reject is rolled back") {
         {"op":"replace","path":"/PORT/Ethernet4/mtu","value":"99999"}])");
     Status s = t.driver->apply_patch(patch);
     REQUIRE_FALSE(s);
-    CHECK(s.error().code == "apply-failed");
+    CHECK(s.error().code == "network.apply_failed");
     CHECK(s.error().message.find("rolled back") != std::string::npos);
     CHECK(s.error().message.find("PORT|Ethernet4") != std::string::npos);
     CHECK(s.error().message.find("mtu") != std::string::npos);
@@ -289,7 +289,7 @@ TEST_CASE("sonic over ssh refuses a switch whose host key does not match") {
     REQUIRE(d);
     auto r = (*d)->read_running(t.ports);
     REQUIRE_FALSE(r);
-    CHECK(r.error().code == "read-failed");
+    CHECK(r.error().code == "network.read_failed");
     CHECK(r.error().message.find("ssh:") != std::string::npos);
     CHECK(r.error().transient);
 }
@@ -334,7 +334,7 @@ TEST_CASE("sonic over ssh: commands started together before a master exists all 
     const SshTarget target = ssh_target(t.env);
     const int before = accepted_connections();
     constexpr int kTogether = 4;
-    std::vector<Result<CommandResult>> results(kTogether, make_error("test", "not-run", "not run"));
+    std::vector<Result<CommandResult>> results(kTogether, make_error("test", "test.not_run", "not run"));
     std::vector<std::thread> threads;
     for (int i = 0; i < kTogether; ++i)
         threads.emplace_back([&, i] {

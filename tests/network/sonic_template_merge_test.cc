@@ -434,7 +434,7 @@ TEST_CASE("sonic template merge: kiln's poll interval lets a 200 ms detection on
             without_poll["PFC_WD"].erase("GLOBAL");
             const Status refused = driver.check(without_poll, m.running);
             REQUIRE_FALSE(refused.ok());
-            CHECK(refused.error().code == "yang-invalid");
+            CHECK(refused.error().code == "network.yang_invalid");
             CHECK_THAT(refused.error().message,
                        Catch::Contains("PFC_WD|Ethernet0") &&
                            Catch::Contains("detection_time must be greater than or equal to POLL_INTERVAL"));

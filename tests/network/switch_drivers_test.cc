@@ -119,7 +119,7 @@ TEST_CASE("nvue driver: a failed apply leaves the switch at its previous revisio
     REQUIRE(running);
     auto st = d->apply(*desired, *running);
     REQUIRE_FALSE(st);
-    CHECK(st.error().code == "nvue-apply-failed");
+    CHECK(st.error().code == "network.nvue_apply_failed");
     CHECK_THAT(st.error().message, Catch::Contains("apply_fail") && Catch::Contains("stays at its previous revision"));
     CHECK(emu.get("leaf-n").running() == before);
 
@@ -230,7 +230,7 @@ TEST_CASE("eos driver: a failed commit aborts the session and leaves the running
     REQUIRE(running);
     auto st = d->apply(*desired, *running);
     REQUIRE_FALSE(st);
-    CHECK(st.error().code == "eapi-error");
+    CHECK(st.error().code == "network.eapi_error");
     CHECK_THAT(st.error().message, Catch::Contains("commit failed") && Catch::Contains("running config is unchanged"));
     CHECK(emu.get("leaf-e").running() == before);
     converge(*d, profile, ps);
@@ -279,7 +279,7 @@ TEST_CASE("switch drivers: a wrong password is refused without the password in t
     auto d = driver_for(sw);
     auto r = d->read_running(ports({"swp1"}));
     REQUIRE_FALSE(r);
-    CHECK(r.error().code == "switch-auth");
+    CHECK(r.error().code == "network.switch_auth");
     CHECK(r.error().message.find("not-the-password") == std::string::npos);
 }
 
@@ -299,12 +299,12 @@ TEST_CASE("switch driver factory: picks by os and reports what each needs") {
     CHECK_THAT(sonic.error().message, Catch::Contains("known_hosts"));
     auto junos = network::make_switch_driver(config::Fleet{}, fleet_switch("d", "junos", "10.0.0.4"), {});
     REQUIRE_FALSE(junos);
-    CHECK(junos.error().code == "unknown-os");
+    CHECK(junos.error().code == "network.unknown_os");
     auto nouser = fleet_switch("e", "nvue", "10.0.0.5");
     nouser.username.clear();
     auto e = network::make_switch_driver(config::Fleet{}, nouser, {});
     REQUIRE_FALSE(e);
-    CHECK(e.error().code == "credentials");
+    CHECK(e.error().code == "network.credentials");
 }
 
 // ---- NVUE: RoCE mode's defaults, the watchdog per port, timing in polls ----
@@ -363,7 +363,7 @@ TEST_CASE("nvue render: RoCE mode's defaults stay unless the profile writes its 
     high.given.insert("ecn_min_kb");
     auto bad = network::nvue::render_nvue(high, ports({"swp1"}));
     REQUIRE_FALSE(bad);
-    CHECK(bad.error().code == "bad-profile");
+    CHECK(bad.error().code == "network.bad_profile");
 }
 
 TEST_CASE("nvue render: what the fleet file writes is what overrides RoCE mode") {
@@ -408,7 +408,7 @@ TEST_CASE("nvue render: the watchdog is on per port, its detection time in whole
         auto timing = network::nvue::nvue_watchdog_timing(ms);
         INFO(ms);
         REQUIRE_FALSE(timing);
-        CHECK(timing.error().code == "bad-profile");
+        CHECK(timing.error().code == "network.bad_profile");
     }
     profile.pfc_watchdog_detection_ms = 5003;
     auto prime = network::nvue::render_nvue(profile, ports({"swp1"}));
@@ -420,7 +420,7 @@ TEST_CASE("nvue render: the watchdog is on per port, its detection time in whole
     alert.pfc_watchdog_action = "alert";
     auto a = network::nvue::render_nvue(alert, ports({"swp1"}));
     REQUIRE_FALSE(a);
-    CHECK(a.error().code == "bad-profile");
+    CHECK(a.error().code == "network.bad_profile");
     CHECK_THAT(a.error().message, Catch::Contains("always drops"));
 }
 
@@ -476,7 +476,7 @@ TEST_CASE("eos: VOQ families by modelName") {
     CHECK(std::string(p->queue_command()) == "uc-tx-queue");
     auto none = network::eos::eos_platform(json::object());
     REQUIRE_FALSE(none);
-    CHECK(none.error().code == "eos-platform-unknown");
+    CHECK(none.error().code == "network.eos_platform_unknown");
 }
 
 TEST_CASE("eos: a VOQ model gets uc-tx-queue, a non-VOQ one tx-queue") {
@@ -527,7 +527,7 @@ TEST_CASE("eos: a VOQ switch refuses tx-queue: the whole session fails, nothing 
     cmds.push_back("commit");
     auto r = eos->run_cmds(cmds);
     REQUIRE_FALSE(r);
-    CHECK(r.error().code == "eapi-error");
+    CHECK(r.error().code == "network.eapi_error");
     CHECK_THAT(r.error().message, Catch::Contains("'tx-queue 3' failed") && Catch::Contains("invalid command"));
     CHECK(emu.get("spine-e").running() == before);  // the lines before tx-queue stayed in the session
     REQUIRE(eos->run_cmds({"enable", "configure session kiln-blind", "abort"}));
@@ -588,6 +588,6 @@ TEST_CASE("eos render: watchdog times EOS cannot take are refused, the polling i
         auto bad = network::eos::render_eos(p, ports({"Ethernet1/1"}));
         INFO(detection << " " << restoration);
         REQUIRE_FALSE(bad);
-        CHECK(bad.error().code == "bad-profile");
+        CHECK(bad.error().code == "network.bad_profile");
     }
 }

@@ -174,7 +174,7 @@ TEST_CASE("switch emulator: eAPI show version names the model, whose platform de
     unknown.model = "DCS-9999";
     auto refused = EmulatedSwitch::open(unknown);
     REQUIRE_FALSE(refused);
-    CHECK(refused.error().code == "bad_model");
+    CHECK(refused.error().code == "emulator.bad_model");
     CHECK_THAT(refused.error().message, Catch::Contains("DCS-7280CR3-32P4"));
     unknown.os = "nvue";
     CHECK_FALSE(EmulatedSwitch::open(unknown));
@@ -244,7 +244,7 @@ TEST_CASE("switch emulator: faults and behind-the-back changes through the contr
     wrong.state_file = state;
     auto refused = EmulatedSwitch::open(wrong);
     REQUIRE_FALSE(refused);
-    CHECK(refused.error().code == "state_malformed");
+    CHECK(refused.error().code == "emulator.state_malformed");
 }
 
 TEST_CASE("switch emulator: fault specs") {

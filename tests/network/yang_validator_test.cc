@@ -75,7 +75,7 @@ TEST_CASE("yang validator loads the SONiC models") {
 TEST_CASE("yang validator reports a missing model directory") {
     auto v = YangValidator::load("/nonexistent/sonic-yang");
     REQUIRE_FALSE(v.ok());
-    CHECK(v.error().code == "yang-models");
+    CHECK(v.error().code == "network.yang_models");
     CHECK_THAT(v.error().message, Catch::Contains("/nonexistent/sonic-yang"));
     auto empty = YangValidator::load("");
     REQUIRE_FALSE(empty.ok());
@@ -138,7 +138,7 @@ TEST_CASE("yang validator rejects a bad field value naming table key and field")
     auto s = validator().validate(config);
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().domain == "network");
-    CHECK(s.error().code == "yang-invalid");
+    CHECK(s.error().code == "network.yang_invalid");
     CHECK_THAT(s.error().message, Catch::StartsWith("PORT_QOS_MAP|Ethernet4: pfc_enable: "));
     CHECK(s.error().message.find('\n') == std::string::npos);
 }

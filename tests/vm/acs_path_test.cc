@@ -125,7 +125,7 @@ TEST_CASE("ACS: refusals name the port and leave the rest as read", "[vm][acs]")
         fake.has_setpci = false;
         auto r = apply_acs(fake, ports, kTimeout);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "setpci-missing");
+        CHECK(r.error().code == "vm.setpci_missing");
         CHECK(r.error().message.find("pciutils") != std::string::npos);
         CHECK(fake.writes.empty());
     }
@@ -133,7 +133,7 @@ TEST_CASE("ACS: refusals name the port and leave the rest as read", "[vm][acs]")
         fake.refuse_writes = true;
         auto r = apply_acs(fake, ports, kTimeout);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "acs-write-failed");
+        CHECK(r.error().code == "vm.acs_write_failed");
         CHECK(r.error().message.find("0000:04:00.0") != std::string::npos);
         CHECK(r.error().message.find("Permission denied") != std::string::npos);
         CHECK(fake.acs_ctrl("0000:04:00.0") == 0x001du);
@@ -142,14 +142,14 @@ TEST_CASE("ACS: refusals name the port and leave the rest as read", "[vm][acs]")
         fake.ignores_writes.insert("0000:04:01.0");
         auto r = apply_acs(fake, ports, kTimeout);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "acs-not-applied");
+        CHECK(r.error().code == "vm.acs_not_applied");
         CHECK(r.error().message == "0000:04:01.0 ACSCtl wanted 0x0011, read 0x001d after the write (P2P redirect still on)");
     }
     SECTION("a port without an ACS capability") {
         fake.config["0000:06:00.0"].replace(0x100, 2, std::string("\x01\x00", 2));  // AER where ACS was
         auto r = plan_acs(fake, ports, kTimeout);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "acs-unreadable");
+        CHECK(r.error().code == "vm.acs_unreadable");
         CHECK(r.error().message.find("0000:06:00.0") != std::string::npos);
     }
 }

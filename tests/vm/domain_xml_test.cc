@@ -233,7 +233,7 @@ TEST_CASE("domain XML refuses a VM it cannot describe", "[vm][domain_xml]") {
         p.vms[0].cells[0].hugepages = 0;
         auto r = domain_xml(host, p.vms[0], o);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "domain");
+        CHECK(r.error().code == "vm.domain");
         CHECK(r.error().message.find("hugepages") != std::string::npos);
     }
     SECTION("a device the host lacks") {

@@ -33,7 +33,7 @@ public:
     Status define(const std::string& xml) override {
         const std::string name = name_of(xml);
         calls.push_back("define " + name);
-        if (!fail_define.empty()) return make_error("libvirt", "define", fail_define);
+        if (!fail_define.empty()) return make_error("libvirt", "libvirt.define", fail_define);
         auto& d = domains[name];
         d.xml = xml;
         return ok_status();
@@ -41,7 +41,7 @@ public:
     Status start(const std::string& name) override {
         calls.push_back("start " + name);
         auto it = domains.find(name);
-        if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
+        if (it == domains.end()) return make_error("libvirt", "libvirt.no_domain", "no domain " + name);
         it->second.state = DomainState::running;
         serial[name] = boot_output;
         // The guest writes its marker line to the ready file as well.
@@ -52,7 +52,7 @@ public:
     Status stop(const std::string& name) override {
         calls.push_back("stop " + name);
         auto it = domains.find(name);
-        if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
+        if (it == domains.end()) return make_error("libvirt", "libvirt.no_domain", "no domain " + name);
         it->second.state = DomainState::shutoff;
         guest_files.erase(name);  // /run is a tmpfs
         return ok_status();
@@ -69,7 +69,7 @@ public:
     }
     Result<std::string> definition(const std::string& name) override {
         auto it = domains.find(name);
-        if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
+        if (it == domains.end()) return make_error("libvirt", "libvirt.no_domain", "no domain " + name);
         return it->second.xml;
     }
     Result<std::vector<std::string>> list_names() override {
@@ -78,18 +78,18 @@ public:
         return out;
     }
     Result<std::string> serial_output(const std::string& name) override {
-        if (remote) return make_error("libvirt", "remote_serial", "serial log of " + name + " is on the remote host");
+        if (remote) return make_error("libvirt", "libvirt.remote_serial", "serial log of " + name + " is on the remote host");
         return serial[name];
     }
     Result<std::string> guest_file(const std::string& name, const std::string& path) override {
         calls.push_back("guest_file " + name + " " + path);
         auto it = domains.find(name);
-        if (it == domains.end()) return make_error("libvirt", "no_domain", "no domain " + name);
+        if (it == domains.end()) return make_error("libvirt", "libvirt.no_domain", "no domain " + name);
         if (it->second.state != DomainState::running)
-            return make_error("libvirt", "agent", "guest agent: domain is not running");
+            return make_error("libvirt", "libvirt.agent", "guest agent: domain is not running");
         auto f = guest_files[name].find(path);
         if (f == guest_files[name].end())
-            return make_error("libvirt", "agent", "guest agent guest-file-open: No such file or directory");
+            return make_error("libvirt", "libvirt.agent", "guest agent guest-file-open: No such file or directory");
         return f->second;
     }
 

@@ -227,7 +227,7 @@ TEST_CASE("a missing numa_node names the file", "[vm][discovery][errors]") {
     auto r = discover_host({copy.root()});
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().domain == "sysfs");
-    CHECK(r.error().code == "missing");
+    CHECK(r.error().code == "sysfs.missing");
     CHECK(r.error().str() == "sysfs: " + copy.root() + "/bus/pci/devices/0000:13:00.0/numa_node: missing");
 }
 
@@ -237,7 +237,7 @@ TEST_CASE("malformed sysfs files name the file and the problem", "[vm][discovery
         copy.write("bus/pci/devices/0000:11:00.0/vendor", "0xzz\n");
         auto r = discover_host({copy.root()});
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "malformed");
+        CHECK(r.error().code == "sysfs.malformed");
         CHECK(r.error().message ==
               copy.root() + "/bus/pci/devices/0000:11:00.0/vendor: expected a hex number, got \"0xzz\"");
     }
@@ -257,7 +257,7 @@ TEST_CASE("malformed sysfs files name the file and the problem", "[vm][discovery
         std::filesystem::remove(copy.path("devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages"));
         auto r = discover_host({copy.root()});
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "missing");
+        CHECK(r.error().code == "sysfs.missing");
         CHECK(r.error().message ==
               copy.root() + "/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages: missing");
     }

@@ -139,7 +139,7 @@ TEST_CASE("hugepages beyond the free pool of a node are refused", "[vm][placemen
     auto r = place(h, numa(256));
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().domain == "vm");
-    CHECK(r.error().code == "resources");
+    CHECK(r.error().code == "vm.resources");
     CHECK(r.error().message ==
           "numa split refused: vm numa1: node 1 needs 256 1G hugepages for 256 GiB, 100 free of 512");
 
@@ -159,7 +159,7 @@ TEST_CASE("a GPU sharing its IOMMU group with a SATA controller is refused", "[v
     for (const auto& req : {whole(), numa()}) {
         auto r = place(h, req);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().code == "iommu_group");
+        CHECK(r.error().code == "vm.iommu_group");
         CHECK(r.error().message == std::string(split_name(req.split)) + " split refused: " + reason);
     }
 }
@@ -170,7 +170,7 @@ TEST_CASE("an IOMMU group spanning two VMs is refused but is fine in one", "[vm]
     move_to_group(h, "0000:53:00.0", group);  // a node 1 GPU into a node 0 GPU's group
     auto r = place(h, numa());
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "iommu_group");
+    CHECK(r.error().code == "vm.iommu_group");
     CHECK(r.error().message == "numa split refused: IOMMU group " + std::to_string(group) +
                                    " would be split across VMs: gpu 0000:13:00.0 (10de:2330) to vm numa0, "
                                    "gpu 0000:53:00.0 (10de:2330) to vm numa1");
@@ -198,7 +198,7 @@ TEST_CASE("CPU requests beyond the node are refused", "[vm][placement][refused]"
     const HostTopology h = load_fixture("azure-ndv5");
     auto r = place(h, numa(0, 64));
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "resources");
+    CHECK(r.error().code == "vm.resources");
     CHECK(r.error().message ==
           "numa split refused: vm numa0: vcpus 64 exceeds the 48 CPUs of its NUMA nodes; "
           "vm numa1: vcpus 64 exceeds the 48 CPUs of its NUMA nodes");
@@ -503,7 +503,7 @@ TEST_CASE("hgx-a100 with ACS off: a group that would span two VMs is refused, na
     h.devices[h.index.at("0000:0b:00.0")].numa_node = 1;  // one GPU of the group read as node 1's
     auto r = place(h, numa());
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "iommu_group");
+    CHECK(r.error().code == "vm.iommu_group");
     CHECK_THAT(r.error().message,
                Catch::Contains("IOMMU group " + std::to_string(group) + " would be split across VMs: "));
     CHECK_THAT(r.error().message, Catch::Contains("gpu 0000:0b:00.0 (10de:20b0) to vm numa1"));

@@ -38,7 +38,7 @@ TEST_CASE("wait_ready returns once the marker appears and reports a stopped doma
     REQUIRE(hv.stop("kiln-n-vm0").ok());
     auto s = wait_ready(hv, "kiln-n-vm0", w);
     REQUIRE_FALSE(s.ok());
-    CHECK(s.error().code == "stopped");
+    CHECK(s.error().code == "vm.stopped");
     CHECK(s.error().message.find("Kernel panic") != std::string::npos);
 }
 
@@ -51,10 +51,10 @@ TEST_CASE("wait_ready ends when told to stop and at its timeout", "[vm][readines
     w.sleep = [](std::chrono::milliseconds) { return false; };
     auto r = wait_ready(hv, "kiln-n-vm0", w);
     REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == "interrupted");
+    CHECK(r.error().code == "vm.interrupted");
     w.timeout = std::chrono::milliseconds(0);
     auto t = wait_ready(hv, "kiln-n-vm0", w);
     REQUIRE_FALSE(t.ok());
-    CHECK(t.error().code == "not_ready");
+    CHECK(t.error().code == "vm.not_ready");
     CHECK(t.error().transient);
 }

@@ -199,7 +199,7 @@ TEST_CASE("through the engine a node parks while its VMs boot and resumes at the
     ctx.set_resumed(late);
     auto timed_out = stage.apply(ctx, plan.back());
     REQUIRE_FALSE(timed_out.ok());
-    CHECK(timed_out.error().code == "not_ready");
+    CHECK(timed_out.error().code == "vm.not_ready");
 }
 
 TEST_CASE("smoke ports follow the fleet-wide VM ordinal", "[vm][stage]") {
@@ -306,7 +306,7 @@ TEST_CASE("a guest that never prints the marker fails the start, and verify says
     auto ctx = f.ctx();
     auto s = run_stage(stage, ctx);
     REQUIRE_FALSE(s.ok());
-    CHECK(s.error().code == "not_ready");
+    CHECK(s.error().code == "vm.not_ready");
     CHECK(s.error().message.find("Booting...") != std::string::npos);
     auto v = stage.verify(ctx);
     REQUIRE_FALSE(v.ok());
@@ -319,7 +319,7 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
         auto ctx = f.ctx();
         auto s = run_stage(stage, ctx);
         REQUIRE_FALSE(s.ok());
-        CHECK(s.error().code == "iommu_group");
+        CHECK(s.error().code == "vm.iommu_group");
         CHECK(s.error().message.find("fleet.toml:40:1: vm.gpu") == 0);
         CHECK(s.error().message.find("1022:7901") != std::string::npos);
         CHECK(f.hv.calls.empty());
@@ -333,7 +333,7 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
         auto ctx = f.ctx();
         auto s = run_stage(stage, ctx);
         REQUIRE_FALSE(s.ok());
-        CHECK(s.error().code == "missing");
+        CHECK(s.error().code == "sysfs.missing");
         CHECK(s.error().message.find("vm.gpu.sysfs") != std::string::npos);
         CHECK(s.error().message.find("0000:13:00.0/numa_node") != std::string::npos);
         CHECK(f.hv.calls.empty());
@@ -345,7 +345,7 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
         auto ctx = f.ctx();
         auto s = run_stage(stage, ctx);
         REQUIRE_FALSE(s.ok());
-        CHECK(s.error().code == "resources");
+        CHECK(s.error().code == "vm.resources");
         CHECK(s.error().message.find("900 free") != std::string::npos);
         CHECK(f.hv.calls.empty());
     }
@@ -415,7 +415,7 @@ TEST_CASE("a live host without setpci fails the vm stage's observe by name", "[v
     auto ctx = f.ctx();
     auto obs = stage.observe(ctx);
     REQUIRE_FALSE(obs.ok());
-    CHECK(obs.error().code == "setpci-missing");
+    CHECK(obs.error().code == "vm.setpci_missing");
 }
 
 TEST_CASE("on a remote connection readiness is read through the guest agent, never assumed", "[vm][stage]") {
@@ -427,7 +427,7 @@ TEST_CASE("on a remote connection readiness is read through the guest agent, nev
     auto ctx = f.ctx();
     auto s = run_stage(stage, ctx);
     REQUIRE_FALSE(s.ok());
-    CHECK(s.error().code == "not_ready");
+    CHECK(s.error().code == "vm.not_ready");
     CHECK(s.error().message.find("/run/kiln-ready through the guest agent") != std::string::npos);
     auto v = stage.verify(ctx);
     REQUIRE_FALSE(v.ok());

@@ -47,11 +47,11 @@ bool valid_name(const std::string& n) {
 
 Result<json> read_json(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error("sonic-sim", "io", fmt::format("cannot read {}", path));
+    if (!in) return make_error("sonic-sim", "sonic_sim.io", fmt::format("cannot read {}", path));
     std::stringstream ss;
     ss << in.rdbuf();
     json doc = json::parse(ss.str(), nullptr, false);
-    if (doc.is_discarded()) return make_error("sonic-sim", "io", fmt::format("{} is not JSON", path));
+    if (doc.is_discarded()) return make_error("sonic-sim", "sonic_sim.io", fmt::format("{} is not JSON", path));
     return doc;
 }
 
@@ -60,17 +60,17 @@ Status write_atomic(const std::string& path, const std::string& text) {
     const std::string tmp = path + ".tmp";
     {
         Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd.get() < 0) return make_error("sonic-sim", "io", fmt::format("cannot write {}", tmp));
+        if (fd.get() < 0) return make_error("sonic-sim", "sonic_sim.io", fmt::format("cannot write {}", tmp));
         size_t done = 0;
         while (done < text.size()) {
             const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-            if (n <= 0) return make_error("sonic-sim", "io", fmt::format("cannot write {}", tmp));
+            if (n <= 0) return make_error("sonic-sim", "sonic_sim.io", fmt::format("cannot write {}", tmp));
             done += static_cast<size_t>(n);
         }
-        if (::fsync(fd.get()) != 0) return make_error("sonic-sim", "io", fmt::format("cannot sync {}", tmp));
+        if (::fsync(fd.get()) != 0) return make_error("sonic-sim", "sonic_sim.io", fmt::format("cannot sync {}", tmp));
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
-        return make_error("sonic-sim", "io", fmt::format("cannot rename {}", tmp));
+        return make_error("sonic-sim", "sonic_sim.io", fmt::format("cannot rename {}", tmp));
     return ok_status();
 }
 
