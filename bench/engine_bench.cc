@@ -13,18 +13,18 @@
 
 #include <dirent.h>
 
+#include <malloc.h>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <malloc.h>
-#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -46,7 +46,9 @@ class NoopStage : public kiln::engine::Stage {
 public:
     explicit NoopStage(std::string name) : name_(std::move(name)) {}
     std::string name() const override { return name_; }
-    kiln::Result<kiln::engine::Observation> observe(kiln::engine::StageContext&) override { return kiln::engine::Observation{}; }
+    kiln::Result<kiln::engine::Observation> observe(kiln::engine::StageContext&) override {
+        return kiln::engine::Observation{};
+    }
     kiln::Result<std::vector<kiln::engine::Action>> plan(kiln::engine::StageContext& ctx,
                                                          const kiln::engine::Observation&) override {
         std::lock_guard<std::mutex> lock(mu_);
@@ -159,7 +161,9 @@ WaitFigures run_waits(const fs::path& work, int nodes, int parallel, int wait_ms
     return f;
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // VmRSS or VmHWM of this process in KB, from /proc/self/status; -1 unread.
 long status_kb(const char* field) {
@@ -341,14 +345,16 @@ int main(int argc, char** argv) {
             {"nodes", park_nodes},
             {"wait_s", bound},
             {"cores", std::thread::hardware_concurrency()},
-            {"parked", {{"parallel", park_nodes},
-                        {"wall_s", parked.wall_s},
-                        {"vs_wait_bound_ratio", parked.wall_s / bound},
-                        {"peak_threads", parked.peak_threads}}},
-            {"holding_threads", {{"parallel", park_parallel},
-                                 {"wall_s", held.wall_s},
-                                 {"vs_wait_bound_ratio", held.wall_s / bound},
-                                 {"peak_threads", held.peak_threads}}},
+            {"parked",
+             {{"parallel", park_nodes},
+              {"wall_s", parked.wall_s},
+              {"vs_wait_bound_ratio", parked.wall_s / bound},
+              {"peak_threads", parked.peak_threads}}},
+            {"holding_threads",
+             {{"parallel", park_parallel},
+              {"wall_s", held.wall_s},
+              {"vs_wait_bound_ratio", held.wall_s / bound},
+              {"peak_threads", held.peak_threads}}},
             {"held_vs_parked_wall_ratio", held.wall_s / parked.wall_s},
         };
     }

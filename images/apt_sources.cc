@@ -119,8 +119,10 @@ Result<std::vector<AptSource>> machine_apt_sources(const std::string& etc_apt) {
     std::sort(parts.begin(), parts.end());
     for (const auto& p : parts) {
         std::vector<AptSource> v;
-        if (p.extension() == ".sources") v = parse_deb822_sources(read_text(p));
-        else if (p.extension() == ".list") v = parse_one_line_sources(read_text(p));
+        if (p.extension() == ".sources")
+            v = parse_deb822_sources(read_text(p));
+        else if (p.extension() == ".list")
+            v = parse_one_line_sources(read_text(p));
         out.insert(out.end(), v.begin(), v.end());
     }
     if (out.empty())
@@ -130,8 +132,7 @@ Result<std::vector<AptSource>> machine_apt_sources(const std::string& etc_apt) {
 }
 
 Result<std::vector<std::string>> mirror_lines(const std::vector<AptSource>& machine, const std::string& suite,
-                                              const std::vector<std::string>& components,
-                                              const std::string& mirror) {
+                                              const std::vector<std::string>& components, const std::string& mirror) {
     std::string comps;
     for (const auto& c : components) comps += " " + c;
     if (!mirror.empty()) return std::vector<std::string>{"deb " + mirror + " " + suite + comps};
@@ -146,9 +147,9 @@ Result<std::vector<std::string>> mirror_lines(const std::vector<AptSource>& mach
         }
     }
     if (out.empty())
-        return make_error("image", "image.no_mirror",
-                          "the machine's apt sources have no entry for suite '" + suite +
-                              "'; give [base].mirror in the recipe");
+        return make_error(
+            "image", "image.no_mirror",
+            "the machine's apt sources have no entry for suite '" + suite + "'; give [base].mirror in the recipe");
     return out;
 }
 

@@ -14,7 +14,7 @@ struct AptSource {
     std::string uri;
     std::vector<std::string> suites;
     std::vector<std::string> components;
-    std::string signed_by;   // keyring path on the machine ("" = apt's default keyrings)
+    std::string signed_by;  // keyring path on the machine ("" = apt's default keyrings)
 };
 
 // Parses deb822 (.sources) text; only "Types: deb" stanzas, enabled ones.

@@ -26,7 +26,9 @@ std::string slurp(const std::string& path) {
     return ss.str();
 }
 
-Error boot_error(const std::string& code, const std::string& msg) { return make_error("image", code, msg); }
+Error boot_error(const std::string& code, const std::string& msg) {
+    return make_error("image", code, msg);
+}
 
 std::string first_line(const std::string& text) {
     return text.substr(0, text.find('\n'));
@@ -54,17 +56,22 @@ bool probe_kvm(CommandRunner& runner, const std::string& qemu, const std::string
     // The machine and CPU the boot itself uses: a host whose KVM runs a
     // default-CPU guest can still refuse "-cpu host" at start (failed to
     // set MSR 0x10a), so a probe on other settings would say yes wrongly.
-    spec.argv = {qemu, "-accel", "kvm", "-machine", "q35", "-cpu", "host", "-display", "none", "-nodefaults",
-                 "-no-reboot", "-serial", "file:" + log, "-drive", "file=" + img + ",format=raw,if=ide"};
+    spec.argv = {qemu,         "-accel",  "kvm",         "-machine", "q35",
+                 "-cpu",       "host",    "-display",    "none",     "-nodefaults",
+                 "-no-reboot", "-serial", "file:" + log, "-drive",   "file=" + img + ",format=raw,if=ide"};
     spec.timeout = std::chrono::seconds(20);
     spec.kill_grace = std::chrono::seconds(2);
     auto r = runner.run(spec);  // runs until the timeout: the guest halts, QEMU does not exit
     const bool ok = slurp(log).find("KV") != std::string::npos;
     if (why) {
-        if (ok) *why = "a KVM probe guest ran";
-        else if (!r) *why = "cannot start " + qemu + ": " + r.error().message;
-        else if (!r->timed_out && !r->err.empty()) *why = "KVM refused the probe guest: " + first_line(r->err);
-        else *why = "a KVM probe guest printed nothing within 20s (KVM hangs here)";
+        if (ok)
+            *why = "a KVM probe guest ran";
+        else if (!r)
+            *why = "cannot start " + qemu + ": " + r.error().message;
+        else if (!r->timed_out && !r->err.empty())
+            *why = "KVM refused the probe guest: " + first_line(r->err);
+        else
+            *why = "a KVM probe guest printed nothing within 20s (KVM hangs here)";
     }
     return ok;
 }
@@ -107,8 +114,16 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
     std::ofstream(seed_dir + "/user-data") << "#cloud-config\n{}\n";
     const std::string seed = o.work_dir + "/seed.iso";
     CommandSpec iso;
-    iso.argv = {"genisoimage", "-quiet", "-output", seed, "-volid", "cidata", "-joliet", "-rock",
-                seed_dir + "/user-data", seed_dir + "/meta-data"};
+    iso.argv = {"genisoimage",
+                "-quiet",
+                "-output",
+                seed,
+                "-volid",
+                "cidata",
+                "-joliet",
+                "-rock",
+                seed_dir + "/user-data",
+                seed_dir + "/meta-data"};
     auto ir = runner.run(iso);
     if (!ir) return ir.error();
     if (!ir->success()) return boot_error("image.boot_check", "genisoimage failed: " + ir->err);
@@ -119,18 +134,32 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
     fs::remove(pidfile, ec);
     CommandSpec q;
     q.argv = {o.qemu,
-              "-accel", res.accel,
-              "-machine", "q35",
-              "-cpu", res.accel == "kvm" ? "host" : "max",
-              "-m", std::to_string(o.memory_mb),
-              "-smp", std::to_string(o.cpus),
-              "-display", "none", "-nodefaults", "-no-reboot",
+              "-accel",
+              res.accel,
+              "-machine",
+              "q35",
+              "-cpu",
+              res.accel == "kvm" ? "host" : "max",
+              "-m",
+              std::to_string(o.memory_mb),
+              "-smp",
+              std::to_string(o.cpus),
+              "-display",
+              "none",
+              "-nodefaults",
+              "-no-reboot",
               "-snapshot",  // never write the image under test
-              "-serial", "file:" + res.serial_log,
-              "-drive", "file=" + o.image + ",format=" + o.format + ",if=virtio",
-              "-drive", "file=" + seed + ",format=raw,if=virtio,readonly=on",
-              "-nic", "user,model=virtio-net-pci",
-              "-daemonize", "-pidfile", pidfile};
+              "-serial",
+              "file:" + res.serial_log,
+              "-drive",
+              "file=" + o.image + ",format=" + o.format + ",if=virtio",
+              "-drive",
+              "file=" + seed + ",format=raw,if=virtio,readonly=on",
+              "-nic",
+              "user,model=virtio-net-pci",
+              "-daemonize",
+              "-pidfile",
+              pidfile};
     q.timeout = std::chrono::seconds(60);
     const auto t0 = std::chrono::steady_clock::now();
     auto qr = runner.run(q);
@@ -171,7 +200,7 @@ Result<BootCheckResult> boot_check(CommandRunner& runner, const BootCheckOptions
         if (::kill(pid, 0) != 0) {
             const std::string tail = serial.size() > 3000 ? serial.substr(serial.size() - 3000) : serial;
             return boot_error("image.boot_check", fmt::format("the guest stopped before {} ({}); serial log {}:\n{}",
-                                                        vm::kReadyMarker, res.accel, res.serial_log, tail));
+                                                              vm::kReadyMarker, res.accel, res.serial_log, tail));
         }
         if (std::chrono::steady_clock::now() >= deadline) {
             stop_qemu();

@@ -22,20 +22,20 @@ namespace kiln::images {
 struct BootCheckOptions {
     std::string image;
     std::string format = "qcow2";
-    std::string work_dir;          // serial log, seed, probe files go here
+    std::string work_dir;  // serial log, seed, probe files go here
     std::chrono::seconds timeout{900};
-    std::string accel = "auto";    // auto | kvm | tcg
+    std::string accel = "auto";  // auto | kvm | tcg
     std::string qemu = "qemu-system-x86_64";
     int memory_mb = 1024;
     int cpus = 1;
 };
 
 struct BootCheckResult {
-    std::string accel;             // kvm | tcg
-    std::string accel_reason;      // why that one
-    std::string serial_log;        // path
-    std::string line;              // the KILN_READY line
-    nlohmann::json ready;          // its JSON
+    std::string accel;         // kvm | tcg
+    std::string accel_reason;  // why that one
+    std::string serial_log;    // path
+    std::string line;          // the KILN_READY line
+    nlohmann::json ready;      // its JSON
     double seconds = 0;
 };
 

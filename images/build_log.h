@@ -12,9 +12,9 @@
 namespace kiln::images {
 
 struct BuildLogRecord {
-    std::string build;   // id of one build (time + pid)
+    std::string build;  // id of one build (time + pid)
     std::string recipe;
-    std::string layer;   // "base", a layer name, or "output"
+    std::string layer;  // "base", a layer name, or "output"
     std::string key;
     std::string status;  // built | cached | failed
     double seconds = 0;

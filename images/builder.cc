@@ -26,7 +26,9 @@ constexpr int kBuilderFormat = 2;  // bump when the builder's output for a spec 
 constexpr const char* kRootDevice = "/dev/sda";
 constexpr const char* kRootPartition = "/dev/sda1";
 
-Error image_error(const std::string& code, const std::string& msg) { return make_error("image", code, msg); }
+Error image_error(const std::string& code, const std::string& msg) {
+    return make_error("image", code, msg);
+}
 
 }  // namespace
 
@@ -78,8 +80,10 @@ bool kernel_less(const std::string& a, const std::string& b) {
         std::vector<long> v;
         long cur = -1;
         for (char c : s) {
-            if (std::isdigit(static_cast<unsigned char>(c))) cur = (cur < 0 ? 0 : cur * 10) + (c - '0');
-            else if (cur >= 0) v.push_back(cur), cur = -1;
+            if (std::isdigit(static_cast<unsigned char>(c)))
+                cur = (cur < 0 ? 0 : cur * 10) + (c - '0');
+            else if (cur >= 0)
+                v.push_back(cur), cur = -1;
         }
         if (cur >= 0) v.push_back(cur);
         return v;
@@ -87,7 +91,9 @@ bool kernel_less(const std::string& a, const std::string& b) {
     return nums(a) < nums(b);
 }
 
-std::string file_pos(const config::SourcePos& p) { return p.str(); }
+std::string file_pos(const config::SourcePos& p) {
+    return p.str();
+}
 
 }  // namespace
 
@@ -114,7 +120,7 @@ Result<CommandResult> Builder::run_tool(const std::string& what, CommandSpec spe
         std::string why = r->timed_out ? "timed out" : fmt::format("exited with {}", r->exit_code);
         if (r->signal) why = fmt::format("ended by signal {}", r->signal);
         return image_error("image.tool_failed", fmt::format("{}: {} {}:\n{}", what, argv, why,
-                                                      tail_of(r->err.empty() ? r->out : r->err, 4000)));
+                                                            tail_of(r->err.empty() ? r->out : r->err, 4000)));
     }
     return r;
 }
@@ -132,14 +138,10 @@ Result<Builder::Plan> Builder::make_plan(const Recipe& recipe, const BuildOption
     if (!lines) return lines.error();
     plan.mirror_lines = *lines;
 
-    nlohmann::json base_spec = {{"builder", kBuilderFormat},
-                                {"suite", recipe.base.suite},
-                                {"variant", recipe.base.variant},
-                                {"components", recipe.base.components},
-                                {"packages", recipe.base.packages},
-                                {"kernel_args", recipe.base.kernel_args},
-                                {"mirror", plan.mirror_lines},
-                                {"size_bytes", recipe.output.size_bytes}};
+    nlohmann::json base_spec = {{"builder", kBuilderFormat},        {"suite", recipe.base.suite},
+                                {"variant", recipe.base.variant},   {"components", recipe.base.components},
+                                {"packages", recipe.base.packages}, {"kernel_args", recipe.base.kernel_args},
+                                {"mirror", plan.mirror_lines},      {"size_bytes", recipe.output.size_bytes}};
     PlannedLayer base{"base", layer_key(base_spec, {}, ""), "", false, -1};
     base.cached = cache_.find(base.key).has_value();
     plan.root_uuid = root_uuid_for(base.key);
@@ -154,7 +156,8 @@ Result<Builder::Plan> Builder::make_plan(const Recipe& recipe, const BuildOption
                           const std::string& key) -> Status {
             auto d = sha256_file(path);
             if (!d)
-                return image_error("image.missing_file", fmt::format("{}: {}: file not found: {}", file_pos(pos), key, path));
+                return image_error("image.missing_file",
+                                   fmt::format("{}: {}: file not found: {}", file_pos(pos), key, path));
             digests[label] = *d;
             return ok_status();
         };
@@ -225,7 +228,8 @@ Result<nlohmann::json> finish_layer(ImageTree& disk, const std::string& root_uui
     if (!boot) return boot.error();
     const std::string kver = newest_kernel(*boot);
     if (kver.empty())
-        return image_error("image.no_kernel", "the image has no kernel in /boot; add linux-image-amd64 to [base].packages");
+        return image_error("image.no_kernel",
+                           "the image has no kernel in /boot; add linux-image-amd64 to [base].packages");
     const std::string conf = fmt::format(
         "# Written by kiln: the newest kernel with the recipe's kernel arguments.\n"
         "DEFAULT linux\nPROMPT 0\nTIMEOUT 0\n\nLABEL linux\n  LINUX /boot/vmlinuz-{0}\n"
@@ -296,7 +300,8 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     for (const auto& l : plan.mirror_lines) mm.argv.push_back(l);
     mm.env["SOURCE_DATE_EPOCH"] = std::to_string(plan.epoch);
     mm.timeout = std::chrono::minutes(45);
-    if (options.progress) options.progress("base", "mmdebstrap " + recipe.base.suite + " (" + recipe.base.variant + ")");
+    if (options.progress)
+        options.progress("base", "mmdebstrap " + recipe.base.suite + " (" + recipe.base.variant + ")");
     if (auto r = run_tool("bootstrapping the base", mm); !r) {
         Error e = r.error();
         e.transient = mirror_trouble(e.message);
@@ -304,13 +309,19 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     }
 
     CommandSpec create;
-    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", (fs::path(staging) / "disk.qcow2").string(),
+    create.argv = {"qemu-img",
+                   "create",
+                   "-q",
+                   "-f",
+                   "qcow2",
+                   (fs::path(staging) / "disk.qcow2").string(),
                    std::to_string(recipe.output.size_bytes)};
     if (auto r = run_tool("creating the base disk", create); !r) return r.error();
 
     const std::string mbr = read_host_file(options.mbr_path);
     if (mbr.size() < 440)
-        return image_error("image.no_mbr", fmt::format("cannot read the MBR boot code {} (package extlinux)", options.mbr_path));
+        return image_error("image.no_mbr",
+                           fmt::format("cannot read the MBR boot code {} (package extlinux)", options.mbr_path));
 
     if (options.progress) options.progress("base", "partition, ext4, extlinux (libguestfs)");
     auto disk = disks_.open();
@@ -362,7 +373,8 @@ Status Builder::apply_layer_steps(ImageTree& t, const Recipe& recipe, const Plan
                                            "timeout = \"...\" in the layer); its output:\n{}",
                                            L.name, what, step_timeout.count(), tail_of(r->output, 6000)));
         if (r->exit_code != 0) {
-            Error e = image_error("image.layer_command", fmt::format("layer '{}': {} failed (exit {}); its output:\n{}",
+            Error e =
+                image_error("image.layer_command", fmt::format("layer '{}': {} failed (exit {}); its output:\n{}",
                                                                L.name, what, r->exit_code, tail_of(r->output, 6000)));
             e.transient = mirror_trouble(r->output);
             return e;
@@ -382,8 +394,8 @@ Status Builder::apply_layer_steps(ImageTree& t, const Recipe& recipe, const Plan
         if (!L.components.empty()) {
             auto lines = mirror_lines(plan.machine, recipe.base.suite, L.components, recipe.base.mirror);
             if (!lines) return lines.error();
-            if (auto st = t.write_file("/etc/apt/sources.list.d/kiln-" + L.name + ".list", join(*lines, "\n") + "\n",
-                                       0644);
+            if (auto st =
+                    t.write_file("/etc/apt/sources.list.d/kiln-" + L.name + ".list", join(*lines, "\n") + "\n", 0644);
                 !st)
                 return st.error();
         }
@@ -418,9 +430,10 @@ Status Builder::apply_layer_steps(ImageTree& t, const Recipe& recipe, const Plan
                                    join(install, " ") + "\napt-get clean\nrm -rf /var/tmp/kiln-debs\n");
             !st)
             return st.error();
-        if (auto st = run_step("restoring resolv.conf",
-                               "rm -f /etc/resolv.conf\nif [ -e /etc/resolv.conf.kiln ] || [ -L /etc/resolv.conf.kiln ]; "
-                               "then mv /etc/resolv.conf.kiln /etc/resolv.conf; fi");
+        if (auto st =
+                run_step("restoring resolv.conf",
+                         "rm -f /etc/resolv.conf\nif [ -e /etc/resolv.conf.kiln ] || [ -L /etc/resolv.conf.kiln ]; "
+                         "then mv /etc/resolv.conf.kiln /etc/resolv.conf; fi");
             !st)
             return st.error();
     }
@@ -429,8 +442,10 @@ Status Builder::apply_layer_steps(ImageTree& t, const Recipe& recipe, const Plan
         const std::string dir = fs::path(f.path).parent_path().string();
         if (auto st = t.mkdir_p(dir.empty() ? "/" : dir); !st) return st.error();
         Status st = ok_status();
-        if (f.content) st = t.write_file(f.path, *f.content, f.mode);
-        else st = t.upload(f.input.empty() ? f.source : plan.input_paths.at(f.input), f.path, f.mode);
+        if (f.content)
+            st = t.write_file(f.path, *f.content, f.mode);
+        else
+            st = t.upload(f.input.empty() ? f.source : plan.input_paths.at(f.input), f.path, f.mode);
         if (!st) return st.error();
     }
     for (size_t c = 0; c < L.commands.size(); ++c) {
@@ -456,8 +471,8 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
     if (on_host)
         if (auto st = host_builds_possible(); !st) return st.error();
     CommandSpec create;
-    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", "-b", cache_.backing_ref(me.parent), "-F", "qcow2",
-                   "disk.qcow2"};
+    create.argv = {"qemu-img", "create", "-q",        "-f", "qcow2", "-b", cache_.backing_ref(me.parent),
+                   "-F",       "qcow2",  "disk.qcow2"};
     create.cwd = staging;
     if (auto r = run_tool("creating the overlay of layer '" + L.name + "'", create); !r) return r.error();
 
@@ -522,8 +537,20 @@ Result<nlohmann::json> Builder::build_layer(const Recipe& recipe, const Plan& pl
             if (!out) return image_error("image.disk_full", "cannot write " + list);
         }
         CommandSpec pack;
-        pack.argv = {"tar", "-c", "-f", tar, "-C", *tree, "--numeric-owner", "--xattrs", "--xattrs-include=*",
-                     "--acls", "--no-recursion", "--null", "-T", list};
+        pack.argv = {"tar",
+                     "-c",
+                     "-f",
+                     tar,
+                     "-C",
+                     *tree,
+                     "--numeric-owner",
+                     "--xattrs",
+                     "--xattrs-include=*",
+                     "--acls",
+                     "--no-recursion",
+                     "--null",
+                     "-T",
+                     list};
         pack.timeout = std::chrono::minutes(60);
         if (auto r = run_tool("packing layer '" + L.name + "'", pack); !r) return r.error();
     }
@@ -558,7 +585,7 @@ Result<std::string> Builder::host_tree_of(GuestDisk& g, const std::string& key,
         return st.error();
     }
     CommandSpec unpack;
-    unpack.argv = {"tar", "-x", "-p", "-f", tar, "-C", dir, "--numeric-owner", "--xattrs", "--xattrs-include=*",
+    unpack.argv = {"tar",   "-x", "-p", "-f", tar, "-C", dir, "--numeric-owner", "--xattrs", "--xattrs-include=*",
                    "--acls"};
     unpack.timeout = std::chrono::minutes(60);
     auto r = run_tool("unpacking the parent's tree", unpack);
@@ -672,7 +699,8 @@ Result<BuildResult> Builder::build(const Recipe& recipe, const BuildOptions& opt
     auto out_lock = cache_.lock(out_key, options.wait_for_others);
     if (!out_lock) return out_lock.error();
     if (!out_lock->held())
-        return make_error("image", kBuildBusy, fmt::format("output {} {} is being written by another build", out, out_key),
+        return make_error("image", kBuildBusy,
+                          fmt::format("output {} {} is being written by another build", out, out_key),
                           /*transient=*/true);
     if (auto existing = read_manifest(result.manifest_path)) {
         if (existing->value("final_key", "") == final_key && existing->value("format", "") == recipe.output.format &&

@@ -30,7 +30,7 @@
 namespace kiln::images {
 
 struct BuildOptions {
-    std::string output;              // "" = <cache>/images/<recipe>.<format>
+    std::string output;                // "" = <cache>/images/<recipe>.<format>
     std::string apt_dir = "/etc/apt";  // where the machine's apt sources are read
     std::string mbr_path = "/usr/lib/EXTLINUX/mbr.bin";
     std::optional<int64_t> source_date_epoch;  // default: $SOURCE_DATE_EPOCH, else today 00:00 UTC
@@ -47,17 +47,17 @@ struct BuildOptions {
 inline constexpr const char* kBuildBusy = "image.build_busy";
 
 struct PlannedLayer {
-    std::string name;      // "base" or the layer's name
+    std::string name;  // "base" or the layer's name
     std::string key;
-    std::string parent;    // "" for the base
+    std::string parent;  // "" for the base
     bool cached = false;
-    int index = -1;        // into Recipe::layers; -1 for the base
+    int index = -1;  // into Recipe::layers; -1 for the base
 };
 
 struct LayerOutcome {
     std::string name;
     std::string key;
-    std::string status;    // built | cached
+    std::string status;  // built | cached
     double seconds = 0;
 };
 

@@ -22,8 +22,10 @@ namespace {
 std::string sh_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) {
-        if (c == '\'') out += "'\\''";
-        else out += c;
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
     }
     return out + "'";
 }
@@ -93,7 +95,9 @@ public:
                                           GUESTFS_TAR_OUT_OPTS_XATTRS, 1, GUESTFS_TAR_OUT_OPTS_ACLS, 1, -1),
                      "tar_out " + dir);
     }
-    Status mkdir_p(const std::string& path) override { return check(guestfs_mkdir_p(g(), path.c_str()), "mkdir " + path); }
+    Status mkdir_p(const std::string& path) override {
+        return check(guestfs_mkdir_p(g(), path.c_str()), "mkdir " + path);
+    }
     Status write_file(const std::string& path, const std::string& content, int mode) override {
         if (auto st = check(guestfs_write(g(), path.c_str(), content.data(), content.size()), "write " + path); !st)
             return st;
@@ -157,7 +161,8 @@ public:
         (void)rm_rf(dir);
         GuestCommandResult r;
         const auto at = text.rfind("KILN-RC=");
-        if (at == std::string::npos) return make_error("image", "image.guestfs", "a command inside the image left no exit code");
+        if (at == std::string::npos)
+            return make_error("image", "image.guestfs", "a command inside the image left no exit code");
         r.exit_code = std::atoi(text.c_str() + at + 8);
         r.output = text.substr(0, at);
         return r;

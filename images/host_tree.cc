@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -30,9 +30,13 @@ mount --rbind /sys "$r/sys"
 mount --rbind /dev "$r/dev"
 exec chroot "$r" "$@")";
 
-Error tree_error(const std::string& code, const std::string& msg) { return make_error("image", code, msg); }
+Error tree_error(const std::string& code, const std::string& msg) {
+    return make_error("image", code, msg);
+}
 
-std::string tail_of(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
+std::string tail_of(const std::string& s, size_t n) {
+    return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
 
 char type_of(mode_t m) {
     if (S_ISDIR(m)) return 'd';
@@ -65,11 +69,13 @@ Result<CommandResult> HostTree::in_root(std::vector<std::string> argv, const std
     if (!r) return r.error();
     if (!r->success())
         return tree_error("image.host_tree", fmt::format("{} in the image tree {}: {}", what, root_,
-                                                   tail_of(r->err.empty() ? r->out : r->err, 2000)));
+                                                         tail_of(r->err.empty() ? r->out : r->err, 2000)));
     return r;
 }
 
-std::string HostTree::stage_name() { return fmt::format(".kiln-in-{}-{}", ::getpid(), staged_++); }
+std::string HostTree::stage_name() {
+    return fmt::format(".kiln-in-{}-{}", ::getpid(), staged_++);
+}
 
 Status HostTree::place(const std::string& staged, const std::string& path, int mode) {
     // Written through, as the appliance writes: a symlink at `path` is
@@ -152,7 +158,8 @@ Result<GuestCommandResult> HostTree::run(const std::string& script, const std::m
         struct stat st {};
         if (::lstat(p.c_str(), &st) != 0) {
             if (::mkdir(p.c_str(), 0755) != 0)
-                return tree_error("image.host_tree", fmt::format("cannot create {}: {}", p.string(), std::strerror(errno)));
+                return tree_error("image.host_tree",
+                                  fmt::format("cannot create {}: {}", p.string(), std::strerror(errno)));
         } else if (!S_ISDIR(st.st_mode)) {
             return tree_error("image.host_tree", fmt::format("/{} in the image is not a directory", d));
         }
@@ -161,10 +168,11 @@ Result<GuestCommandResult> HostTree::run(const std::string& script, const std::m
     // --kill-child: when unshare ends (kiln's timeout), its child and with
     // it the whole PID namespace go too; --pdeathsig: unshare ends when
     // kiln does, so a killed build leaves nothing running in its tree.
-    spec.argv = {"setpriv", "--pdeathsig", "KILL", "unshare", "--mount", "--pid", "--fork", "--kill-child",
-                 "--propagation", "private",
-                 "/bin/sh", "-c", kChrootWrapper, "kiln-chroot", root_, "/usr/bin/env", "-i",
-                 std::string("PATH=") + kPath, "HOME=/root"};
+    spec.argv = {
+        "setpriv",      "--pdeathsig",  "KILL",          "unshare",      "--mount", "--pid",
+        "--fork",       "--kill-child", "--propagation", "private",      "/bin/sh", "-c",
+        kChrootWrapper, "kiln-chroot",  root_,           "/usr/bin/env", "-i",      std::string("PATH=") + kPath,
+        "HOME=/root"};
     for (const auto& [k, v] : env) spec.argv.push_back(k + "=" + v);
     spec.argv.insert(spec.argv.end(), {"/bin/sh", "-e", "-c", script});
     spec.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);

@@ -107,8 +107,8 @@ Result<std::vector<engine::Action>> ImageStage::plan(engine::StageContext& ctx, 
     for (const auto& l : s["layers"]) (l.value("cached", false) ? cached : to_build)++;
     engine::Action a;
     a.id = fmt::format("build:{}:{}", s.value("recipe", ""), final_key.substr(0, 12));
-    a.description = fmt::format("build image {} ({} layers to build, {} cached)", s.value("recipe", ""), to_build,
-                                cached);
+    a.description =
+        fmt::format("build image {} ({} layers to build, {} cached)", s.value("recipe", ""), to_build, cached);
     a.detail = {{"final_key", final_key}, {"image", s.value("image", "")}};
     return std::vector<engine::Action>{a};
 }
@@ -145,16 +145,16 @@ Status ImageStage::verify(engine::StageContext& ctx) {
     auto manifest = read_manifest(Builder::manifest_path_for(image));
     if (!manifest) return make_error("image", "image.verify", "no manifest beside " + image);
     if (manifest->value("final_key", "") != s.value("final_key", ""))
-        return make_error("image", "image.verify",
-                          fmt::format("{} was built from key {}, the recipe now gives {}", image,
-                                      manifest->value("final_key", "").substr(0, 12),
-                                      s.value("final_key", "").substr(0, 12)));
+        return make_error(
+            "image", "image.verify",
+            fmt::format("{} was built from key {}, the recipe now gives {}", image,
+                        manifest->value("final_key", "").substr(0, 12), s.value("final_key", "").substr(0, 12)));
     auto digest = sha256_file(image);
     if (!digest) return digest.error();
     if (*digest != manifest->value("image_sha256", ""))
-        return make_error("image", "image.verify", fmt::format("{}: sha256 {} differs from its manifest's {}", image,
-                                                         digest->substr(0, 12),
-                                                         manifest->value("image_sha256", "").substr(0, 12)));
+        return make_error("image", "image.verify",
+                          fmt::format("{}: sha256 {} differs from its manifest's {}", image, digest->substr(0, 12),
+                                      manifest->value("image_sha256", "").substr(0, 12)));
     return ok_status();
 }
 

@@ -14,7 +14,7 @@
 namespace kiln::images {
 
 struct GuestCommandResult {
-    int exit_code = 0;    // 124: killed at the timeout
+    int exit_code = 0;   // 124: killed at the timeout
     std::string output;  // stdout and stderr, interleaved
 };
 

@@ -48,7 +48,9 @@ KeyLock::~KeyLock() {
 
 namespace {
 
-Error cache_error(const std::string& code, const std::string& msg) { return make_error("image", code, msg); }
+Error cache_error(const std::string& code, const std::string& msg) {
+    return make_error("image", code, msg);
+}
 
 uint64_t tree_bytes(const fs::path& dir) {
     uint64_t total = 0;
@@ -93,9 +95,8 @@ std::optional<nlohmann::json> read_json(const fs::path& p) {
 }
 
 bool is_key(const std::string& s) {
-    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-           });
+    return s.size() == 64 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // Flock on a path; the fd closes (and unlocks) with the KeyLock.
@@ -121,16 +122,21 @@ Status LayerCache::open() {
     std::error_code ec;
     fs::create_directories(fs::path(dir_) / "layers", ec);
     if (!ec) fs::create_directories(fs::path(dir_) / "locks", ec);
-    if (ec) return cache_error("image.cache_dir", fmt::format("cannot create the cache dir {}: {}", dir_, ec.message()));
+    if (ec)
+        return cache_error("image.cache_dir", fmt::format("cannot create the cache dir {}: {}", dir_, ec.message()));
     dir_ = fs::absolute(dir_).lexically_normal().string();
     return ok_status();
 }
 
-std::string LayerCache::entry_dir(const std::string& key) const { return (fs::path(dir_) / "layers" / key).string(); }
+std::string LayerCache::entry_dir(const std::string& key) const {
+    return (fs::path(dir_) / "layers" / key).string();
+}
 std::string LayerCache::disk_path(const std::string& key) const {
     return (fs::path(entry_dir(key)) / "disk.qcow2").string();
 }
-std::string LayerCache::backing_ref(const std::string& key) const { return "../" + key + "/disk.qcow2"; }
+std::string LayerCache::backing_ref(const std::string& key) const {
+    return "../" + key + "/disk.qcow2";
+}
 
 std::optional<CacheEntry> LayerCache::find(const std::string& key) const {
     auto meta = read_json(fs::path(entry_dir(key)) / "meta.json");
@@ -162,7 +168,8 @@ Result<std::string> LayerCache::stage(const std::string& key) {
     static std::atomic<int> seq{0};
     const fs::path staging = fs::path(dir_) / "layers" / fmt::format("{}{}-{}", prefix, ::getpid(), seq++);
     fs::create_directories(staging, ec);
-    if (ec) return cache_error("image.cache_write", fmt::format("cannot create {}: {}", staging.string(), ec.message()));
+    if (ec)
+        return cache_error("image.cache_write", fmt::format("cannot create {}: {}", staging.string(), ec.message()));
     return staging.string();
 }
 
@@ -192,8 +199,8 @@ Result<CacheEntry> LayerCache::commit(const std::string& staging, const std::str
     e.meta = meta;
     e.size_bytes = tree_bytes(final_dir);
     (void)update_index([&](nlohmann::json& idx) {
-        idx[key] = {{"name", name}, {"parent", parent}, {"created", now}, {"last_used", now},
-                    {"size_bytes", e.size_bytes}};
+        idx[key] = {
+            {"name", name}, {"parent", parent}, {"created", now}, {"last_used", now}, {"size_bytes", e.size_bytes}};
     });
     return e;
 }
@@ -229,15 +236,19 @@ Status LayerCache::update_index(const std::function<void(nlohmann::json&)>& edit
         if (is_key(k) && fs::exists(e.path() / "meta.json")) present.insert(k);
     }
     for (auto it = idx.begin(); it != idx.end();) {
-        if (!present.count(it.key())) it = idx.erase(it);
-        else ++it;
+        if (!present.count(it.key()))
+            it = idx.erase(it);
+        else
+            ++it;
     }
     for (const auto& k : present) {
         if (idx.contains(k)) continue;
         auto m = read_json(fs::path(entry_dir(k)) / "meta.json");
         if (!m) continue;
-        idx[k] = {{"name", m->value("name", "")}, {"parent", m->value("parent", "")},
-                  {"created", m->value("created", int64_t{0})}, {"last_used", m->value("created", int64_t{0})},
+        idx[k] = {{"name", m->value("name", "")},
+                  {"parent", m->value("parent", "")},
+                  {"created", m->value("created", int64_t{0})},
+                  {"last_used", m->value("created", int64_t{0})},
                   {"size_bytes", tree_bytes(entry_dir(k))}};
     }
     edit(idx);

@@ -39,7 +39,7 @@ struct CacheEntry {
     int64_t created = 0;    // unix seconds
     int64_t last_used = 0;  // unix seconds
     uint64_t size_bytes = 0;
-    nlohmann::json meta;    // what the builder stored (manifest, kernel, ...)
+    nlohmann::json meta;  // what the builder stored (manifest, kernel, ...)
 };
 
 // A held per-key lock (flock on locks/<key>.lock); released on destruction.
@@ -72,8 +72,8 @@ public:
 
     const std::string& dir() const { return dir_; }
     std::string entry_dir(const std::string& key) const;
-    std::string disk_path(const std::string& key) const;     // layers/<key>/disk.qcow2
-    std::string backing_ref(const std::string& key) const;   // "../<key>/disk.qcow2"
+    std::string disk_path(const std::string& key) const;    // layers/<key>/disk.qcow2
+    std::string backing_ref(const std::string& key) const;  // "../<key>/disk.qcow2"
 
     // A complete entry, or nullopt (an entry dir without meta.json is not one).
     std::optional<CacheEntry> find(const std::string& key) const;

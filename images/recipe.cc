@@ -32,10 +32,18 @@ std::optional<uint64_t> parse_size(const std::string& text) {
     int shift = 0;
     if (!unit.empty()) {
         switch (unit[0]) {
-            case 'K': shift = 10; break;
-            case 'M': shift = 20; break;
-            case 'G': shift = 30; break;
-            case 'T': shift = 40; break;
+            case 'K':
+                shift = 10;
+                break;
+            case 'M':
+                shift = 20;
+                break;
+            case 'G':
+                shift = 30;
+                break;
+            case 'T':
+                shift = 40;
+                break;
         }
     }
     if (shift && v > (UINT64_MAX >> shift)) return std::nullopt;
@@ -49,7 +57,10 @@ nlohmann::json LayerSpec::canonical() const {
     j["components"] = components;
     nlohmann::json repos_j = nlohmann::json::array();
     for (const auto& r : repos)
-        repos_j.push_back({{"name", r.name}, {"uri", r.uri}, {"suite", r.suite}, {"components", r.components},
+        repos_j.push_back({{"name", r.name},
+                           {"uri", r.uri},
+                           {"suite", r.suite},
+                           {"components", r.components},
                            {"key", r.key.empty() ? "" : fs::path(r.key).filename().string()}});
     j["repos"] = repos_j;
     nlohmann::json debs_j = nlohmann::json::array();
@@ -130,15 +141,15 @@ struct Parser {
         BaseSpec& b = recipe.base;
         b.pos = r.pos();
         if (auto v = r.str("suite", true)) b.suite = *v;
-        if (auto v = r.choice("variant", {"extract", "custom", "essential", "apt", "required", "minbase",
-                                          "buildd", "important", "debootstrap", "standard"}))
+        if (auto v = r.choice("variant", {"extract", "custom", "essential", "apt", "required", "minbase", "buildd",
+                                          "important", "debootstrap", "standard"}))
             b.variant = *v;
         if (auto v = r.str("mirror")) b.mirror = *v;
         if (auto v = r.strings("components")) {
             b.components = *v;
             check_names(t.get("components"), b.components, r.key_path("components"), kComponentRe, "component");
-            if (b.components.empty()) ctx.error(t.get("components")->source(), r.key_path("components"),
-                                                "expected at least one component");
+            if (b.components.empty())
+                ctx.error(t.get("components")->source(), r.key_path("components"), "expected at least one component");
         }
         if (auto v = r.strings("packages")) {
             b.packages = *v;
@@ -155,8 +166,10 @@ struct Parser {
         if (auto v = r.choice("format", {"qcow2", "raw"})) o.format = *v;
         if (const toml::node* n = r.node("size")) {
             std::optional<uint64_t> bytes;
-            if (n->is_string()) bytes = parse_size(*n->value<std::string>());
-            else if (n->is_integer() && *n->value<int64_t>() > 0) bytes = static_cast<uint64_t>(*n->value<int64_t>());
+            if (n->is_string())
+                bytes = parse_size(*n->value<std::string>());
+            else if (n->is_integer() && *n->value<int64_t>() > 0)
+                bytes = static_cast<uint64_t>(*n->value<int64_t>());
             if (!bytes || *bytes < (256ull << 20)) {
                 ctx.error(n->source(), r.key_path("size"), "expected a size of at least 256M, such as \"4G\"");
             } else {
@@ -181,8 +194,10 @@ struct Parser {
                 continue;
             }
             if (!v.is_string()) {
-                ctx.error(v.source(), key, fmt::format("expected string (a host path, \"\" = given by the caller), "
-                                                       "found {}", config::toml_type_name(v)));
+                ctx.error(v.source(), key,
+                          fmt::format("expected string (a host path, \"\" = given by the caller), "
+                                      "found {}",
+                                      config::toml_type_name(v)));
                 continue;
             }
             const std::string p = *v.value<std::string>();
@@ -192,7 +207,8 @@ struct Parser {
         for (const auto& [name, p] : overrides) {
             auto it = recipe.inputs.find(name);
             if (it == recipe.inputs.end()) {
-                errors.push_back({{recipe.path, 1, 1}, "inputs." + name,
+                errors.push_back({{recipe.path, 1, 1},
+                                  "inputs." + name,
                                   fmt::format("--input {}: the recipe declares no such input", name)});
                 continue;
             }
@@ -227,8 +243,7 @@ struct Parser {
             ++given;
             f.content = *v;
         }
-        if (given != 1)
-            ctx.error(t.source(), path, "expected exactly one of source, input or content");
+        if (given != 1) ctx.error(t.source(), path, "expected exactly one of source, input or content");
         if (auto m = mode(r)) f.mode = *m;
         r.finish();
         layer.files.push_back(std::move(f));
@@ -274,8 +289,7 @@ struct Parser {
         }
         if (auto v = r.strings("components")) {
             layer.components = *v;
-            check_names(t.get("components"), layer.components, r.key_path("components"), kComponentRe,
-                        "component");
+            check_names(t.get("components"), layer.components, r.key_path("components"), kComponentRe, "component");
         }
         if (auto v = r.strings("debs")) {
             const toml::array* arr = t.get("debs")->as_array();
@@ -295,7 +309,8 @@ struct Parser {
                 layer.timeout = std::chrono::duration_cast<std::chrono::seconds>(*d);
         }
         if (auto v = r.str("build_in")) {
-            if (*v == "host") layer.build_in = LayerSpec::BuildIn::host;
+            if (*v == "host")
+                layer.build_in = LayerSpec::BuildIn::host;
             else if (*v != "appliance")
                 ctx.error(t.get("build_in")->source(), r.key_path("build_in"),
                           fmt::format("expected \"appliance\" or \"host\", not \"{}\"", *v));
@@ -307,15 +322,19 @@ struct Parser {
         if (const toml::array* files = r.array("files")) {
             for (size_t i = 0; i < files->size(); ++i) {
                 const std::string p = fmt::format("{}[{}]", r.key_path("files"), i);
-                if (const toml::table* ft = files->get(i)->as_table()) parse_file(*ft, p, layer);
-                else ctx.error(files->get(i)->source(), p, "expected a table ([[layers.files]])");
+                if (const toml::table* ft = files->get(i)->as_table())
+                    parse_file(*ft, p, layer);
+                else
+                    ctx.error(files->get(i)->source(), p, "expected a table ([[layers.files]])");
             }
         }
         if (const toml::array* repos = r.array("repos")) {
             for (size_t i = 0; i < repos->size(); ++i) {
                 const std::string p = fmt::format("{}[{}]", r.key_path("repos"), i);
-                if (const toml::table* rt = repos->get(i)->as_table()) parse_repo(*rt, p, layer);
-                else ctx.error(repos->get(i)->source(), p, "expected a table ([[layers.repos]])");
+                if (const toml::table* rt = repos->get(i)->as_table())
+                    parse_repo(*rt, p, layer);
+                else
+                    ctx.error(repos->get(i)->source(), p, "expected a table ([[layers.repos]])");
             }
         }
         r.finish();
@@ -347,15 +366,19 @@ RecipeLoad parse_recipe(const std::string& text, const std::string& path,
             P.ctx.error(tbl.get("name")->source(), "name", "recipe names use a-z, 0-9, '.', '_' and '-'");
     }
     // Inputs first: files refer to them.
-    if (const toml::table* t = root.table("inputs")) P.parse_inputs(*t, "inputs", overrides);
-    else P.parse_inputs(toml::table{}, "inputs", overrides);
+    if (const toml::table* t = root.table("inputs"))
+        P.parse_inputs(*t, "inputs", overrides);
+    else
+        P.parse_inputs(toml::table{}, "inputs", overrides);
     if (const toml::table* t = root.table("base", true)) P.parse_base(*t, "base");
     std::set<std::string> names;
     if (const toml::array* layers = root.array("layers")) {
         for (size_t i = 0; i < layers->size(); ++i) {
             const std::string p = fmt::format("layers[{}]", i);
-            if (const toml::table* lt = layers->get(i)->as_table()) P.parse_layer(*lt, p, names);
-            else P.ctx.error(layers->get(i)->source(), p, "expected a table ([[layers]])");
+            if (const toml::table* lt = layers->get(i)->as_table())
+                P.parse_layer(*lt, p, names);
+            else
+                P.ctx.error(layers->get(i)->source(), p, "expected a table ([[layers]])");
         }
     }
     if (const toml::table* t = root.table("output")) P.parse_output(*t, "output");

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -22,9 +21,9 @@ namespace kiln::images {
 // A file placed into the image. Exactly one of source (a host file, relative
 // to the recipe), input (a named input the caller may override) or content.
 struct FileSpec {
-    std::string path;     // absolute path inside the image
-    std::string source;   // resolved host path ("" unless given)
-    std::string input;    // name in [inputs] ("" unless given)
+    std::string path;    // absolute path inside the image
+    std::string source;  // resolved host path ("" unless given)
+    std::string input;   // name in [inputs] ("" unless given)
     std::optional<std::string> content;
     int mode = 0644;
     config::SourcePos pos;
@@ -36,16 +35,16 @@ struct RepoSpec {
     std::string uri;
     std::string suite;
     std::vector<std::string> components;
-    std::string key;      // resolved host path of the keyring ("" = trusted=yes, only for file: URIs)
+    std::string key;  // resolved host path of the keyring ("" = trusted=yes, only for file: URIs)
     config::SourcePos pos;
 };
 
 struct LayerSpec {
     std::string name;
-    std::vector<std::string> packages;     // apt-get install inside the image
-    std::vector<std::string> components;   // extra components of the base mirror (contrib, non-free, ...)
+    std::vector<std::string> packages;    // apt-get install inside the image
+    std::vector<std::string> components;  // extra components of the base mirror (contrib, non-free, ...)
     std::vector<RepoSpec> repos;
-    std::vector<std::string> debs;         // resolved host paths of local .deb files to install
+    std::vector<std::string> debs;  // resolved host paths of local .deb files to install
     std::vector<FileSpec> files;
     std::vector<std::string> commands;     // /bin/sh -c inside the image, in order, after files
     std::vector<std::string> kernel_args;  // appended to the kernel command line
@@ -70,9 +69,9 @@ struct LayerSpec {
 struct BaseSpec {
     std::string suite = "bookworm";
     std::string variant = "minbase";
-    std::string mirror;                      // "" = the machine's apt sources
+    std::string mirror;  // "" = the machine's apt sources
     std::vector<std::string> components = {"main"};
-    std::vector<std::string> packages;       // passed to mmdebstrap --include
+    std::vector<std::string> packages;  // passed to mmdebstrap --include
     std::vector<std::string> kernel_args = {"console=ttyS0"};
     config::SourcePos pos;
 };
@@ -80,20 +79,20 @@ struct BaseSpec {
 struct OutputSpec {
     std::string format = "qcow2";  // qcow2 | raw
     uint64_t size_bytes = 4ull << 30;
-    bool compress = false;         // qcow2 only
+    bool compress = false;  // qcow2 only
     config::SourcePos pos;
 };
 
 struct InputSpec {
     std::string name;
-    std::string path;   // resolved default ("" = the caller must give one)
+    std::string path;  // resolved default ("" = the caller must give one)
     config::SourcePos pos;
 };
 
 struct Recipe {
     std::string name;
-    std::string path;   // as given
-    std::string dir;    // relative paths resolve here
+    std::string path;  // as given
+    std::string dir;   // relative paths resolve here
     BaseSpec base;
     std::vector<LayerSpec> layers;
     OutputSpec output;
@@ -101,7 +100,7 @@ struct Recipe {
 };
 
 struct RecipeLoad {
-    std::optional<Recipe> recipe;           // set only when errors is empty
+    std::optional<Recipe> recipe;  // set only when errors is empty
     std::vector<config::Diagnostic> errors;
 };
 

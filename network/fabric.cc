@@ -108,7 +108,8 @@ Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<Switch
                 fmt::format("ports given for switch {} which the fleet does not declare", sp.switch_name));
         // Two lists for one switch would be merged silently otherwise.
         if (!seen_switches.insert(sp.switch_name).second)
-            return fabric_error("network.duplicate_switch", fmt::format("ports for switch {} given twice", sp.switch_name));
+            return fabric_error("network.duplicate_switch",
+                                fmt::format("ports for switch {} given twice", sp.switch_name));
 
         std::set<std::string> names;
         for (const auto& port : sp.ports) {
@@ -118,18 +119,20 @@ Result<Fabric> build_fabric(const config::Fleet& fleet, const std::vector<Switch
                 return fabric_error("network.duplicate_port",
                                     fmt::format("switch {}: port {} given twice", sp.switch_name, port.name));
             if (port.speed_mbps <= 0)
-                return fabric_error("network.bad_port", fmt::format("switch {}: port {}: speed must be positive, got {}",
-                                                            sp.switch_name, port.name, port.speed_mbps));
+                return fabric_error("network.bad_port",
+                                    fmt::format("switch {}: port {}: speed must be positive, got {}", sp.switch_name,
+                                                port.name, port.speed_mbps));
             if (port.peer && !nodes.count(port.peer->node))
                 return fabric_error("network.unknown_node", fmt::format("switch {}: port {}: cabled to unknown node {}",
-                                                                sp.switch_name, port.name, port.peer->node));
+                                                                        sp.switch_name, port.name, port.peer->node));
             if (port.peer && port.uplink)
-                return fabric_error(
-                    "network.bad_port", fmt::format("switch {}: port {} is cabled to node {} and to switch {}", sp.switch_name,
-                                            port.name, port.peer->node, port.uplink->switch_name));
+                return fabric_error("network.bad_port",
+                                    fmt::format("switch {}: port {} is cabled to node {} and to switch {}",
+                                                sp.switch_name, port.name, port.peer->node, port.uplink->switch_name));
             if (port.uplink && port.uplink->switch_name == sp.switch_name)
-                return fabric_error("network.bad_uplink", fmt::format("switch {}: port {}: an uplink to the same switch",
-                                                              sp.switch_name, port.name));
+                return fabric_error(
+                    "network.bad_uplink",
+                    fmt::format("switch {}: port {}: an uplink to the same switch", sp.switch_name, port.name));
         }
         target->ports = sp.ports;
     }

@@ -25,10 +25,10 @@ struct Socket {
 
 struct ControlState {
     std::mutex mu;
-    std::string dir;                                     // "" until first use
+    std::string dir;  // "" until first use
     int next_id = 0;
-    std::map<std::string, Socket> current;               // connection key -> socket in use
-    std::map<std::string, std::string> issued;           // every path handed out -> its ssh program
+    std::map<std::string, Socket> current;      // connection key -> socket in use
+    std::map<std::string, std::string> issued;  // every path handed out -> its ssh program
     bool exit_hook = false;
     pid_t owner = 0;  // the process that made the directory
 };
@@ -45,8 +45,8 @@ std::string base_dir() {
     struct stat st {};
     // '%' would be read by ssh as a ControlPath token.
     if (xdg && xdg[0] == '/' && std::string(xdg).size() <= kMaxBaseLength &&
-        std::string(xdg).find('%') == std::string::npos && ::stat(xdg, &st) == 0 &&
-        S_ISDIR(st.st_mode) && ::access(xdg, W_OK | X_OK) == 0)
+        std::string(xdg).find('%') == std::string::npos && ::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) &&
+        ::access(xdg, W_OK | X_OK) == 0)
         return xdg;
     return "/tmp";
 }

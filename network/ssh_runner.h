@@ -48,8 +48,8 @@ struct SshTarget {
     std::string identity_file;  // empty: ssh's defaults / agent
     std::string known_hosts;    // required: the file pinning the host key
     std::chrono::seconds connect_timeout{10};
-    std::string ssh_program = "ssh";  // argv[0]; a path or a name in PATH
-    bool multiplex = true;            // share one master connection per target (see above)
+    std::string ssh_program = "ssh";           // argv[0]; a path or a name in PATH
+    bool multiplex = true;                     // share one master connection per target (see above)
     std::chrono::seconds control_persist{60};  // an idle master exits after this
 
     // "host", "host:port", "[v6addr]:port" or "[v6addr]" -> host and port.

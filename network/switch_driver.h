@@ -27,11 +27,11 @@ namespace kiln::network {
 
 // One difference between desired and running config.
 struct ConfigChange {
-    std::string port;              // front-panel port it concerns; "" = switch-wide
-    std::string path;              // OS-shaped location: "PORT|Ethernet0/mtu", "interface/swp1/link/mtu"
-    std::string field;             // the leaf, for people: "mtu", "pfc_enable"
-    nlohmann::json desired;        // null: kiln wants it absent
-    nlohmann::json running;        // null: absent on the switch
+    std::string port;        // front-panel port it concerns; "" = switch-wide
+    std::string path;        // OS-shaped location: "PORT|Ethernet0/mtu", "interface/swp1/link/mtu"
+    std::string field;       // the leaf, for people: "mtu", "pfc_enable"
+    nlohmann::json desired;  // null: kiln wants it absent
+    nlohmann::json running;  // null: absent on the switch
     // Applying it takes `port` down and up again (SONiC: its queues, PG
     // buffers, QoS maps, cable length), so plans list such ports.
     bool disruptive = false;

@@ -39,10 +39,12 @@ Result<SwitchEndpoint> endpoint_for(const config::Switch& sw, const std::string&
     const std::string host = parts->host.find(':') != std::string::npos ? "[" + parts->host + "]" : parts->host;
     ep.base_url = fmt::format("{}://{}:{}", parts->scheme, host, parts->port);
     if (sw.username.empty())
-        return make_error("network", "network.credentials", fmt::format("switch {}: no username in the fleet", sw.name));
+        return make_error("network", "network.credentials",
+                          fmt::format("switch {}: no username in the fleet", sw.name));
     ep.username = sw.username;
     if (!sw.password)
-        return make_error("network", "network.credentials", fmt::format("switch {}: no password in the fleet", sw.name));
+        return make_error("network", "network.credentials",
+                          fmt::format("switch {}: no password in the fleet", sw.name));
     auto pw = sw.password->resolve();
     if (!pw)
         return make_error(
@@ -62,18 +64,20 @@ Result<nlohmann::json> json_body(const SwitchEndpoint& ep, const net::HttpReques
         return e;
     }
     if (response->status == 401 || response->status == 403)
-        return make_error("network", "network.switch_auth", fmt::format("{}: login refused ({})", what, response->status));
+        return make_error("network", "network.switch_auth",
+                          fmt::format("{}: login refused ({})", what, response->status));
     if (response->status < 200 || response->status >= 300) {
         std::string detail = response->body.substr(0, 200);
         for (auto& c : detail)
             if (c == '\n' || c == '\r') c = ' ';
-        return make_error("network", "network.switch_http", fmt::format("{}: status {}: {}", what, response->status, detail),
-                          response->status >= 500);
+        return make_error("network", "network.switch_http",
+                          fmt::format("{}: status {}: {}", what, response->status, detail), response->status >= 500);
     }
     if (response->body.empty()) return nlohmann::json::object();
     auto doc = parse_json_limited(response->body, what, {}, "network");
     if (!doc)
-        return make_error("network", "network.switch_http", fmt::format("the answer is not JSON: {}", doc.error().message));
+        return make_error("network", "network.switch_http",
+                          fmt::format("the answer is not JSON: {}", doc.error().message));
     return doc;
 }
 

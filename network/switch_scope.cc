@@ -137,7 +137,7 @@ Result<SwitchComparison> compare_switch(const SwitchDriver& driver, const Switch
 }
 
 nlohmann::json change_json(const std::string& switch_name, const ConfigChange& c) {
-    return {{"switch", switch_name}, {"port", c.port},       {"field", c.field},    {"path", c.path},
+    return {{"switch", switch_name}, {"port", c.port},       {"field", c.field},     {"path", c.path},
             {"desired", c.desired},  {"running", c.running}, {"text", c.describe()}, {"disruptive", c.disruptive}};
 }
 

@@ -23,8 +23,8 @@ DOC = os.path.join(ROOT, "docs", "errors.md")
 FORM = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 
 STRING = r'"(?:[^"\\]|\\.)*"'
-MAKE = re.compile(r'make_error\(\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(.{0,200})', re.S)
-TERNARY = re.compile(r'make_error\(\s*"([^"]+)"\s*,\s*[^,;?]*\?\s*"([^"]+)"\s*:\s*"([^"]+)"\s*,\s*(.{0,200})', re.S)
+MAKE = re.compile(r'make_error\(\s*"([^"]*)"\s*,\s*"([^"]*)"\s*,\s*(?=(.{0,200}))', re.S)
+TERNARY = re.compile(r'make_error\(\s*"([^"]+)"\s*,\s*[^,;?]*\?\s*"([^"]+)"\s*:\s*"([^"]+)"\s*,\s*(?=(.{0,200}))', re.S)
 HELPER_DEF = re.compile(r'Error\s+(\w+|operator\(\))\s*\(([^)]*)\)\s*(?:const\s*)?\{[^{}]{0,400}?make_error\(\s*"([^"]*)"\s*,'
                         r'\s*(?:std::move\()?(\w+)', re.S)
 
@@ -108,7 +108,7 @@ def raised():
             if name == "operator()":
                 name = "err"
             pre = r'(?:[^,()"]+|"[^"]*"|\([^()]*\))+\s*,\s*' * idx
-            call = re.compile(r"\b" + name + r"\(\s*" + pre + r'"([^"]*)"\s*(?:,\s*(.{0,200}))?', re.S)
+            call = re.compile(r"\b" + name + r"\(\s*" + pre + r'"([^"]*)"\s*(?:,\s*(?=(.{0,200})))?', re.S)
             for c in call.finditer(s):
                 if c.group(1):
                     found[c.group(1)].add((rel, first_text(c.group(2) or "")))

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provisioner/journal/run_lock.h"
 #include "tests/support/child.h"
 #include "tests/support/cli_fleet.h"
-#include "provisioner/journal/run_lock.h"
 #include "tests/support/test_stages.h"
 
 using kiln::test::run_child;
@@ -150,7 +150,7 @@ TEST_CASE("cli: reimage reruns the reimage pipeline's stages for one node", "[cl
     REQUIRE(r.exit_code == 0);
     auto last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
     auto j = nlohmann::json::parse(last);
-    REQUIRE(j["stages_run"] == 3);      // beta, gamma, t-handover verified again
+    REQUIRE(j["stages_run"] == 3);  // beta, gamma, t-handover verified again
     REQUIRE(j["stages_skipped"] == 0);
     REQUIRE(j["nodes"].size() == 1);
     REQUIRE(j["nodes"][0]["state"] == "ready");
@@ -246,13 +246,14 @@ TEST_CASE("cli: host inspect reads a recorded sysfs tree and fails clearly on a 
 TEST_CASE("cli: vm xml prints each VM's domain and NCCL file from a recorded host, and changes nothing", "[cli][vm]") {
     TempDir dir;
     const std::string hgx = std::string(KILN_TEST_FIXTURES) + "/sysfs/hgx-a100";
-    const std::string fleet = dir.write("fleet.toml", "schema = 1\n[fleet]\nname = \"t\"\n[[racks]]\nname = \"r1\"\n"
-                                                      "[vm.gpu]\nsplit = \"numa\"\naccelerator = \"tcg\"\n"
-                                                      "sysfs = \"" +
-                                                          hgx +
-                                                          "\"\nbase_image = \"guest.qcow2\"\n"
-                                                          "[[nodes]]\nname = \"n1\"\nrack = \"r1\"\nrole = \"reimage\"\n"
-                                                          "vm = \"gpu\"\n");
+    const std::string fleet = dir.write("fleet.toml",
+                                        "schema = 1\n[fleet]\nname = \"t\"\n[[racks]]\nname = \"r1\"\n"
+                                        "[vm.gpu]\nsplit = \"numa\"\naccelerator = \"tcg\"\n"
+                                        "sysfs = \"" +
+                                            hgx +
+                                            "\"\nbase_image = \"guest.qcow2\"\n"
+                                            "[[nodes]]\nname = \"n1\"\nrack = \"r1\"\nrole = \"reimage\"\n"
+                                            "vm = \"gpu\"\n");
     auto xml = run_child({KILN_BINARY, "vm", "xml", fleet, "n1"});
     INFO(xml.err);
     REQUIRE(xml.exit_code == 0);

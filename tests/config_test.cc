@@ -287,20 +287,27 @@ TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
     // Every RoceProfile field but the name and position, and the ECN keys the
     // file wrote (only when it wrote some: other fleets' hashes stay).
     CHECK(net["profile"].size() == 15);
-    CHECK(net["profile"]["ecn_given"] ==
-          nlohmann::json{"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"});
+    CHECK(net["profile"]["ecn_given"] == nlohmann::json{"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"});
     CHECK(node_section_json(f, f.nodes[1], "network")["switches"].empty());
     CHECK(net.dump().find("KILN_SWITCH_PASSWORD") == std::string::npos);  // no switch credentials at all
 
     CHECK(node_section_json(f, f.nodes[0], "image") ==
           nlohmann::json{{"image", "gpu-guest"},
                          {"recipe", normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml")}});
-    CHECK(node_section_json(f, f.nodes[0], "vm") ==
-          nlohmann::json{{"shape", {{"split", "numa"}, {"vcpus", 8}, {"memory_gib", 16}, {"hugepages", false},
-                                    {"hugepage_size", "1G"}, {"accelerator", "auto"}, {"network", "slirp"},
-                                    {"sysfs", "/sys"}, {"images_dir", ""}, {"base_image", ""},
-                                    {"ssh_authorized_keys", nlohmann::json::array()}}},
-                         {"image", "gpu-guest"}, {"libvirt_uri", ""}});
+    CHECK(node_section_json(f, f.nodes[0], "vm") == nlohmann::json{{"shape",
+                                                                    {{"split", "numa"},
+                                                                     {"vcpus", 8},
+                                                                     {"memory_gib", 16},
+                                                                     {"hugepages", false},
+                                                                     {"hugepage_size", "1G"},
+                                                                     {"accelerator", "auto"},
+                                                                     {"network", "slirp"},
+                                                                     {"sysfs", "/sys"},
+                                                                     {"images_dir", ""},
+                                                                     {"base_image", ""},
+                                                                     {"ssh_authorized_keys", nlohmann::json::array()}}},
+                                                                   {"image", "gpu-guest"},
+                                                                   {"libvirt_uri", ""}});
     auto smoke = node_section_json(f, f.nodes[0], "smoke");
     CHECK(smoke["profile"] == "default");
     CHECK(smoke["timeout_ms"] == 20 * 60 * 1000);
@@ -392,8 +399,10 @@ TEST_CASE("config: a non-ASCII character outside strings is refused before toml+
 }
 
 TEST_CASE("config: a firmware component's match and related_item, a node's bmc.system", "[config][errors]") {
-    const std::string comp = "[firmware.f]\n[[firmware.f.components]]\nname = \"GPU\"\nversion = \"1\"\nartifact = "
-                             "\"a.bin\"\nsha256 = \"" + kHex64 + "\"\n";
+    const std::string comp =
+        "[firmware.f]\n[[firmware.f.components]]\nname = \"GPU\"\nversion = \"1\"\nartifact = "
+        "\"a.bin\"\nsha256 = \"" +
+        kHex64 + "\"\n";
     auto ok = load_text(kBase + comp + "match = \"GPU_SXM_*\"\nrelated_item = \"/redfish/v1/Systems/Node1\"\n");
     INFO(all_errors(*ok));
     REQUIRE(ok->result.errors.empty());
@@ -416,9 +425,10 @@ TEST_CASE("config: unknown keys, at the key, with what was expected", "[config][
     expect_one(*load_text(kBase + "[limits]\nparralel = 4\n"), 7, 1, "limits.parralel",
                "expected one of: backoff_initial, backoff_max, max_unavailable, parallel, per_bmc, per_rack, "
                "per_switch, retries, timeout, timeouts");
-    expect_one(*load_text(kBase + kNodeA + "bmc = { url = \"https://h\", passwd = \"env:X\" }\n"), 10, 28,
-               "nodes[0].bmc.passwd",
-               "unknown key 'passwd'; expected one of: ca_bundle, fingerprint, password, system, url, username, verify_tls");
+    expect_one(
+        *load_text(kBase + kNodeA + "bmc = { url = \"https://h\", passwd = \"env:X\" }\n"), 10, 28,
+        "nodes[0].bmc.passwd",
+        "unknown key 'passwd'; expected one of: ca_bundle, fingerprint, password, system, url, username, verify_tls");
     expect_one(*load_text(kBase + "[switches.leaf-1]\nos = \"eos\"\naddress = \"h\"\ncolour = 1\n"), 9, 1,
                "switches.leaf-1.colour", "unknown key 'colour'");
     expect_one(*load_text(kBase +
@@ -837,8 +847,9 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
         CHECK_FALSE(kiln::config::node_section_json(h, h.nodes[0], "smoke").contains("ring"));
     }
     SECTION("a node whose pipeline has no smoke stage is not in the ring") {
-        auto l = load_text(fleet("fleet", "") + "[[nodes]]\nname = \"d\"\nrack = \"r2\"\nrole = \"gpu-node\"\n"
-                                               "smoke = \"ring\"\nbmc = { url = \"https://h\" }\n");
+        auto l = load_text(fleet("fleet", "") +
+                           "[[nodes]]\nname = \"d\"\nrack = \"r2\"\nrole = \"gpu-node\"\n"
+                           "smoke = \"ring\"\nbmc = { url = \"https://h\" }\n");
         expect_ok(*l);
         kiln::config::Fleet f = *l->result.fleet;
         CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b", "c", "d"});
@@ -855,8 +866,7 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
                    "(3 nodes) need [limits] max_unavailable >= 3 (or 0), but max_unavailable = 2");
         expect_one(*load_text(fleet("fleet", "[limits]\nper_rack = 1\n")), 11, 9, "smoke.ring.scope",
                    "need [limits] per_rack >= 2 for rack r1, but per_rack = 1");
-        expect_one(*load_text(fleet("rack", "", "libvirt_uri = \"qemu+ssh://h2/system\"\n")), 9, 9,
-                   "smoke.ring.scope",
+        expect_one(*load_text(fleet("rack", "", "libvirt_uri = \"qemu+ssh://h2/system\"\n")), 9, 9, "smoke.ring.scope",
                    "the smoke ring of ring spans hypervisors (a on 'qemu:///system', b on 'qemu+ssh://h2/system')");
         // Rings wait side by side: two rings of two (racks r1, r2) leave a
         // free slot only with parallel >= 1 + 1 + 1.
@@ -886,9 +896,11 @@ TEST_CASE("config: a smoke profile's relative floor and what it does", "[config]
     expect_one(*load_text(with("relative_verdict = \"ignore\"\n")), 7, 20, "smoke.s.relative_verdict", "warn");
 }
 
-TEST_CASE("config: the store table names a PostgreSQL journal, a password in its URL is refused masked", "[config][errors]") {
-    auto ok = load_text(kBase + "[store]\nurl = \"postgresql://kiln@db:5432/kiln?sslmode=require\"\n"
-                                "password = \"file:pg-pass\"\n");
+TEST_CASE("config: the store table names a PostgreSQL journal, a password in its URL is refused masked",
+          "[config][errors]") {
+    auto ok = load_text(kBase +
+                        "[store]\nurl = \"postgresql://kiln@db:5432/kiln?sslmode=require\"\n"
+                        "password = \"file:pg-pass\"\n");
     expect_ok(*ok);
     const auto& st = ok->result.fleet->store;
     REQUIRE(st.has_value());

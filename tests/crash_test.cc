@@ -34,11 +34,11 @@ TEST_CASE("crash: SIGKILL at 20+ points, re-run finishes, every action exactly o
     for (int attempt = 0; attempt < 150 && clean_exits == 0; ++attempt) {
         const int at = point(rng);
         const bool phase_after = after(rng);
-        auto r = run_child({KILN_TEST_DRIVER, "apply", fleet},
-                           {{"KILN_TEST_LEDGER", ledger},
-                            {"KILN_TEST_ACTIONS", std::to_string(actions)},
-                            {"KILN_TEST_KILL_AT", std::to_string(at)},
-                            {"KILN_TEST_KILL_PHASE", phase_after ? "after" : "before"}});
+        auto r =
+            run_child({KILN_TEST_DRIVER, "apply", fleet}, {{"KILN_TEST_LEDGER", ledger},
+                                                           {"KILN_TEST_ACTIONS", std::to_string(actions)},
+                                                           {"KILN_TEST_KILL_AT", std::to_string(at)},
+                                                           {"KILN_TEST_KILL_PHASE", phase_after ? "after" : "before"}});
         if (r.signal == SIGKILL) {
             ++kills;
         } else {
@@ -54,8 +54,8 @@ TEST_CASE("crash: SIGKILL at 20+ points, re-run finishes, every action exactly o
     }
     REQUIRE(kills >= 20);
 
-    auto final_run = run_child({KILN_TEST_DRIVER, "apply", fleet}, {{"KILN_TEST_LEDGER", ledger},
-                                                                    {"KILN_TEST_ACTIONS", std::to_string(actions)}});
+    auto final_run = run_child({KILN_TEST_DRIVER, "apply", fleet},
+                               {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_ACTIONS", std::to_string(actions)}});
     INFO(final_run.out << final_run.err);
     REQUIRE(final_run.exit_code == 0);
     auto done = kiln::test::LedgerStage::read_ledger(ledger);
@@ -77,12 +77,14 @@ TEST_CASE("crash: SIGKILL during parked waits, re-run waits again and starts no 
     TempDir dir;
     const int nodes = 24;
     dir.write("pipelines/park-node.toml", "schema = 1\nname = \"park-node\"\nstages = [\"t-park\"]\n");
-    std::string toml = "schema = 1\n\n[fleet]\nname = \"parktest\"\npipelines = \"pipelines\"\n\n[limits]\n"
-                       "parallel = 6\n\n[[racks]]\nname = \"r1\"\n";
+    std::string toml =
+        "schema = 1\n\n[fleet]\nname = \"parktest\"\npipelines = \"pipelines\"\n\n[limits]\n"
+        "parallel = 6\n\n[[racks]]\nname = \"r1\"\n";
     for (int i = 1; i <= nodes; ++i)
-        toml += "\n[[nodes]]\nname = \"p" + std::to_string(i) +
-                "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" +
-                std::to_string(9100 + i) + "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
+        toml +=
+            "\n[[nodes]]\nname = \"p" + std::to_string(i) +
+            "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" + std::to_string(9100 + i) +
+            "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
     const std::string fleet = dir.write("fleet.toml", toml);
     const std::string ledger = dir.file("ledger");
 
@@ -125,8 +127,8 @@ TEST_CASE("crash: SIGKILL during parked waits, re-run waits again and starts no 
         ++kills;
     }
     REQUIRE(kills >= 3);
-    auto final_run = run_child({KILN_TEST_DRIVER, "apply", fleet},
-                               {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "20"}});
+    auto final_run =
+        run_child({KILN_TEST_DRIVER, "apply", fleet}, {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_PARK_MS", "20"}});
     INFO(final_run.out << final_run.err);
     REQUIRE(final_run.exit_code == 0);
     REQUIRE(counts() == std::pair<int, int>{nodes, nodes});

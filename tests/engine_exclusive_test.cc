@@ -61,8 +61,7 @@ TEST_CASE("exclusive: a hard stop ends a wait for a held name", "[engine][exclus
     auto held = first.hold_exclusive("switch:spine-stop-test");
     REQUIRE(held.ok());
     StopToken stopping;
-    StageContext waiter(fleet, fleet.nodes[1], "x", stopping, StageContext::Clock::time_point::max(), nullptr,
-                        nullptr);
+    StageContext waiter(fleet, fleet.nodes[1], "x", stopping, StageContext::Clock::time_point::max(), nullptr, nullptr);
     auto waiting = std::async(std::launch::async, [&] { return waiter.hold_exclusive("switch:spine-stop-test"); });
     stopping.request_hard();
     auto r = waiting.get();

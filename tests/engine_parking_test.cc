@@ -245,8 +245,8 @@ TEST_CASE("engine: the open-file limit is shared by threads and idle connections
             CHECK(plan.idle_connections >= 0);
             CHECK(plan.idle_connections <= kiln::engine::kIdleConnectionsPerNode * in_flight);
             CHECK(plan.idle_connections <= kiln::engine::kIdleConnectionsMax);
-            CHECK(kFilesBase + kFilesPerThread * plan.threads +
-                      kiln::kFilesPerIdleConnection * plan.idle_connections <= limit);
+            CHECK(kFilesBase + kFilesPerThread * plan.threads + kiln::kFilesPerIdleConnection * plan.idle_connections <=
+                  limit);
         }
     }
     // bench/redfish part s: 5,000 BMCs under 20,000 files keep every BMC's connection.

@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <fstream>
+#include <mutex>
 #include <set>
 
 #include "provisioner/engine/engine.h"
@@ -113,7 +113,7 @@ TEST_CASE("engine: a second run performs no action and skips every stage", "[eng
     fleet.nodes[0].labels["slot"] = "u12";
     auto third = h.run(fleet);
     REQUIRE(third.actions == 0);
-    REQUIRE(third.stages_run == 2);      // n001's alpha and beta verified again
+    REQUIRE(third.stages_run == 2);  // n001's alpha and beta verified again
     REQUIRE(third.stages_skipped == 6);
 }
 
@@ -232,8 +232,7 @@ public:
 
 }  // namespace
 
-TEST_CASE("engine: nodes held by max_unavailable are woken one per finish, not all requeued",
-          "[engine][limits]") {
+TEST_CASE("engine: nodes held by max_unavailable are woken one per finish, not all requeued", "[engine][limits]") {
     // 600 nodes, one out of service at a time: requeueing every blocked
     // node on each finish considers ~180,000 nodes; waking one per freed
     // slot considers each node a few times.
@@ -252,8 +251,7 @@ TEST_CASE("engine: nodes held by max_unavailable are woken one per finish, not a
     REQUIRE(s->asked.load() <= 6L * nodes);
 }
 
-TEST_CASE("engine: a node woken for a free slot but held by another limit passes the slot on",
-          "[engine][limits]") {
+TEST_CASE("engine: a node woken for a free slot but held by another limit passes the slot on", "[engine][limits]") {
     // Two nodes per BMC and per_bmc = 1, with max_unavailable = 2: a node
     // woken for an unavailable slot may find its BMC busy; the slot must go
     // to the next node, or the run would end with nodes never started.
@@ -513,8 +511,8 @@ TEST_CASE("engine: a journal write that fails fails its node with journal.write 
     INFO(outcome(r, "n003").error);
     CHECK(r.status == "failed");
     CHECK(outcome(r, "n003").state == "failed");
-    CHECK_THAT(outcome(r, "n003").error, Catch::Contains("journal.write") && Catch::Contains(said) &&
-                                             Catch::Contains("disk I/O error"));
+    CHECK_THAT(outcome(r, "n003").error,
+               Catch::Contains("journal.write") && Catch::Contains(said) && Catch::Contains("disk I/O error"));
     for (const std::string done : {"n001", "n002"}) CHECK(outcome(r, done).state == "ready");
     for (const std::string later : {"n004", "n005"}) CHECK(outcome(r, later).detail == "not started");
     // No action of n003 ran without the journal knowing of it: with its
@@ -617,8 +615,10 @@ TEST_CASE("engine: the input hash a plan shows and a run journals is chain_hash'
     h.ledger_stage("beta");
     auto fleet = kiln::test::make_fleet(2, 1, {"alpha", "beta"});
     const auto& node = fleet.nodes[1];
-    const std::string alpha = kiln::engine::chain_hash("alpha", kiln::config::node_section_json(fleet, node, "alpha"), "");
-    const std::string beta = kiln::engine::chain_hash("beta", kiln::config::node_section_json(fleet, node, "beta"), alpha);
+    const std::string alpha =
+        kiln::engine::chain_hash("alpha", kiln::config::node_section_json(fleet, node, "alpha"), "");
+    const std::string beta =
+        kiln::engine::chain_hash("beta", kiln::config::node_section_json(fleet, node, "beta"), alpha);
     REQUIRE(alpha.size() == 64);
     CHECK(kiln::engine::StageHash(alpha).hex() == alpha);
     CHECK(kiln::engine::StageHash(beta).hex() == beta);

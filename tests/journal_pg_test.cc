@@ -30,9 +30,9 @@ using kiln::test::run_child;
 using kiln::test::TempDir;
 
 TEST_CASE("pg store: a URL carrying a password is refused and never echoed", "[journal][pg]") {
-    for (const std::string url : {"postgresql://kiln:hunter2@db.example:5432/kiln",
-                                  "postgres://kiln:hunter2@db.example/kiln?sslmode=require",
-                                  "postgresql://db.example/kiln?sslmode=require&password=hunter2&user=kiln"}) {
+    for (const std::string url :
+         {"postgresql://kiln:hunter2@db.example:5432/kiln", "postgres://kiln:hunter2@db.example/kiln?sslmode=require",
+          "postgresql://db.example/kiln?sslmode=require&password=hunter2&user=kiln"}) {
         auto s = check_store_url(url);
         REQUIRE_FALSE(s.ok());
         REQUIRE(s.error().code == "store.password_in_url");

@@ -108,11 +108,11 @@ StageRecord stage_record(int64_t run, const std::string& node, const std::string
 // The store-generic cases run once per journal (TEMPLATE_TEST_CASE), each
 // on a fresh, empty one; PostgreSQL's are skipped where it is not installed.
 #define JOURNAL_BACKENDS kiln::test::SqliteJournal, kiln::test::PgJournal
-#define NEED_BACKEND(b)                                \
-    TestType b;                                        \
-    if (!b.ready()) {                                  \
-        kiln::test::report_skipped(b.why_not());       \
-        return;                                        \
+#define NEED_BACKEND(b)                          \
+    TestType b;                                  \
+    if (!b.ready()) {                            \
+        kiln::test::report_skipped(b.why_not()); \
+        return;                                  \
     }
 
 template <class Backend>
@@ -154,7 +154,8 @@ TEST_CASE("journal: now_ms is wall-clock milliseconds", "[journal]") {
     REQUIRE(t > 1'600'000'000'000);  // after 2020: milliseconds, not seconds
 }
 
-TEMPLATE_TEST_CASE("journal: runs round trip, newest first, end_run sets status and time", "[journal]", JOURNAL_BACKENDS) {
+TEMPLATE_TEST_CASE("journal: runs round trip, newest first, end_run sets status and time", "[journal]",
+                   JOURNAL_BACKENDS) {
     NEED_BACKEND(jb);
     auto store = open_rw(jb);
     const int64_t before = now_ms();
@@ -199,10 +200,11 @@ TEMPLATE_TEST_CASE("journal: runs round trip, newest first, end_run sets status 
     // The fields the summary leaves out are still kept.
     store.reset();
     REQUIRE(jb.text("SELECT fleet_path || '|' || fleet_sha256 || '|' || kiln_version FROM runs WHERE id=" +
-                     std::to_string(a)) == "/etc/kiln/fleet.toml|abc123|0.1.0");
+                    std::to_string(a)) == "/etc/kiln/fleet.toml|abc123|0.1.0");
 }
 
-TEMPLATE_TEST_CASE("journal: last_verified_hash follows verified/skipped, ignores failed/interrupted", "[journal]", JOURNAL_BACKENDS) {
+TEMPLATE_TEST_CASE("journal: last_verified_hash follows verified/skipped, ignores failed/interrupted", "[journal]",
+                   JOURNAL_BACKENDS) {
     NEED_BACKEND(jb);
     auto store = open_rw(jb);
     const int64_t run = new_run(*store);
@@ -242,11 +244,12 @@ TEMPLATE_TEST_CASE("journal: last_verified_hash follows verified/skipped, ignore
     store.reset();
     REQUIRE(jb.integer("SELECT count(*) FROM stage_results WHERE node='n1' AND stage='firmware'") == 7);
     REQUIRE(jb.text("SELECT run_id||'|'||input_hash||'|'||outcome||'|'||error||'|'||attempts||'|'||actions||'|'||"
-                     "started_ms||'|'||ended_ms FROM stage_results WHERE input_hash='bad-failed'") ==
+                    "started_ms||'|'||ended_ms FROM stage_results WHERE input_hash='bad-failed'") ==
             std::to_string(run) + "|bad-failed|failed|boom|2|3|1000|2000");
 }
 
-TEMPLATE_TEST_CASE("journal: record_stage with an unknown run is refused and changes nothing", "[journal]", JOURNAL_BACKENDS) {
+TEMPLATE_TEST_CASE("journal: record_stage with an unknown run is refused and changes nothing", "[journal]",
+                   JOURNAL_BACKENDS) {
     NEED_BACKEND(jb);
     auto store = open_rw(jb);
     auto s = store->record_stage(stage_record(4242, "n1", "firmware", "h1", "verified"));
@@ -408,7 +411,8 @@ TEMPLATE_TEST_CASE("journal: node states upsert, ordered by node name", "[journa
     REQUIRE((*states)[2].updated_ms >= before);  // 0 means now
 }
 
-TEMPLATE_TEST_CASE("journal: history merges stages, actions and events newest first, with a limit", "[journal]", JOURNAL_BACKENDS) {
+TEMPLATE_TEST_CASE("journal: history merges stages, actions and events newest first, with a limit", "[journal]",
+                   JOURNAL_BACKENDS) {
     NEED_BACKEND(jb);
     auto store = open_rw(jb);
     const int64_t run = new_run(*store);

@@ -31,8 +31,9 @@ namespace {
 std::string flushing_database(PgCluster& cluster) {
     const auto url = cluster.create_database();
     kiln::test::PgRaw raw(url);
-    REQUIRE(raw.exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on', "
-                     "current_database()); END $$"));
+    REQUIRE(
+        raw.exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on', "
+                 "current_database()); END $$"));
     return url;
 }
 
@@ -47,8 +48,7 @@ LeaseCounters since(const LeaseCounters& before, const LeaseCounters& after) {
 
 }  // namespace
 
-TEST_CASE("journal cost: a leased node-stage with one action stays within its statements and flushes",
-          "[worker][pg]") {
+TEST_CASE("journal cost: a leased node-stage with one action stays within its statements and flushes", "[worker][pg]") {
     NEED_CLUSTER(cluster);
     const auto url = flushing_database(*cluster);
     auto store = kiln::journal::open_pg_store(url, {});
@@ -67,8 +67,8 @@ TEST_CASE("journal cost: a leased node-stage with one action stays within its st
     }
     const int nodes = 12;
     kiln::config::Limits limits;
-    limits.parallel = 4;      // a fleet-wide slot per stage ...
-    limits.per_rack = 2;      // ... and a rack slot
+    limits.parallel = 4;         // a fleet-wide slot per stage ...
+    limits.per_rack = 2;         // ... and a rack slot
     limits.max_unavailable = 6;  // ... and the node's unavailable slot
     const auto fleet = kiln::test::make_fleet(nodes, 3, stages, limits);
     kiln::engine::StopToken stop;
@@ -93,8 +93,8 @@ TEST_CASE("journal cost: a leased node-stage with one action stays within its st
     REQUIRE(report->stages_run == static_cast<int>(nodes * stages.size()));
 
     const double node_stages = nodes * static_cast<double>(stages.size());
-    INFO("statements " << c.statements << ", flushed " << c.commits_flushed << ", unflushed "
-                       << c.commits_unflushed << " for " << node_stages << " node-stages");
+    INFO("statements " << c.statements << ", flushed " << c.commits_flushed << ", unflushed " << c.commits_unflushed
+                       << " for " << node_stages << " node-stages");
     // Flushed per node-stage: the claim with its slots, the action's start,
     // the stage's result; per run: its end. (Before: 7 and more per
     // node-stage, one per write.)

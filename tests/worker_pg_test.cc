@@ -42,14 +42,15 @@ constexpr int kActions = 2;  // per node-stage
 
 std::vector<std::string> worker_argv(const std::string& url, const std::string& fleet, const std::string& id,
                                      const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", url, "worker", fleet, "--worker-id", id,
-                                     "--lease-ttl", "2s", "--poll", "50ms"};
+    std::vector<std::string> argv = {KILN_TEST_DRIVER, "--store", url,      "worker", fleet, "--worker-id", id,
+                                     "--lease-ttl",    "2s",      "--poll", "50ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
 }
 
 std::map<std::string, std::string> ledger_env(const std::string& ledger, int sleep_ms = 0) {
-    return {{"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_ACTIONS", std::to_string(kActions)},
+    return {{"KILN_TEST_LEDGER", ledger},
+            {"KILN_TEST_ACTIONS", std::to_string(kActions)},
             {"KILN_TEST_SLEEP_MS", std::to_string(sleep_ms)}};
 }
 
@@ -91,8 +92,10 @@ void require_converged(const std::string& url, const std::string& fleet, const s
 
 // Nodes a worker claimed, from the journal's lease events.
 std::set<std::string> claimed_by(PgRaw& raw, const std::string& worker) {
-    auto list = raw.text("SELECT coalesce(string_agg(DISTINCT node, ','), '') FROM events WHERE kind = 'lease' AND "
-                         "message LIKE 'worker " + worker + " claimed %'");
+    auto list = raw.text(
+        "SELECT coalesce(string_agg(DISTINCT node, ','), '') FROM events WHERE kind = 'lease' AND "
+        "message LIKE 'worker " +
+        worker + " claimed %'");
     std::set<std::string> out;
     for (size_t i = 0; i < list.size();) {
         auto j = list.find(',', i);
@@ -150,8 +153,8 @@ TEST_CASE("workers: three share a fleet, each side effect once, labels respected
                                                      ledger_env(ledger, 20), dir.file("wA")));
     workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, "wB", {"--label", "rack=r2"}),
                                                      ledger_env(ledger, 20), dir.file("wB")));
-    workers.push_back(std::make_unique<RunningChild>(worker_argv(url, fleet, "wC"), ledger_env(ledger, 20),
-                                                     dir.file("wC")));
+    workers.push_back(
+        std::make_unique<RunningChild>(worker_argv(url, fleet, "wC"), ledger_env(ledger, 20), dir.file("wC")));
     require_all_exit_ok(workers);
     require_exactly_once(ledger, nodes);
     PgRaw raw(url);
@@ -280,8 +283,7 @@ TEST_CASE("workers: a worker stalled past its lease is fenced and does nothing m
     const auto before = LedgerStage::read_ledger(ledger);
     // Runs are numbered in start order: the stalled worker's came first.
     const std::string stalled_run = "(SELECT min(id) FROM runs)";
-    const int64_t stalled_actions =
-        raw.integer("SELECT count(*) FROM actions WHERE run_id = " + stalled_run);
+    const int64_t stalled_actions = raw.integer("SELECT count(*) FROM actions WHERE run_id = " + stalled_run);
 
     REQUIRE(stalled.signal(SIGCONT));
     bool timed_out = false;
@@ -414,9 +416,10 @@ TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows
         PgRaw raw(url);
         REQUIRE(raw.exec("CREATE TABLE kiln_schema(version INTEGER PRIMARY KEY, applied_ms BIGINT NOT NULL)"));
         REQUIRE(raw.exec("INSERT INTO kiln_schema VALUES(1, 0)"));
-        REQUIRE(raw.exec("CREATE TABLE node_state(node TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, "
-                         "stage TEXT NOT NULL, error TEXT NOT NULL, updated_ms BIGINT NOT NULL, run_id BIGINT NOT "
-                         "NULL)"));
+        REQUIRE(
+            raw.exec("CREATE TABLE node_state(node TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, "
+                     "stage TEXT NOT NULL, error TEXT NOT NULL, updated_ms BIGINT NOT NULL, run_id BIGINT NOT "
+                     "NULL)"));
         REQUIRE(raw.exec("INSERT INTO node_state VALUES('n1', 'ready', '', 'alpha', '', 1, 1)"));
     }
     auto s = kiln::journal::open_pg_store(url, {});
@@ -613,12 +616,14 @@ TEST_CASE("workers: a node parked longer than its lease keeps the lease and fini
     TempDir dir;
     const int nodes = 4;
     dir.write("pipelines/park-node.toml", "schema = 1\nname = \"park-node\"\nstages = [\"t-park\"]\n");
-    std::string toml = "schema = 1\n\n[fleet]\nname = \"parkworkers\"\npipelines = \"pipelines\"\n\n[limits]\n"
-                       "parallel = 4\n\n[[racks]]\nname = \"r1\"\n";
+    std::string toml =
+        "schema = 1\n\n[fleet]\nname = \"parkworkers\"\npipelines = \"pipelines\"\n\n[limits]\n"
+        "parallel = 4\n\n[[racks]]\nname = \"r1\"\n";
     for (int i = 1; i <= nodes; ++i)
-        toml += "\n[[nodes]]\nname = \"p" + std::to_string(i) +
-                "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" +
-                std::to_string(9200 + i) + "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
+        toml +=
+            "\n[[nodes]]\nname = \"p" + std::to_string(i) +
+            "\"\nrack = \"r1\"\nrole = \"park-node\"\nbmc = { url = \"https://127.0.0.1:" + std::to_string(9200 + i) +
+            "\", username = \"root\", password = \"env:KILN_TEST_BMC_PASSWORD\" }\n";
     const std::string fleet = dir.write("fleet.toml", toml);
     const auto ledger = dir.file("ledger");
     const auto url = cluster->create_database();
@@ -642,9 +647,10 @@ TEST_CASE("workers: a node parked longer than its lease keeps the lease and fini
     REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
 }
 
-TEST_CASE("workers: a name held exclusively (a spine) is held by one worker at a time, and a killed holder's "
-          "hold expires",
-          "[worker][pg][exclusive]") {
+TEST_CASE(
+    "workers: a name held exclusively (a spine) is held by one worker at a time, and a killed holder's "
+    "hold expires",
+    "[worker][pg][exclusive]") {
     NEED_CLUSTER(cluster);
     const std::string name = "switch:spine-1";
     TempDir dir;

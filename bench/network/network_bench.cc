@@ -81,7 +81,7 @@ struct Shape {
 };
 
 std::string port_name(const std::string& os, int p) {
-    return os == "sonic" ? fmt::format("Ethernet{}", p * 4)
+    return os == "sonic"  ? fmt::format("Ethernet{}", p * 4)
            : os == "nvue" ? fmt::format("swp{}", p + 1)
                           : fmt::format("Ethernet{}/1", p + 1);
 }
@@ -116,9 +116,10 @@ std::string fleet_toml(OsFn os_of, AddrFn address_of, const Shape& shape = {}) {
     }
     for (int s = 0; s < shape.switches; ++s)
         for (int j = 0; j < shape.spines; ++j)
-            t << fmt::format("[[uplinks]]\nswitch = \"leaf{:03}\"\nport = \"{}\"\npeer_switch = \"spine{:03}\"\n"
-                             "peer_port = \"{}\"\n",
-                             s, port_name(os_of(s), shape.ports + j), j, port_name(os_of(shape.switches + j), s));
+            t << fmt::format(
+                "[[uplinks]]\nswitch = \"leaf{:03}\"\nport = \"{}\"\npeer_switch = \"spine{:03}\"\n"
+                "peer_port = \"{}\"\n",
+                s, port_name(os_of(s), shape.ports + j), j, port_name(os_of(shape.switches + j), s));
     // Racks of kRackNodes nodes, each listing the kRails leaves its nodes are cabled to.
     const int racks = (shape.nodes + kRackNodes - 1) / kRackNodes;
     for (int r = 0; r < racks; ++r) {
@@ -136,8 +137,8 @@ std::string fleet_toml(OsFn os_of, AddrFn address_of, const Shape& shape = {}) {
         for (int k = 0; k < kRails; ++k) {
             const int s = k * per_rail + n / shape.ports, p = n % shape.ports;
             t << fmt::format(
-                "[[cabling]]\nnode = \"n{:05}\"\nnic = \"mlx5_{}\"\nswitch = \"leaf{:03}\"\nport = \"{}\"\n", n, k,
-                s, port_name(os_of(s), p));
+                "[[cabling]]\nnode = \"n{:05}\"\nnic = \"mlx5_{}\"\nswitch = \"leaf{:03}\"\nport = \"{}\"\n", n, k, s,
+                port_name(os_of(s), p));
         }
     return t.str();
 }
@@ -221,7 +222,8 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
         servers.push_back(std::move(*server));
     }
     auto fleet = load(dir,
-                      fleet_toml(os_of, [&](int s) { return urls[static_cast<size_t>(s)]; }, shape),
+                      fleet_toml(
+                          os_of, [&](int s) { return urls[static_cast<size_t>(s)]; }, shape),
                       m.load_s);
     auto fabric = kiln::network::build_fabric(fleet);
     if (!fabric) return std::cerr << fabric.error().str() << "\n", m;
@@ -230,8 +232,9 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
     deps.http = std::make_shared<kiln::net::CurlHttpClient>();
     deps.nvue.poll_interval = std::chrono::milliseconds(5);
     std::atomic<long> reads{0};
-    auto factory = [deps, &reads](const kiln::config::Fleet& f, const kiln::config::Switch& sw)
-        -> kiln::Result<std::unique_ptr<kiln::network::SwitchDriver>> {
+    auto factory = [deps, &reads](
+                       const kiln::config::Fleet& f,
+                       const kiln::config::Switch& sw) -> kiln::Result<std::unique_ptr<kiln::network::SwitchDriver>> {
         auto real = kiln::network::make_switch_driver(f, sw, deps);
         if (!real) return real.error();
         return std::unique_ptr<kiln::network::SwitchDriver>(new CountingDriver(std::move(*real), reads));
@@ -306,8 +309,9 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
         counted = most;
         return fastest;
     };
-    m.plan_fresh_s = best_pair(read_once, m.read_once_s, m.read_once_reads,
-                               [&](long& c) { return plan("fresh switches", m.fresh_actions, c); }, m.fresh_reads);
+    m.plan_fresh_s = best_pair(
+        read_once, m.read_once_s, m.read_once_reads,
+        [&](long& c) { return plan("fresh switches", m.fresh_actions, c); }, m.fresh_reads);
     m.fresh_shared_resolved = last_resolved;
     // Converge every switch, whole, as the stage's applies would.
     auto t = Clock::now();
@@ -321,9 +325,9 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
     }
     m.converge_s = since(t);
     long ignored = 0;
-    m.plan_converged_s =
-        best_pair(read_once, m.read_once_converged_s, ignored,
-                  [&](long& c) { return plan("converged switches", m.converged_actions, c); }, m.converged_reads);
+    m.plan_converged_s = best_pair(
+        read_once, m.read_once_converged_s, ignored,
+        [&](long& c) { return plan("converged switches", m.converged_actions, c); }, m.converged_reads);
     m.converged_shared_resolved = last_resolved;
     m.uplinks_serialised = last_serialised;
     if (verbose)
@@ -420,8 +424,8 @@ int main(int argc, char** argv) {
         const double predicted = last_nodes ? last_total_s * nodes / last_nodes : 0;
         const double left = scale_budget_s - since(scale_start);
         if (predicted > left) {
-            std::cout << fmt::format("scale {} nodes: skipped, predicted {:.0f} s, {:.0f} s of the budget left\n", nodes,
-                                     predicted, left);
+            std::cout << fmt::format("scale {} nodes: skipped, predicted {:.0f} s, {:.0f} s of the budget left\n",
+                                     nodes, predicted, left);
             scale.push_back({{"nodes", nodes},
                              {"switches", shape.switches},
                              {"skipped", fmt::format("predicted {:.0f} s from the previous size (linear), over the "
@@ -489,9 +493,8 @@ int main(int argc, char** argv) {
             {"fresh", row["plan_fresh_us_per_node"].get<double>() / (*first)["plan_fresh_us_per_node"].get<double>()},
             {"fresh_per_action",
              row["plan_fresh_us_per_action"].get<double>() / (*first)["plan_fresh_us_per_action"].get<double>()},
-            {"read_once_converged_per_node",
-             row["read_once_converged_s"].get<double>() / nodes_of(row) /
-                 ((*first)["read_once_converged_s"].get<double>() / nodes_of(*first))},
+            {"read_once_converged_per_node", row["read_once_converged_s"].get<double>() / nodes_of(row) /
+                                                 ((*first)["read_once_converged_s"].get<double>() / nodes_of(*first))},
             {"converged",
              row["plan_converged_us_per_node"].get<double>() / (*first)["plan_converged_us_per_node"].get<double>()}};
     }
@@ -513,8 +516,8 @@ int main(int argc, char** argv) {
         "(uplink_entries_serialised_per_plan); each node's hash still covers its leaves' uplinks' text. Emulated "
         "switches run in the bench process, on the same CPUs as the plan, on a machine shared with other work: "
         "read-once times vary by 2x between runs, so ratios are taken within one run.";
-    result["scale_machine"] = fmt::format("{} CPUs (std::thread::hardware_concurrency)",
-                                          std::thread::hardware_concurrency());
+    result["scale_machine"] =
+        fmt::format("{} CPUs (std::thread::hardware_concurrency)", std::thread::hardware_concurrency());
     result["peak_rss_mb"] = static_cast<double>(peak_rss_kb()) / 1024.0;
     fs::create_directories(fs::path(out).parent_path());
     std::ofstream(out) << result.dump(2) << "\n";

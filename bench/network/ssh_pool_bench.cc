@@ -61,8 +61,8 @@ bool run_round(const kiln::network::SshTarget& target, int commands, const std::
     for (int i = 0; i < commands; ++i) {
         auto r = runner.run(spec);
         if (!r || !r->success()) {
-            std::cerr << "command " << i << " failed: "
-                      << (r ? kiln::network::describe_remote_failure(*r) : r.error().message) << "\n";
+            std::cerr << "command " << i
+                      << " failed: " << (r ? kiln::network::describe_remote_failure(*r) : r.error().message) << "\n";
             return false;
         }
     }
@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
 
     auto env = read_env(target_dir + "/target.env");
     if (!env.count("HOST")) return std::cerr << target_dir << "/target.env: no HOST (is the target up?)\n", 1;
-    auto target = kiln::network::SshTarget::from_address(env["PORT"] == "22" ? env["HOST"]
-                                                                            : env["HOST"] + ":" + env["PORT"]);
+    auto target =
+        kiln::network::SshTarget::from_address(env["PORT"] == "22" ? env["HOST"] : env["HOST"] + ":" + env["PORT"]);
     if (!target) return std::cerr << target.error().message << "\n", 1;
     target->username = env["USER"];
     target->identity_file = env["IDENTITY"];

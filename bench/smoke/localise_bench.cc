@@ -24,7 +24,9 @@ using namespace kiln::smoke;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 }  // namespace
 
 int main(int argc, char** argv) {

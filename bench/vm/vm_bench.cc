@@ -36,7 +36,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 [[noreturn]] void die(const std::string& what) {
     std::fprintf(stderr, "kiln-bench-vm: %s\n", what.c_str());
@@ -99,10 +101,14 @@ int main(int argc, char** argv) {
     std::string fixtures = "tests/fixtures/sysfs";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
-        if (k == "--out") out = argv[i + 1];
-        else if (k == "--work") work = argv[i + 1];
-        else if (k == "--init") init = argv[i + 1];
-        else if (k == "--fixtures") fixtures = argv[i + 1];
+        if (k == "--out")
+            out = argv[i + 1];
+        else if (k == "--work")
+            work = argv[i + 1];
+        else if (k == "--init")
+            init = argv[i + 1];
+        else if (k == "--fixtures")
+            fixtures = argv[i + 1];
     }
     fs::create_directories(work);
     work = fs::absolute(work).string();
@@ -197,7 +203,8 @@ int main(int argc, char** argv) {
         }
         const auto b0 = Clock::now();
         for (const auto& g : base_guests) {
-            auto d = runner.run({.argv = {"virsh", "-q", "-c", "qemu:///system", "define", work + "/" + g.name + ".xml"}});
+            auto d =
+                runner.run({.argv = {"virsh", "-q", "-c", "qemu:///system", "define", work + "/" + g.name + ".xml"}});
             if (!d || !d->success()) die("virsh define failed: " + (d ? d->err : d.error().message));
             auto s = runner.run({.argv = {"virsh", "-q", "-c", "qemu:///system", "start", g.name}});
             if (!s || !s->success()) die("virsh start failed: " + (s ? s->err : s.error().message));
@@ -215,8 +222,10 @@ int main(int argc, char** argv) {
                          {"baseline_virsh_define_start_ms", virsh_start_ms},
                          {"kiln_overhead_ms", kiln_total - baseline_total},
                          {"ratio_kiln_over_baseline", kiln_total / baseline_total}});
-        std::printf("boot %d VM(s): kiln %.0f ms (files+xml %.0f, define+start %.0f), virsh baseline %.0f ms (define+start %.0f)\n",
-                    n, kiln_total, prepare_ms, start_ms, baseline_total, virsh_start_ms);
+        std::printf(
+            "boot %d VM(s): kiln %.0f ms (files+xml %.0f, define+start %.0f), virsh baseline %.0f ms (define+start "
+            "%.0f)\n",
+            n, kiln_total, prepare_ms, start_ms, baseline_total, virsh_start_ms);
     }
     result["apply_to_ready"] = boots;
     result["guest"] = "probe guest: host kernel " + *kernel + " + kiln-probe-init initramfs, TCG, 1 vCPU, 256 MiB";

@@ -56,7 +56,8 @@ std::optional<BiosApply> apply_pending_bios(const ResourceStore& store, const st
     auto settings = out.bios.find("@Redfish.Settings");
     const bool linked = settings != out.bios.end() && settings->is_object() && settings->contains("SettingsObject");
     // Unlinked: Lenovo's <Bios>/Pending, where the tree has one.
-    auto settings_uri = linked ? resolve_link(store, (*settings)["SettingsObject"]) : store.resolve(*bios_uri + "/Pending");
+    auto settings_uri =
+        linked ? resolve_link(store, (*settings)["SettingsObject"]) : store.resolve(*bios_uri + "/Pending");
     if (!settings_uri) return std::nullopt;
     out.settings_uri = *settings_uri;
     out.settings = store.body(*settings_uri);

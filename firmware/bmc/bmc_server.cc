@@ -112,7 +112,8 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
             up->refusal = state->admit_upload(method, url, headers);
             if (!up->refusal) {
                 up->pp = MHD_create_post_processor(connection, 64 * 1024, &on_part, up);
-                if (!up->pp) up->refusal = error_response(400, messages::malformed_json("the multipart body has no boundary"));
+                if (!up->pp)
+                    up->refusal = error_response(400, messages::malformed_json("the multipart body has no boundary"));
             }
         }
         return MHD_YES;
@@ -148,7 +149,8 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
             if (e.code == "bmc.image_too_large" || e.code == "bmc.parameters_too_large") {
                 return send(connection, error_response(413, messages::payload_too_large()));
             }
-            if (e.code == "bmc.multipart_malformed") return send(connection, error_response(400, messages::malformed_json(e.message)));
+            if (e.code == "bmc.multipart_malformed")
+                return send(connection, error_response(400, messages::malformed_json(e.message)));
             return send(connection, error_response(500, messages::internal_error(e.message)));
         }
         request.multipart = std::move(upload->parts);
@@ -212,8 +214,9 @@ Result<std::unique_ptr<BmcServer>> BmcServer::start(const BmcServerConfig& confi
     server->port_ = server->server_->port();
     if (config.loop) {
         if (auto added = config.loop->add(server->server_->daemon()); !added)
-            return make_error("bmc", "bmc.listen_failed", "cannot serve " + config.bind_address + ":" +
-                                                          std::to_string(config.port) + ": " + added.error().message);
+            return make_error("bmc", "bmc.listen_failed",
+                              "cannot serve " + config.bind_address + ":" + std::to_string(config.port) + ": " +
+                                  added.error().message);
         server->loop_ = config.loop;
     }
     return server;

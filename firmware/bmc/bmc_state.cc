@@ -124,9 +124,8 @@ std::optional<RedfishMessage> merge_into(json& target, const json& patch, const 
                 {"BootSourceOverrideMode", {"Legacy", "UEFI"}},
             };
             auto known = kEnums.find(key);
-            if (known != kEnums.end() &&
-                std::find(known->second.begin(), known->second.end(), value.get<std::string>()) ==
-                    known->second.end()) {
+            if (known != kEnums.end() && std::find(known->second.begin(), known->second.end(),
+                                                   value.get<std::string>()) == known->second.end()) {
                 return messages::property_value_not_in_list(value.get<std::string>(), prop);
             }
         }
@@ -226,7 +225,8 @@ Result<std::unique_ptr<BmcState>> BmcState::open(const BmcTemplate& base, BmcCon
                 state->store_.replace(*canon, body);
             }
             if (auto loaded = state->load_emulator_state(s.emulator); !loaded) {
-                return make_error("bmc", "bmc.state_malformed", state->config_.state_file + ": " + loaded.error().message);
+                return make_error("bmc", "bmc.state_malformed",
+                                  state->config_.state_file + ": " + loaded.error().message);
             }
         }
     }
@@ -717,8 +717,8 @@ BmcResponse BmcState::media_action(const BmcRequest& request, const std::string&
         if (auto err = insert_media(updated, *params)) return error_response(400, *err);
     } else {
         if (!params->empty()) {
-            return error_response(400, messages::action_parameter_not_supported(params->begin().key(),
-                                                                                "VirtualMedia.EjectMedia"));
+            return error_response(
+                400, messages::action_parameter_not_supported(params->begin().key(), "VirtualMedia.EjectMedia"));
         }
         eject_media(updated);
     }

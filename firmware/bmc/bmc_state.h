@@ -28,12 +28,12 @@
 #include "firmware/bmc/fault_injector.h"
 #include "firmware/bmc/http_exchange.h"
 #include "firmware/bmc/image_download.h"
-#include "firmware/bmc/power_backend.h"
-#include "firmware/bmc/update_task.h"
 #include "firmware/bmc/mockup_tree.h"
+#include "firmware/bmc/power_backend.h"
 #include "firmware/bmc/redfish_error.h"
 #include "firmware/bmc/resource_store.h"
 #include "firmware/bmc/session_table.h"
+#include "firmware/bmc/update_task.h"
 #include "firmware/bmc/vendor_mode.h"
 #include "provisioner/core/result.h"
 
@@ -62,9 +62,9 @@ struct BmcConfig {
     // or ComputerSystem resource answer 202 with a task that runs this long
     // (DSP0266 lets any operation answer 202); 0: 204 / 200.
     double media_task_seconds = 0;
-    DownloadOptions download;    // SimpleUpdate: timeout, size cap, spool dir, TLS
-    std::function<double()> wall_clock;  // seconds since the epoch; unset: the system clock
-    FaultSettings faults;                // at start
+    DownloadOptions download;             // SimpleUpdate: timeout, size cap, spool dir, TLS
+    std::function<double()> wall_clock;   // seconds since the epoch; unset: the system clock
+    FaultSettings faults;                 // at start
     std::shared_ptr<PowerBackend> power;  // unset: PowerState lives in the tree
     // Served as this vendor's BMC (vendor_mode.h); unset: read from the tree.
     std::optional<VendorMode> vendor;
@@ -182,9 +182,9 @@ private:
     std::map<std::string, nlohmann::json> undo_;
 
     FaultInjector faults_;
-    std::string tasks_uri_;    // the TaskService's Tasks collection
-    std::string monitors_uri_;  // /redfish/v1/TaskService/TaskMonitors
-    std::string push_uri_;      // MultipartHttpPushUri
+    std::string tasks_uri_;         // the TaskService's Tasks collection
+    std::string monitors_uri_;      // /redfish/v1/TaskService/TaskMonitors
+    std::string push_uri_;          // MultipartHttpPushUri
     std::string power_system_uri_;  // the ComputerSystem a power backend drives
     VendorMode vendor_ = VendorMode::Generic;
     std::string dell_jobs_uri_;  // Dell: <first manager>/Oem/Dell/Jobs
@@ -197,7 +197,7 @@ private:
     // URI -> the attributes waiting for it.
     std::map<std::string, nlohmann::json> direct_bios_pending_;
     nlohmann::json last_boot_ = nullptr;
-    unsigned long resets_ = 0;  // ComputerSystem.Reset requests carried out
+    unsigned long resets_ = 0;      // ComputerSystem.Reset requests carried out
     double unavailable_until_ = 0;  // an emulated BMC restart answers 503 until then
     // A POST under way (post_seconds): the system it runs on and its end.
     std::string post_system_;

@@ -176,44 +176,52 @@ BmcResponse BmcState::simple_update(const BmcRequest& request, const std::string
     BmcResponse refusal;
     auto body = parse_body(request, &refusal);
     if (!body) return refusal;
-    static const std::vector<std::string> known = {"ImageURI", "TransferProtocol", "Targets", "Username",
-                                                   "Password", "@Redfish.OperationApplyTime", "ForceUpdate"};
+    static const std::vector<std::string> known = {"ImageURI",   "TransferProtocol", "Targets",
+                                                   "Username",   "Password",         "@Redfish.OperationApplyTime",
+                                                   "ForceUpdate"};
     for (const auto& [key, value] : body->items()) {
         if (std::find(known.begin(), known.end(), key) == known.end()) {
             return error_response(400, messages::action_parameter_not_supported(key, kSimpleUpdate));
         }
     }
-    if (!body->contains("ImageURI")) return error_response(400, messages::action_parameter_missing(kSimpleUpdate, "ImageURI"));
+    if (!body->contains("ImageURI"))
+        return error_response(400, messages::action_parameter_missing(kSimpleUpdate, "ImageURI"));
     const json& image = (*body)["ImageURI"];
     if (!image.is_string() || image.get<std::string>().empty()) {
-        return error_response(400, messages::action_parameter_value_format_error(image.dump(), "ImageURI", kSimpleUpdate));
+        return error_response(400,
+                              messages::action_parameter_value_format_error(image.dump(), "ImageURI", kSimpleUpdate));
     }
     std::string uri = image.get<std::string>();
     std::string protocol;
     if (body->contains("TransferProtocol")) {
         const json& p = (*body)["TransferProtocol"];
         if (!p.is_string()) {
-            return error_response(400, messages::action_parameter_value_format_error(p.dump(), "TransferProtocol", kSimpleUpdate));
+            return error_response(
+                400, messages::action_parameter_value_format_error(p.dump(), "TransferProtocol", kSimpleUpdate));
         }
         protocol = p.get<std::string>();
         // The action's allowable values: inline, else its ActionInfo.
         json allowed = json::array();
         const json& service = store_.body(resource_uri);
-        const json action = service.value("Actions", json::object()).value("#UpdateService.SimpleUpdate", json::object());
+        const json action =
+            service.value("Actions", json::object()).value("#UpdateService.SimpleUpdate", json::object());
         if (action.contains("TransferProtocol@Redfish.AllowableValues")) {
             allowed = action["TransferProtocol@Redfish.AllowableValues"];
         } else if (action.contains("@Redfish.ActionInfo")) {
             if (auto info = resolve_link(store_, json{{"@odata.id", action["@Redfish.ActionInfo"]}})) {
                 for (const auto& param : store_.body(*info).value("Parameters", json::array())) {
-                    if (param.value("Name", "") == "TransferProtocol") allowed = param.value("AllowableValues", json::array());
+                    if (param.value("Name", "") == "TransferProtocol")
+                        allowed = param.value("AllowableValues", json::array());
                 }
             }
         }
         if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), protocol) == allowed.end()) {
-            return error_response(400, messages::action_parameter_value_not_in_list(protocol, "TransferProtocol", kSimpleUpdate));
+            return error_response(
+                400, messages::action_parameter_value_not_in_list(protocol, "TransferProtocol", kSimpleUpdate));
         }
         if (protocol != "HTTP" && protocol != "HTTPS") {
-            return error_response(400, messages::action_parameter_not_supported("TransferProtocol " + protocol, kSimpleUpdate));
+            return error_response(
+                400, messages::action_parameter_not_supported("TransferProtocol " + protocol, kSimpleUpdate));
         }
         // DSP0266: an ImageURI without a scheme takes it from TransferProtocol.
         if (uri.find("://") == std::string::npos) uri = lower_ascii(protocol) + "://" + uri;
@@ -221,10 +229,12 @@ BmcResponse BmcState::simple_update(const BmcRequest& request, const std::string
     const std::string lower = lower_ascii(uri.substr(0, 8));
     const bool http = starts_with(lower, "http://"), https = starts_with(lower, "https://");
     if (!http && !https) {
-        return error_response(400, messages::action_parameter_value_format_error(redact_uri(uri), "ImageURI", kSimpleUpdate));
+        return error_response(
+            400, messages::action_parameter_value_format_error(redact_uri(uri), "ImageURI", kSimpleUpdate));
     }
     if (!protocol.empty() && (protocol == "HTTPS") != https) {
-        return error_response(400, messages::action_parameter_value_not_in_list(protocol, "TransferProtocol", kSimpleUpdate));
+        return error_response(
+            400, messages::action_parameter_value_not_in_list(protocol, "TransferProtocol", kSimpleUpdate));
     }
     UpdateTask task;
     task.kind = "SimpleUpdate";
@@ -282,7 +292,8 @@ BmcResponse BmcState::push_update(const BmcRequest& request) {
     if (mp.has_parameters) {
         auto parsed = parse_json(mp.parameters, JsonLimits{config_.max_body_bytes, 32}, "UpdateParameters");
         if (!parsed) return error_response(400, messages::malformed_json(parsed.error().message));
-        if (!parsed->is_object()) return error_response(400, messages::malformed_json("UpdateParameters is not a JSON object"));
+        if (!parsed->is_object())
+            return error_response(400, messages::malformed_json("UpdateParameters is not a JSON object"));
         params = std::move(*parsed);
     }
     if (mp.file_path.empty()) return error_response(400, messages::action_parameter_missing(kPushUpdate, "UpdateFile"));
@@ -292,7 +303,8 @@ BmcResponse BmcState::push_update(const BmcRequest& request) {
     task.image = mp.file_name.empty() ? "UpdateFile" : mp.file_name;
     if (auto err = read_targets(params, kPushUpdate, &task.requested_targets)) return error_response(400, *err);
     for (const auto& t : task.requested_targets) {
-        if (!store_.resolve(t)) return error_response(400, messages::action_parameter_value_not_in_list(t, "Targets", kPushUpdate));
+        if (!store_.resolve(t))
+            return error_response(400, messages::action_parameter_value_not_in_list(t, "Targets", kPushUpdate));
     }
     if (auto err = read_apply_time(params, kPushUpdate, &task.apply_time)) return error_response(400, *err);
     ReceivedImage image;
@@ -346,7 +358,8 @@ void BmcState::start_task(UpdateTask& task, const ReceivedImage& image, double t
         return;
     }
     task.targets = *targets;
-    for (const auto& target : task.targets) task.messages.push_back(message_json(messages::target_determined(task.image, target)));
+    for (const auto& target : task.targets)
+        task.messages.push_back(message_json(messages::target_determined(task.image, target)));
     task.started = t;
 }
 
@@ -401,13 +414,14 @@ void BmcState::finish_task(UpdateTask& task, double at) {
     }
     // iDRAC applies anything but its own firmware at the next host reset,
     // whatever apply time was asked: the job waits Scheduled.
-    const bool dell_staged = vendor_ == VendorMode::Dell && !std::any_of(task.targets.begin(), task.targets.end(),
-                                                                          [&](const std::string& t) {
-                                                                              return component_class(store_.body(t)) == "bmc";
-                                                                          });
+    const bool dell_staged = vendor_ == VendorMode::Dell &&
+                             !std::any_of(task.targets.begin(), task.targets.end(), [&](const std::string& t) {
+                                 return component_class(store_.body(t)) == "bmc";
+                             });
     if (task.apply_time == "OnReset" || dell_staged) {
         task.scheduled = dell_staged;
-        for (const auto& target : task.targets) task.messages.push_back(message_json(messages::await_to_activate(task.image, target)));
+        for (const auto& target : task.targets)
+            task.messages.push_back(message_json(messages::await_to_activate(task.image, target)));
         pending_updates_.push_back({{"task", task.id},
                                     {"component", task.component},
                                     {"version", task.version},
@@ -415,7 +429,8 @@ void BmcState::finish_task(UpdateTask& task, double at) {
                                     {"targets", task.targets}});
     } else {
         apply_update(task, at);
-        for (const auto& target : task.targets) task.messages.push_back(message_json(messages::update_successful(task.image, target)));
+        for (const auto& target : task.targets)
+            task.messages.push_back(message_json(messages::update_successful(task.image, target)));
     }
     task.outcome = "Completed";
     task.done = true;
@@ -427,9 +442,9 @@ void BmcState::apply_update(const UpdateTask& task, double at) {
     for (const auto& target : task.targets) {
         auto canon = store_.resolve(target);
         if (!canon) continue;
-        VersionChange vc = apply_version(store_, *canon, task.version, [this](const std::string& cur, const std::string& v) {
-            return in_vendor_form(vendor_, cur, v);
-        });
+        VersionChange vc = apply_version(
+            store_, *canon, task.version,
+            [this](const std::string& cur, const std::string& v) { return in_vendor_form(vendor_, cur, v); });
         for (auto& [uri, body] : vc.bodies) change(uri, std::move(body));
         bmc = bmc || vc.bmc;
     }
@@ -549,7 +564,8 @@ std::optional<BmcResponse> BmcState::dell_job_action(const BmcRequest& request, 
     if (!body) return refusal;
     if (!body->contains("JobID")) return error_response(400, messages::action_parameter_missing(action, "JobID"));
     if (!(*body)["JobID"].is_string())
-        return error_response(400, messages::action_parameter_value_not_in_list((*body)["JobID"].dump(), "JobID", action));
+        return error_response(400,
+                              messages::action_parameter_value_not_in_list((*body)["JobID"].dump(), "JobID", action));
     const std::string job = (*body)["JobID"].get<std::string>();
     const bool all = job == "JID_CLEARALL" || job == "JID_CLEARALL_FORCE";
     const double t = now();
@@ -563,8 +579,7 @@ std::optional<BmcResponse> BmcState::dell_job_action(const BmcRequest& request, 
         if (!task.done && (state == "Running" || state == "New") && job != "JID_CLEARALL_FORCE") continue;
         deleted.push_back(task.id);
     }
-    if (!all && !found)
-        return error_response(400, messages::action_parameter_value_not_in_list(job, "JobID", action));
+    if (!all && !found) return error_response(400, messages::action_parameter_value_not_in_list(job, "JobID", action));
     auto gone = [&](const std::string& id) { return std::find(deleted.begin(), deleted.end(), id) != deleted.end(); };
     tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(), [&](const UpdateTask& task) { return gone(task.id); }),
                  tasks_.end());

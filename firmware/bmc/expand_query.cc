@@ -57,7 +57,10 @@ std::variant<ExpandRequest, ExpandRefusal> parse_expand(const std::string& value
     ExpandRequest req;
     if (value.empty()) return malformed(value);
     req.kind = value[0];
-    const char* needs = req.kind == '*' ? "ExpandAll" : req.kind == '.' ? "NoLinks" : req.kind == '~' ? "Links" : nullptr;
+    const char* needs = req.kind == '*'   ? "ExpandAll"
+                        : req.kind == '.' ? "NoLinks"
+                        : req.kind == '~' ? "Links"
+                                          : nullptr;
     if (!needs) return malformed(value);
     if (!offered(*features, needs)) return ExpandRefusal{501, messages::query_not_supported()};
     std::string rest = value.substr(1);
@@ -76,8 +79,8 @@ std::variant<ExpandRequest, ExpandRefusal> parse_expand(const std::string& value
     if (features->contains("MaxLevels") && (*features)["MaxLevels"].is_number_integer())
         max_levels = (*features)["MaxLevels"].get<int>();
     if (req.levels < 1 || req.levels > max_levels)
-        return ExpandRefusal{400, messages::query_parameter_out_of_range(digits, "$levels",
-                                                                         "1 to " + std::to_string(max_levels))};
+        return ExpandRefusal{
+            400, messages::query_parameter_out_of_range(digits, "$levels", "1 to " + std::to_string(max_levels))};
     return req;
 }
 

@@ -73,13 +73,20 @@ Status FaultInjector::update(const nlohmann::json& patch) {
     FaultSettings next = now_;
     for (const auto& [key, value] : patch.items()) {
         unsigned* counter = nullptr;
-        if (key == "latency_ms") counter = &next.latency_ms;
-        else if (key == "unavailable_requests") counter = &next.unavailable_requests;
-        else if (key == "retry_after_s") counter = &next.retry_after_s;
-        else if (key == "drop_connections") counter = &next.drop_connections;
-        else if (key == "fail_tasks") counter = &next.fail_tasks;
-        else if (key == "restart_mid_update") counter = &next.restart_mid_update;
-        else if (key == "purge_tasks") counter = &next.purge_tasks;
+        if (key == "latency_ms")
+            counter = &next.latency_ms;
+        else if (key == "unavailable_requests")
+            counter = &next.unavailable_requests;
+        else if (key == "retry_after_s")
+            counter = &next.retry_after_s;
+        else if (key == "drop_connections")
+            counter = &next.drop_connections;
+        else if (key == "fail_tasks")
+            counter = &next.fail_tasks;
+        else if (key == "restart_mid_update")
+            counter = &next.restart_mid_update;
+        else if (key == "purge_tasks")
+            counter = &next.purge_tasks;
         else if (key == "session_limit") {
             if (value.is_null()) {
                 next.session_limit.reset();

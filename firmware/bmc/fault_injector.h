@@ -23,7 +23,7 @@ struct FaultSettings {
     unsigned drop_connections = 0;
     unsigned fail_tasks = 0;
     unsigned restart_mid_update = 0;
-    unsigned purge_tasks = 0;  // the next N update tasks vanish (404) once polled
+    unsigned purge_tasks = 0;             // the next N update tasks vanish (404) once polled
     std::optional<size_t> session_limit;  // unset: the BMC's configured limit
 };
 

@@ -19,7 +19,8 @@ Result<ImageHeader> parse_image_header(std::string_view head) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::string magic = "KILN-FW ";
     auto bad = [] {
-        return make_error("bmc", "bmc.image_not_kiln", "the image does not start with \"KILN-FW <component> <version>\"");
+        return make_error("bmc", "bmc.image_not_kiln",
+                          "the image does not start with \"KILN-FW <component> <version>\"");
     };
     if (line.compare(0, magic.size(), magic) != 0) return bad();
     std::string rest = line.substr(magic.size());
@@ -62,14 +63,17 @@ ImageSink::~ImageSink() {
 Result<ImageSink> ImageSink::create(const std::string& dir, size_t max_bytes) {
     std::string tmpl = dir + "/kiln-bmc-image-XXXXXX";
     int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-    if (fd < 0) return make_error("bmc", "bmc.spool_failed", "cannot create a spool file in " + dir + ": " + std::strerror(errno));
+    if (fd < 0)
+        return make_error("bmc", "bmc.spool_failed",
+                          "cannot create a spool file in " + dir + ": " + std::strerror(errno));
     return ImageSink(tmpl, fd, max_bytes);
 }
 
 Status ImageSink::write(const char* data, size_t n) {
     if (too_large_ || size_ + n > max_bytes_) {
         too_large_ = true;
-        return make_error("bmc", "bmc.image_too_large", "the image is larger than " + std::to_string(max_bytes_) + " bytes");
+        return make_error("bmc", "bmc.image_too_large",
+                          "the image is larger than " + std::to_string(max_bytes_) + " bytes");
     }
     if (head_.size() < kHeadBytes && head_.find('\n') == std::string::npos) {
         head_.append(data, std::min(n, kHeadBytes - head_.size()));

@@ -157,7 +157,8 @@ Result<std::vector<std::string>> update_targets(const ResourceStore& store, cons
                     break;
                 }
             }
-            if (found.empty()) return make_error("bmc", "bmc.target_unknown", "target " + t + " has no " + cls + " firmware");
+            if (found.empty())
+                return make_error("bmc", "bmc.target_unknown", "target " + t + " has no " + cls + " firmware");
             member = found;
         } else if (std::find(members.begin(), members.end(), member) == members.end()) {
             return make_error("bmc", "bmc.target_unknown", "target " + t + " is not a FirmwareInventory member");
@@ -172,9 +173,7 @@ Result<std::vector<std::string>> update_targets(const ResourceStore& store, cons
 
 VersionChange apply_version(const ResourceStore& store, const std::string& member, const std::string& version,
                             const VersionForm& form) {
-    auto written = [&](const json& body, const char* key) {
-        return form ? form(str(body, key), version) : version;
-    };
+    auto written = [&](const json& body, const char* key) { return form ? form(str(body, key), version) : version; };
     VersionChange out;
     json body = store.body(member);
     body["Version"] = written(body, "Version");

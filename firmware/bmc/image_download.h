@@ -19,8 +19,8 @@ struct DownloadOptions {
     std::string spool_dir;
     std::string ca_bundle;  // "" = system store
     bool verify_tls = true;
-    std::string user;       // Basic auth to the image server when not empty
-    std::string password;   // never logged
+    std::string user;      // Basic auth to the image server when not empty
+    std::string password;  // never logged
 };
 
 // Errors (domain "bmc"): "bmc.image_uri_unsupported", "bmc.download_failed" (the

@@ -17,8 +17,8 @@
 #include "firmware/bmc/bmc_state.h"
 #include "firmware/bmc/libvirt_power.h"
 #include "firmware/bmc/mockup_tree.h"
-#include "provisioner/core/host_port.h"
 #include "firmware/bmc/tls_certificate.h"
+#include "provisioner/core/host_port.h"
 #include "provisioner/core/secret.h"
 #include "provisioner/net/mhd_event_loop.h"
 
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     int threads = 0;
     size_t session_limit = 8;
     std::string listen, state_file, spool_dir, image_ca;
-    double task_seconds = 5, restart_seconds = 1, post_seconds = 0, reset_task_seconds = 0, media_task_seconds = 0, image_timeout = 300;
+    double task_seconds = 5, restart_seconds = 1, post_seconds = 0, reset_task_seconds = 0, media_task_seconds = 0,
+           image_timeout = 300;
     size_t image_max_bytes = size_t(1) << 30;
     bool image_insecure = false;
     kiln::bmc::FaultSettings faults;
@@ -106,8 +107,9 @@ int main(int argc, char** argv) {
     app.add_option("--fault-purge-tasks", faults.purge_tasks,
                    "the next N update tasks vanish (404) once a client polled them");
     std::string vendor;
-    app.add_option("--vendor", vendor, "serve as this vendor's BMC: dell, hpe, supermicro, lenovo, openbmc, ami, "
-                                       "generic (default: read from the tree)")
+    app.add_option("--vendor", vendor,
+                   "serve as this vendor's BMC: dell, hpe, supermicro, lenovo, openbmc, ami, "
+                   "generic (default: read from the tree)")
         ->check(CLI::IsMember({"dell", "hpe", "supermicro", "lenovo", "openbmc", "ami", "generic"}));
     std::vector<int> fault_bmcs;
     app.add_option("--fault-bmcs", fault_bmcs, "the --fault-* flags apply to these BMC indexes only (default: all)")
@@ -173,8 +175,10 @@ int main(int argc, char** argv) {
         if (ec) return fail("cannot create " + state_dir + ": " + ec.message());
     }
     if (spool_dir.empty()) {
-        if (!state_dir.empty()) spool_dir = state_dir;
-        else if (!state_file.empty()) spool_dir = std::filesystem::path(state_file).parent_path().string();
+        if (!state_dir.empty())
+            spool_dir = state_dir;
+        else if (!state_file.empty())
+            spool_dir = std::filesystem::path(state_file).parent_path().string();
         if (spool_dir.empty()) spool_dir = std::filesystem::temp_directory_path().string();
     }
     std::shared_ptr<kiln::bmc::PowerBackend> power;
@@ -198,8 +202,8 @@ int main(int argc, char** argv) {
     if (!loop) return fail(loop.error().message);
 
     // One template for every BMC: they share the tree's bodies.
-    const auto base = kiln::bmc::BmcState::prepare(
-        *tree, vendor.empty() ? std::nullopt : kiln::bmc::vendor_mode_from_name(vendor));
+    const auto base =
+        kiln::bmc::BmcState::prepare(*tree, vendor.empty() ? std::nullopt : kiln::bmc::vendor_mode_from_name(vendor));
     std::vector<std::unique_ptr<kiln::bmc::BmcState>> states;
     std::vector<std::unique_ptr<kiln::bmc::BmcServer>> servers;
     for (int i = 0; i < count; ++i) {

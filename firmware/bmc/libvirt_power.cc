@@ -20,7 +20,8 @@ void quiet(void*, virErrorPtr) {}
 Result<std::shared_ptr<LibvirtPower>> LibvirtPower::connect(const std::string& uri, const std::string& domain) {
     virSetErrorFunc(nullptr, &quiet);
     virConnectPtr conn = virConnectOpen(uri.c_str());
-    if (!conn) return make_error("bmc", "bmc.libvirt_connect", "cannot connect to libvirt at " + uri + ": " + last_error());
+    if (!conn)
+        return make_error("bmc", "bmc.libvirt_connect", "cannot connect to libvirt at " + uri + ": " + last_error());
     virDomainPtr dom = virDomainLookupByName(conn, domain.c_str());
     if (!dom) {
         const std::string why = last_error();
@@ -66,8 +67,10 @@ Status LibvirtPower::reset(const std::string& type) {
     const char* what = "";
     if (type == "On" || type == "ForceOn") {
         what = "start";
-        if (paused) rc = virDomainResume(dom_);
-        else if (!running) rc = virDomainCreate(dom_);
+        if (paused)
+            rc = virDomainResume(dom_);
+        else if (!running)
+            rc = virDomainCreate(dom_);
     } else if (type == "ForceOff") {
         what = "destroy";
         if (running || paused) rc = virDomainDestroy(dom_);
@@ -96,7 +99,8 @@ Status LibvirtPower::reset(const std::string& type) {
         return make_error("bmc", "bmc.libvirt_failed", "ResetType " + type + " has no libvirt equivalent");
     }
     if (rc != 0) {
-        return make_error("bmc", "bmc.libvirt_failed", std::string("cannot ") + what + " domain " + name_ + ": " + last_error());
+        return make_error("bmc", "bmc.libvirt_failed",
+                          std::string("cannot ") + what + " domain " + name_ + ": " + last_error());
     }
     return ok_status();
 }

@@ -169,8 +169,7 @@ RedfishMessage internal_error(const std::string& detail) {
 
 RedfishMessage service_temporarily_unavailable(unsigned retry_after_s) {
     const std::string s = std::to_string(retry_after_s);
-    return base("ServiceTemporarilyUnavailable",
-                "The service is temporarily unavailable.  Retry in " + s + " seconds.",
+    return base("ServiceTemporarilyUnavailable", "The service is temporarily unavailable.  Retry in " + s + " seconds.",
                 "Wait for the indicated retry duration and retry the operation.", {s});
 }
 
@@ -190,14 +189,15 @@ RedfishMessage action_parameter_value_format_error(const std::string& value, con
 }
 
 RedfishMessage action_parameter_not_supported(const std::string& parameter, const std::string& action) {
-    return base("ActionParameterNotSupported",
-                "The parameter " + parameter + " for the action " + action + " is not supported on the target resource.",
-                "Remove the parameter supplied and resubmit the request if the operation failed.", {parameter, action});
+    return base(
+        "ActionParameterNotSupported",
+        "The parameter " + parameter + " for the action " + action + " is not supported on the target resource.",
+        "Remove the parameter supplied and resubmit the request if the operation failed.", {parameter, action});
 }
 
 namespace {
-RedfishMessage update(const std::string& name, std::string text, std::string resolution,
-                      std::vector<std::string> args, std::string severity) {
+RedfishMessage update(const std::string& name, std::string text, std::string resolution, std::vector<std::string> args,
+                      std::string severity) {
     RedfishMessage m{"Update.1.0." + name, std::move(text), std::move(resolution), std::move(args)};
     m.severity = std::move(severity);
     return m;
@@ -212,8 +212,8 @@ RedfishMessage update_successful(const std::string& image, const std::string& ta
 RedfishMessage await_to_activate(const std::string& image, const std::string& target) {
     return update("AwaitToActivate",
                   "Awaiting for an action to proceed with activating image '" + image + "' on '" + target + "'.",
-                  "Perform the requested action to advance the update operation (reset the system).",
-                  {image, target}, "OK");
+                  "Perform the requested action to advance the update operation (reset the system).", {image, target},
+                  "OK");
 }
 
 RedfishMessage transfer_failed(const std::string& image, const std::string& detail) {

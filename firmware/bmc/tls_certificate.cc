@@ -76,8 +76,8 @@ Result<TlsFiles> ensure_self_signed(const std::string& dir, const std::string& b
         X509_set_pubkey(cert.get(), key.get());
         X509_NAME* name = X509_get_subject_name(cert.get());
         X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("kiln"), -1, -1, 0);
-        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("kiln-bmc"), -1,
-                                   -1, 0);
+        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("kiln-bmc"), -1, -1,
+                                   0);
         X509_set_issuer_name(cert.get(), name);
         std::string san = "IP:127.0.0.1,DNS:localhost";
         in_addr a{};

@@ -28,7 +28,9 @@ TaskProgress progress_at(const UpdateTask& task, double now) {
     return {"Running", std::clamp(pct, 1, 99)};
 }
 
-bool follows_only(const UpdateTask& task) { return task.kind == kResetTaskKind || !task.payload.empty(); }
+bool follows_only(const UpdateTask& task) {
+    return task.kind == kResetTaskKind || !task.payload.empty();
+}
 
 json task_view(const UpdateTask& task, double now, const std::string& task_uri, const std::string& monitor_uri) {
     const TaskProgress p = progress_at(task, now);
@@ -50,9 +52,9 @@ json task_view(const UpdateTask& task, double now, const std::string& task_uri, 
           {"JsonBody", task.kind == kResetTaskKind ? json{{"ResetType", task.reset_type}}.dump()
                        : !task.payload.empty()     ? task.payload
                                                    : json{{"ImageURI", task.image},
-                                                          {"Targets", task.requested_targets},
-                                                          {"@Redfish.OperationApplyTime", task.apply_time}}
-                                                         .dump()}}},
+                                                      {"Targets", task.requested_targets},
+                                                      {"@Redfish.OperationApplyTime", task.apply_time}}
+                                                     .dump()}}},
         {"Messages", task.messages},
     };
     if (task.done) body["EndTime"] = iso8601(task.ended);
@@ -85,7 +87,9 @@ json dell_job_view(const UpdateTask& t, double now, const std::string& job_uri) 
                  {"Name", "Firmware Update: " + (t.component.empty() ? std::string("(image)") : t.component)},
                  {"JobType", "FirmwareUpdate"},
                  {"JobState", state},
-                 {"PercentComplete", state == "Completed" ? 100 : state == "Scheduled" ? 0 : progress_at(t, now).percent},
+                 {"PercentComplete", state == "Completed"   ? 100
+                                     : state == "Scheduled" ? 0
+                                                            : progress_at(t, now).percent},
                  {"Message", dell_job_message(t, state)},
                  {"StartTime", iso8601(t.created)}};
     if (t.done && !t.scheduled) body["CompletionTime"] = iso8601(t.ended);
@@ -160,7 +164,8 @@ Result<UpdateTask> update_task_from_json(const json& j) {
         t.sha256 = j.at("sha256").get<std::string>();
         t.targets = j.at("targets").get<std::vector<std::string>>();
     } catch (const json::exception& e) {
-        return make_error("bmc", "bmc.state_malformed", std::string("an update task in the state file is malformed: ") + e.what());
+        return make_error("bmc", "bmc.state_malformed",
+                          std::string("an update task in the state file is malformed: ") + e.what());
     }
     return t;
 }

@@ -40,9 +40,9 @@ struct UpdateTask {
     bool fail = false;         // fault: ends in Exception
     bool restart_mid = false;  // fault: the BMC restarts half way
     bool restarted = false;
-    bool done = false;     // the end was reached and its effects applied
+    bool done = false;  // the end was reached and its effects applied
     double ended = -1;
-    std::string outcome;   // "Completed" or "Exception" once done
+    std::string outcome;  // "Completed" or "Exception" once done
     // Dell: done with the transfer, the update waits for the next host
     // reset (the task stays Running, its job Scheduled).
     bool scheduled = false;

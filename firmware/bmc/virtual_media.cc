@@ -55,8 +55,9 @@ std::optional<RedfishMessage> insert_media(json& body, const json& params) {
         }
     }
     for (const auto& [key, value] : params.items()) {
-        static const std::vector<std::string> known = {"Image", "Inserted", "WriteProtected", "TransferProtocolType",
-                                                       "TransferMethod", "UserName", "Password", "MediaType"};
+        static const std::vector<std::string> known = {
+            "Image",          "Inserted", "WriteProtected", "TransferProtocolType",
+            "TransferMethod", "UserName", "Password",       "MediaType"};
         if (std::find(known.begin(), known.end(), key) == known.end()) {
             return messages::action_parameter_not_supported(key, kInsert);
         }

@@ -88,7 +88,9 @@ BmcSession::BmcSession(net::HttpClient& http, Endpoint endpoint, SessionOptions 
     }
 }
 
-BmcSession::~BmcSession() { logout(); }
+BmcSession::~BmcSession() {
+    logout();
+}
 
 std::string BmcSession::token_for_leak_check() const {
     std::lock_guard<std::mutex> lock(auth_mu_);
@@ -146,8 +148,7 @@ bool BmcSession::is_busy(const Response& r, const RequestSpec& spec) const {
 milliseconds BmcSession::retry_delay(const Response* r, int attempt) {
     if (r) {
         std::string ra = r->header("Retry-After");
-        if (!ra.empty() && std::all_of(ra.begin(), ra.end(), [](char c) { return std::isdigit(c); }) &&
-            ra.size() < 9) {
+        if (!ra.empty() && std::all_of(ra.begin(), ra.end(), [](char c) { return std::isdigit(c); }) && ra.size() < 9) {
             milliseconds d(std::stoll(ra) * 1000);
             return std::min(d, options_.max_retry_after);
         }
@@ -218,17 +219,19 @@ Result<Response> BmcSession::exchange(const RequestSpec& spec, const std::string
             resp.raw = std::move(sent->body);
             if (!resp.raw.empty()) {
                 auto parsed = parse_json(resp.raw, spec.method + " " + path, options_.json);
-                if (parsed) resp.body = std::move(*parsed);
-                else if (resp.ok()) return parsed.error();
+                if (parsed)
+                    resp.body = std::move(*parsed);
+                else if (resp.ok())
+                    return parsed.error();
             }
             if (resp.status >= 300 && resp.status < 400 && resp.status != 304) {
                 std::string loc = resp.header("Location");
                 auto target = net::split_url(absolute(loc));
                 if (!target || !iequals(target->host, host_))
-                    return make_error("redfish", "redfish.redirect",
-                                      fmt::format("{} {}: HTTP {} redirect to another host ({}) refused", spec.method,
-                                                  path, resp.status,
-                                                  target ? target->host : std::string("unparsable Location")));
+                    return make_error(
+                        "redfish", "redfish.redirect",
+                        fmt::format("{} {}: HTTP {} redirect to another host ({}) refused", spec.method, path,
+                                    resp.status, target ? target->host : std::string("unparsable Location")));
                 if (spec.method != "GET" || attempt >= max_attempts)
                     return make_error("redfish", "redfish.redirect",
                                       fmt::format("{} {}: HTTP {} redirect to {} not followed", spec.method, path,
@@ -280,9 +283,9 @@ Status BmcSession::login(const Waiter& wait, std::atomic<long>* counter) {
         return ok_status();
     }
     if (l->status == 401 || l->status == 403)
-        return make_error("redfish", "redfish.auth",
-                          fmt::format("POST {}: HTTP {}: the BMC refused user '{}'", sessions_uri, l->status,
-                                      endpoint_.user));
+        return make_error(
+            "redfish", "redfish.auth",
+            fmt::format("POST {}: HTTP {}: the BMC refused user '{}'", sessions_uri, l->status, endpoint_.user));
     if (!l->ok())
         return make_error("redfish", "redfish.status",
                           fmt::format("POST {}: login failed with HTTP {}{}", sessions_uri, l->status,
@@ -351,7 +354,8 @@ void BmcSession::logout() {
         RequestSpec del{.method = "DELETE", .uri = session_uri_};
         del.timeout = milliseconds(10000);
         // One try: a BMC that is down ends the session by its idle timeout.
-        auto r = exchange(del, token_, false, [](milliseconds) { return false; }, 1);
+        auto r = exchange(
+            del, token_, false, [](milliseconds) { return false; }, 1);
         if (r) {
             std::lock_guard<std::mutex> st(stats_mu_);
             ++stats_.logouts;

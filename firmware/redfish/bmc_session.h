@@ -35,7 +35,7 @@
 namespace kiln::redfish {
 
 struct Endpoint {
-    std::string url;       // "https://10.0.0.5" or "http://127.0.0.1:8000"; only the origin is used
+    std::string url;  // "https://10.0.0.5" or "http://127.0.0.1:8000"; only the origin is used
     std::string user;
     std::string password;  // the resolved value; never printed
     net::TlsOptions tls;
@@ -48,7 +48,7 @@ struct SessionOptions {
     std::chrono::milliseconds backoff_initial{500};
     std::chrono::milliseconds backoff_max{20000};
     std::chrono::milliseconds max_retry_after{120000};  // a longer Retry-After is cut to this
-    int max_in_flight = 4;                             // requests to this BMC at once
+    int max_in_flight = 4;                              // requests to this BMC at once
     size_t max_response = 16u << 20;
     JsonLimits json;
     // MessageIds (substring match) that mean "busy, try again" whatever the
@@ -68,10 +68,10 @@ struct Response {
     std::string method;
     std::string uri;  // service-relative path
     std::vector<std::pair<std::string, std::string>> headers;
-    std::string raw;            // the body as received
-    nlohmann::json body;        // parsed body; null when empty or not JSON
+    std::string raw;      // the body as received
+    nlohmann::json body;  // parsed body; null when empty or not JSON
     std::string header(const std::string& name) const;
-    std::string etag() const;   // the ETag header, else the body's @odata.etag
+    std::string etag() const;  // the ETag header, else the body's @odata.etag
     JsonView view() const { return JsonView(body, method + " " + uri); }
     // "Base.1.0.ResourceMissingAtURI, ..." from error / @Message.ExtendedInfo.
     std::string message_ids() const;

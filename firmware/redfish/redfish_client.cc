@@ -27,7 +27,8 @@ std::string expand_query_for(const json& root) {
 }
 
 Client::Client(std::shared_ptr<BmcSession> session, Waiter wait, RequestCounter counter)
-    : session_(std::move(session)), wait_(std::move(wait)),
+    : session_(std::move(session)),
+      wait_(std::move(wait)),
       counter_(counter ? std::move(counter) : std::make_shared<std::atomic<long>>(0)) {}
 
 Result<Response> Client::send(RequestSpec spec) {
@@ -35,7 +36,9 @@ Result<Response> Client::send(RequestSpec spec) {
     return session_->request(spec, wait_);
 }
 
-Result<Response> Client::get_any(const std::string& uri) { return send(RequestSpec{.method = "GET", .uri = uri}); }
+Result<Response> Client::get_any(const std::string& uri) {
+    return send(RequestSpec{.method = "GET", .uri = uri});
+}
 
 Result<std::vector<Client::Member>> Client::members(const std::string& collection_uri) {
     Result<Response> coll = make_error("redfish", "redfish.status", "unread");
@@ -103,8 +106,10 @@ Result<Response> Client::patch(const std::string& uri, const json& body, std::st
         spec.body = body.dump();
         // If-Match makes a PATCH safe to resend: a second copy finds the ETag
         // changed. Without one, do not resend after it may have landed.
-        if (!etag.empty()) spec.headers.emplace_back("If-Match", etag);
-        else spec.idempotent = false;
+        if (!etag.empty())
+            spec.headers.emplace_back("If-Match", etag);
+        else
+            spec.idempotent = false;
         auto r = send(spec);
         if (!r) return r;
         if ((r->status != 412 && r->status != 428) || round == 1) return r;

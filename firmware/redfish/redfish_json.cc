@@ -22,15 +22,23 @@ std::string escape_key(std::string_view key) {
 
 const char* json_type_name(const json& value) {
     switch (value.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::object: return "an object";
-        case json::value_t::array: return "an array";
-        case json::value_t::string: return "a string";
-        case json::value_t::boolean: return "a boolean";
+        case json::value_t::null:
+            return "null";
+        case json::value_t::object:
+            return "an object";
+        case json::value_t::array:
+            return "an array";
+        case json::value_t::string:
+            return "a string";
+        case json::value_t::boolean:
+            return "a boolean";
         case json::value_t::number_integer:
-        case json::value_t::number_unsigned: return "an integer";
-        case json::value_t::number_float: return "a number";
-        default: return "an unknown value";
+        case json::value_t::number_unsigned:
+            return "an integer";
+        case json::value_t::number_float:
+            return "a number";
+        default:
+            return "an unknown value";
     }
 }
 
@@ -94,11 +102,12 @@ std::string clip_utf8(std::string_view text, size_t max_bytes) {
     return std::string(text.substr(0, end)) + "...";
 }
 
-std::string JsonView::child_pointer(std::string_view key) const { return pointer_ + "/" + escape_key(key); }
+std::string JsonView::child_pointer(std::string_view key) const {
+    return pointer_ + "/" + escape_key(key);
+}
 
 Error JsonView::missing(std::string_view key) const {
-    return make_error("redfish", "redfish.missing",
-                      fmt::format("{}: {}: missing", resource_, child_pointer(key)));
+    return make_error("redfish", "redfish.missing", fmt::format("{}: {}: missing", resource_, child_pointer(key)));
 }
 
 Error JsonView::wrong_type(const std::string& expected) const {
@@ -141,8 +150,7 @@ Result<std::vector<JsonView>> JsonView::array() const {
     if (!v_->is_array()) return wrong_type("an array");
     std::vector<JsonView> out;
     out.reserve(v_->size());
-    for (size_t i = 0; i < v_->size(); ++i)
-        out.emplace_back((*v_)[i], resource_, pointer_ + "/" + std::to_string(i));
+    for (size_t i = 0; i < v_->size(); ++i) out.emplace_back((*v_)[i], resource_, pointer_ + "/" + std::to_string(i));
     return out;
 }
 

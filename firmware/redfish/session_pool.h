@@ -14,7 +14,8 @@ namespace kiln::redfish {
 
 class SessionPool {
 public:
-    explicit SessionPool(net::HttpClient& http, SessionOptions options = {}) : http_(http), options_(std::move(options)) {}
+    explicit SessionPool(net::HttpClient& http, SessionOptions options = {})
+        : http_(http), options_(std::move(options)) {}
     ~SessionPool();  // logs every session out
 
     // The session for this endpoint, created on first use. A changed

@@ -29,8 +29,8 @@ TaskPhase task_phase(const std::string& raw_state, const std::string& raw_status
                                     "cancelling", "service",  "suspended", "interrupted"};
     for (const char* s : running)
         if (state == s) return TaskPhase::Running;
-    if (state == "completed") return (status.empty() || status == "ok" || status == "warning") ? TaskPhase::Succeeded
-                                                                                              : TaskPhase::Failed;
+    if (state == "completed")
+        return (status.empty() || status == "ok" || status == "warning") ? TaskPhase::Succeeded : TaskPhase::Failed;
     // Dell: the update is staged and waits for a host reboot. Not a failure:
     // the caller resets the host and reads the version back.
     if (state == "scheduled") return TaskPhase::Succeeded;
@@ -135,11 +135,11 @@ Status TaskPoll::step(Client& client) {
     const std::string& uri = result_.monitor;
     next_ = milliseconds(0);
     if (Clock::now() >= deadline_)
-        return make_error("redfish", "redfish.task_timeout",
-                          fmt::format("task {}: still {} after {} s{}", uri, result_.state,
-                                      options_.timeout.count() / 1000,
-                                      last_error_.empty() ? "" : " (last error: " + last_error_ + ")"),
-                          true);
+        return make_error(
+            "redfish", "redfish.task_timeout",
+            fmt::format("task {}: still {} after {} s{}", uri, result_.state, options_.timeout.count() / 1000,
+                        last_error_.empty() ? "" : " (last error: " + last_error_ + ")"),
+            true);
     next_ = options_.poll_interval;
     ++result_.polls;
     auto r = client.get_any(uri);
@@ -210,10 +210,10 @@ Status TaskPoll::step(Client& client) {
         done_ = true;
         return ok_status();
     }
-    return make_error("redfish", "redfish.task_failed",
-                      fmt::format("task {}: {}{}{}", uri, state,
-                                  result_.status.empty() ? "" : " with status " + result_.status,
-                                  result_.messages.empty() ? "" : ": " + join(result_.messages)));
+    return make_error(
+        "redfish", "redfish.task_failed",
+        fmt::format("task {}: {}{}{}", uri, state, result_.status.empty() ? "" : " with status " + result_.status,
+                    result_.messages.empty() ? "" : ": " + join(result_.messages)));
 }
 
 milliseconds TaskPoll::paced(milliseconds floor, int percent) {
@@ -236,10 +236,17 @@ json TaskPoll::save() const {
     const auto since = [](Clock::time_point t) {
         return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
     };
-    return json{{"monitor", result_.monitor}, {"state", result_.state},       {"status", result_.status},
-                {"messages", result_.messages}, {"polls", result_.polls},     {"final_body", result_.final_body},
-                {"deadline_ms", since(deadline_)}, {"last_error", last_error_}, {"done", done_},
-                {"first_percent", first_percent_}, {"first_seen_ms", since(first_seen_)}};
+    return json{{"monitor", result_.monitor},
+                {"state", result_.state},
+                {"status", result_.status},
+                {"messages", result_.messages},
+                {"polls", result_.polls},
+                {"final_body", result_.final_body},
+                {"deadline_ms", since(deadline_)},
+                {"last_error", last_error_},
+                {"done", done_},
+                {"first_percent", first_percent_},
+                {"first_seen_ms", since(first_seen_)}};
 }
 
 Result<TaskPoll> TaskPoll::restore(const json& saved, const TaskOptions& options) {
@@ -339,9 +346,9 @@ Result<bool> poll_dell_job(Client& client, const std::string& job_uri, const Tas
     if (!message.empty() || !id.empty())
         result.messages.push_back(id.empty() ? message : message.empty() ? id : id + ": " + message);
     if (phase == JobPhase::Completed) return true;
-    return make_error("redfish", "redfish.task_failed",
-                      fmt::format("job {}: {}{}", job_uri, state,
-                                  result.messages.empty() ? "" : ": " + join(result.messages)));
+    return make_error(
+        "redfish", "redfish.task_failed",
+        fmt::format("job {}: {}{}", job_uri, state, result.messages.empty() ? "" : ": " + join(result.messages)));
 }
 
 Error job_timeout_error(const std::string& job_uri, const std::string& state, milliseconds timeout,

@@ -59,12 +59,12 @@ struct TaskOptions {
 };
 
 struct TaskResult {
-    std::string monitor;           // the URI polled
+    std::string monitor;  // the URI polled
     std::string state = "Completed";
-    std::string status;            // TaskStatus, "" when the BMC gave none
+    std::string status;                 // TaskStatus, "" when the BMC gave none
     std::vector<std::string> messages;  // MessageIds (and Message texts) seen at the end
     int polls = 0;
-    nlohmann::json final_body;     // the last body (the operation's result when the monitor returned it)
+    nlohmann::json final_body;  // the last body (the operation's result when the monitor returned it)
 };
 
 // One task followed a poll at a time, for callers that park between polls
@@ -102,8 +102,8 @@ private:
     TaskResult result_;
     std::chrono::milliseconds next_{0};
     Clock::time_point deadline_;
-    int first_percent_ = -1;         // the first PercentComplete in (0, 100) seen
-    Clock::time_point first_seen_;   // ... and when
+    int first_percent_ = -1;        // the first PercentComplete in (0, 100) seen
+    Clock::time_point first_seen_;  // ... and when
     std::string last_error_;
     bool done_ = false;
 };

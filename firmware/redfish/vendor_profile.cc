@@ -54,9 +54,15 @@ VendorProfile make_hpe() {
     p.bios = {
         {"sriov", {"Sriov"}},
         {"iommu", {"ProcAmdIoVt", "IntelProcVtd"}},
-        {"acs", {"PcieAcs", "AcsControl"}, "Enabled", "Disabled",
+        {"acs",
+         {"PcieAcs", "AcsControl"},
+         "Enabled",
+         "Disabled",
          "this BMC lists no ACS attribute (some iLO BIOSes do not expose one)"},
-        {"above_4g_decoding", {"Above4GDecoding", "MmioAbove4Gb"}, "Enabled", "Disabled",
+        {"above_4g_decoding",
+         {"Above4GDecoding", "MmioAbove4Gb"},
+         "Enabled",
+         "Disabled",
          "this BMC lists no above-4G attribute (some iLO BIOSes do not expose one)"},
     };
     p.update_without_task_monitor = true;
@@ -83,8 +89,10 @@ VendorProfile make_lenovo() {
     p.name = "lenovo";
     p.bios = {
         {"sriov", {"SystemOobCustom_SRIOV", "DevicesandIOPorts_SRIOV", "PCIConfiguration_SRIOV"}, "Enable", "Disable"},
-        {"iommu", {"Processors_IntelVirtualizationTechnologyforDirectedIO", "Processors_IOMMU", "Processors_VTd"},
-         "Enable", "Disable"},
+        {"iommu",
+         {"Processors_IntelVirtualizationTechnologyforDirectedIO", "Processors_IOMMU", "Processors_VTd"},
+         "Enable",
+         "Disable"},
         {"acs", {"DevicesandIOPorts_PCIeACS", "Processors_ACS"}, "Enable", "Disable"},
         {"above_4g_decoding", {"DevicesandIOPorts_MMIOAbove4GB", "Memory_MMIOAbove4GB"}, "Enable", "Disable"},
     };
@@ -123,7 +131,7 @@ std::optional<Vendor> from_text(const std::string& text) {
 
 const VendorProfile& profile_for(Vendor vendor) {
     static const std::map<Vendor, VendorProfile> profiles = {
-        {Vendor::Generic, make_generic()}, {Vendor::Dell, make_dell()},     {Vendor::Hpe, make_hpe()},
+        {Vendor::Generic, make_generic()},       {Vendor::Dell, make_dell()},     {Vendor::Hpe, make_hpe()},
         {Vendor::Supermicro, make_supermicro()}, {Vendor::Lenovo, make_lenovo()}, {Vendor::OpenBmc, make_openbmc()},
     };
     return profiles.at(vendor);

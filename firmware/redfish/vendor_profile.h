@@ -34,8 +34,8 @@ namespace kiln::redfish {
 enum class Vendor { Generic, Dell, Hpe, Supermicro, Lenovo, OpenBmc };
 
 struct BiosIntentMapping {
-    std::string intent;               // sriov | iommu | acs | above_4g_decoding
-    std::vector<std::string> names;   // candidates: the first the BMC has wins
+    std::string intent;              // sriov | iommu | acs | above_4g_decoding
+    std::vector<std::string> names;  // candidates: the first the BMC has wins
     std::string on = "Enabled";
     std::string off = "Disabled";
     // Why a BMC of this vendor may lack the setting (the intent is then
@@ -48,9 +48,9 @@ struct VendorProfile {
     std::string name;  // "generic", "dell", "hpe", "supermicro", "lenovo", "openbmc"
     std::vector<BiosIntentMapping> bios;
     std::string settings_fallback_suffix;  // Lenovo: "/Pending"
-    bool multipart_only = false;      // never SimpleUpdate, even when advertised
-    bool clear_job_queue = false;     // DeleteJobQueue before a BIOS change
-    bool retry_conflict = false;      // 409 is "busy", retried
+    bool multipart_only = false;           // never SimpleUpdate, even when advertised
+    bool clear_job_queue = false;          // DeleteJobQueue before a BIOS change
+    bool retry_conflict = false;           // 409 is "busy", retried
     // An update answered 202 without a task monitor is not an error: the
     // inventory read-back decides.
     bool update_without_task_monitor = false;

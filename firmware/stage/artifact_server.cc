@@ -23,16 +23,16 @@ namespace kiln::firmware {
 namespace {
 
 MHD_Result reply(MHD_Connection* conn, unsigned status, const char* text) {
-    MHD_Response* r = MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text),
-                                                      MHD_RESPMEM_PERSISTENT);
+    MHD_Response* r =
+        MHD_create_response_from_buffer(std::strlen(text), const_cast<char*>(text), MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Content-Type", "text/plain");
     MHD_Result ret = MHD_queue_response(conn, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*,
-                      const char*, size_t* upload_size, void** con_cls) {
+MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const char* method, const char*, const char*,
+                      size_t* upload_size, void** con_cls) {
     auto* server = static_cast<ArtifactServer*>(cls);
     if (*con_cls == nullptr) {  // first call: headers only
         *con_cls = server;
@@ -145,13 +145,12 @@ Result<std::string> ArtifactServer::publish(const std::string& path, const std::
     std::string digest = h.hex();
     if (digest != sha256) {
         close(fd);
-        return make_error("firmware", "firmware.artifact_digest",
-                          fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not served", path, digest,
-                                      sha256));
+        return make_error(
+            "firmware", "firmware.artifact_digest",
+            fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not served", path, digest, sha256));
     }
     std::string name = url_safe_name(path);
-    std::string url_path =
-        "/artifacts/" + random_token() + "/" + (digest_in_path ? served_suffix(path, sha256) : name);
+    std::string url_path = "/artifacts/" + random_token() + "/" + (digest_in_path ? served_suffix(path, sha256) : name);
     std::lock_guard<std::mutex> lock(mu_);
     by_path_[url_path] = Entry{fd, static_cast<uint64_t>(off), name};
     published_[key] = url_path;

@@ -21,9 +21,9 @@ std::string lower(std::string s) {
 }
 
 // Unwraps a Result or returns its error.
-#define KILN_TRY(var, expr)                 \
-    auto var##_r = (expr);                  \
-    if (!var##_r) return var##_r.error();   \
+#define KILN_TRY(var, expr)               \
+    auto var##_r = (expr);                \
+    if (!var##_r) return var##_r.error(); \
     auto var = std::move(*var##_r)
 
 std::vector<std::string> string_list(const JsonView& v, const char* key) {
@@ -94,8 +94,10 @@ std::vector<std::string> allowable_values(redfish::Client& client, const JsonVie
     if (!inline_values.empty()) return inline_values;
     // DSP0266 writes it as a URI string; some BMCs as a link object.
     std::string info_uri;
-    if (auto plain = action.opt_str("@Redfish.ActionInfo")) info_uri = *plain;
-    else if (auto link = action.opt_link("@Redfish.ActionInfo")) info_uri = *link;
+    if (auto plain = action.opt_str("@Redfish.ActionInfo"))
+        info_uri = *plain;
+    else if (auto link = action.opt_link("@Redfish.ActionInfo"))
+        info_uri = *link;
     if (info_uri.empty() || info_uri[0] != '/') return {};
     auto info = client.get(info_uri);
     if (!info) {
@@ -179,8 +181,8 @@ void read_network_adapters(redfish::Client& client, const std::vector<redfish::C
 
 // The members of a FirmwareInventory or SoftwareInventory collection, each
 // read on its own: one bad member is a warning, not a missing inventory.
-void read_inventory_collection(redfish::Client& client, const std::string& uri, const char* part,
-                               const char* source, BmcInventory& inv) {
+void read_inventory_collection(redfish::Client& client, const std::string& uri, const char* part, const char* source,
+                               BmcInventory& inv) {
     auto members = client.members(uri);
     if (!members) {
         degrade(inv, part, members.error());
@@ -310,7 +312,8 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
             while (u.size() > 1 && u.back() == '/') u.pop_back();
             return u;
         };
-        auto it = std::find_if(sm.begin(), sm.end(), [&](const std::string& m) { return bare(m) == bare(options.system_uri); });
+        auto it = std::find_if(sm.begin(), sm.end(),
+                               [&](const std::string& m) { return bare(m) == bare(options.system_uri); });
         if (it == sm.end())
             return make_error("redfish", "redfish.missing",
                               fmt::format("GET {}: the node's system {} is not a member (members: {})", systems_uri,
@@ -381,8 +384,10 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
     }
     if (options.network_adapters && !chassis_uri.empty()) {
         auto cm = client.members(chassis_uri);
-        if (cm) read_network_adapters(client, *cm, inv);
-        else degrade(inv, "network_adapters", cm.error());
+        if (cm)
+            read_network_adapters(client, *cm, inv);
+        else
+            degrade(inv, "network_adapters", cm.error());
     }
     if (options.virtual_media) {
         inv.virtual_media_read = true;
@@ -398,7 +403,8 @@ Result<BmcInventory> read_inventory_unguarded(redfish::Client& client, const Inv
     }
     if (options.bios) {
         auto bios_uri = s.opt_link("Bios");
-        if (!bios_uri) degrade(inv, "bios", bios_uri.error());
+        if (!bios_uri)
+            degrade(inv, "bios", bios_uri.error());
         else if (!bios_uri->empty())
             if (auto st = read_bios(client, *bios_uri, profile, inv); !st) degrade(inv, "bios", st.error());
     }
@@ -421,9 +427,9 @@ Result<BmcInventory> read_inventory(redfish::Client& client, const InventoryOpti
     } catch (...) {
         why = redfish::current_exception_summary();
     }
-    return make_error("redfish", "redfish.unreadable_reply",
-                      fmt::format("{}: inventory stopped by a reply kiln cannot read ({})", client.session().origin(),
-                                  why));
+    return make_error(
+        "redfish", "redfish.unreadable_reply",
+        fmt::format("{}: inventory stopped by a reply kiln cannot read ({})", client.session().origin(), why));
 }
 
 std::optional<FirmwareItem> find_component(const BmcInventory& inv, const std::string& name) {

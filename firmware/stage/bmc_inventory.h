@@ -25,8 +25,8 @@ struct FirmwareItem {
     std::string id;
     std::string name;
     std::string version;
-    std::string uri;     // the resource (a SimpleUpdate/multipart Target); "" for derived items
-    std::string source;  // inventory | software_inventory | system | manager | network_adapter
+    std::string uri;                   // the resource (a SimpleUpdate/multipart Target); "" for derived items
+    std::string source;                // inventory | software_inventory | system | manager | network_adapter
     std::vector<std::string> related;  // RelatedItem links (the system or manager it belongs to)
 };
 
@@ -59,10 +59,10 @@ struct BiosState {
 // the Manager (iLO, iDRAC, older services).
 struct VirtualMediaSlot {
     std::string uri;
-    std::string image;           // the inserted image's URI; "" when none
+    std::string image;  // the inserted image's URI; "" when none
     bool inserted = false;
-    std::string insert_target;   // "" when the BMC has no InsertMedia action (PATCH the resource)
-    std::string eject_target;    // "" when it has no EjectMedia action
+    std::string insert_target;  // "" when the BMC has no InsertMedia action (PATCH the resource)
+    std::string eject_target;   // "" when it has no EjectMedia action
     std::vector<std::string> media_types;
 };
 
@@ -105,9 +105,9 @@ struct BmcInventory {
 };
 
 struct InventoryOptions {
-    bool bios = true;           // read Bios and its settings object
+    bool bios = true;  // read Bios and its settings object
     bool network_adapters = true;
-    bool virtual_media = false;  // find the CD/DVD VirtualMedia slot (host OS boot)
+    bool virtual_media = false;      // find the CD/DVD VirtualMedia slot (host OS boot)
     bool software_inventory = true;  // UpdateService.SoftwareInventory, merged in
     // The node's system on a BMC with several ("" = the first member). An
     // error (redfish.missing) when the Systems collection does not list it.

@@ -10,10 +10,13 @@ namespace kiln::firmware {
 
 namespace {
 
-char fold(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+char fold(char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
 
 bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return fold(x) == fold(y); });
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return fold(x) == fold(y); });
 }
 
 // The links a member is related to; derived items stand for their owner.
@@ -69,8 +72,9 @@ std::vector<FirmwareItem> matched_members(const BmcInventory& inv, const Compone
                                  bool other = false, own = false;
                                  for (const auto& r : related_of(inv, c)) {
                                      if (r.find("/Systems/") == std::string::npos) continue;
-                                     const bool mine = r.rfind(inv.system_uri, 0) == 0 &&
-                                                       (r.size() == inv.system_uri.size() || r[inv.system_uri.size()] == '/');
+                                     const bool mine =
+                                         r.rfind(inv.system_uri, 0) == 0 &&
+                                         (r.size() == inv.system_uri.size() || r[inv.system_uri.size()] == '/');
                                      (mine ? own : other) = true;
                                  }
                                  return other && !own && !inv.system_uri.empty();

@@ -45,7 +45,9 @@ std::string unread_parts(const BmcInventory& inv) {
     return out.empty() ? "" : " (not read: " + out + ")";
 }
 
-ComponentSelector selector_of(const config::FirmwareComponent& c) { return {c.name, c.match, c.related_item}; }
+ComponentSelector selector_of(const config::FirmwareComponent& c) {
+    return {c.name, c.match, c.related_item};
+}
 
 // "GPU_SXM_2, GPU_SXM_5": the members not at the version, by Id.
 std::string member_ids(const std::vector<FirmwareItem>& items) {
@@ -87,9 +89,9 @@ std::string list_components(const BmcInventory& inv) {
 Result<json> typed_value(const std::string& name, const std::string& value, const json& current) {
     if (current.is_boolean()) {
         if (value == "true" || value == "false") return json(value == "true");
-        return stage_error("firmware.bios_attribute",
-                           fmt::format("bios attribute {}: the BMC holds a boolean, '{}' is not true or false", name,
-                                       value));
+        return stage_error(
+            "firmware.bios_attribute",
+            fmt::format("bios attribute {}: the BMC holds a boolean, '{}' is not true or false", name, value));
     }
     if (current.is_number_integer() || current.is_number_unsigned()) {
         try {
@@ -128,9 +130,9 @@ R sanitised(R r) {
 template <typename F>
 auto guarded(const engine::StageContext& ctx, const char* step, F&& body) -> decltype(body()) {
     auto failed = [&](const std::string& why) {
-        return stage_error("firmware.unreadable_reply",
-                           fmt::format("node {}: {}: stopped by a reply kiln cannot read ({})", ctx.node().name, step,
-                                       why));
+        return stage_error(
+            "firmware.unreadable_reply",
+            fmt::format("node {}: {}: stopped by a reply kiln cannot read ({})", ctx.node().name, step, why));
     };
     try {
         return sanitised(body());
@@ -149,7 +151,8 @@ std::string pick_of(const BmcInventory& inv, const std::vector<std::string>& pre
 }
 
 std::string pick_reset(const BmcInventory& inv, bool powered_on) {
-    return powered_on ? pick_of(inv, {"ForceRestart", "GracefulRestart", "PowerCycle"}) : pick_of(inv, {"On", "ForceOn"});
+    return powered_on ? pick_of(inv, {"ForceRestart", "GracefulRestart", "PowerCycle"})
+                      : pick_of(inv, {"On", "ForceOn"});
 }
 
 }  // namespace
@@ -158,8 +161,7 @@ Result<redfish::Endpoint> bmc_endpoint(const config::Node& node) {
     redfish::Endpoint e;
     e.url = node.bmc.url;
     e.user = node.bmc.username;
-    if (e.url.empty())
-        return stage_error("firmware.config", fmt::format("node {}: no bmc.url", node.name));
+    if (e.url.empty()) return stage_error("firmware.config", fmt::format("node {}: no bmc.url", node.name));
     if (node.bmc.password) {
         auto pw = node.bmc.password->resolve();
         if (!pw)
@@ -173,8 +175,8 @@ Result<redfish::Endpoint> bmc_endpoint(const config::Node& node) {
     return e;
 }
 
-Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::string& vendor,
-                                 const json& current, const std::map<std::string, std::vector<std::string>>& allowed) {
+Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::string& vendor, const json& current,
+                                 const std::map<std::string, std::vector<std::string>>& allowed) {
     std::vector<std::pair<std::string, bool>> intents;
     if (profile.sriov) intents.emplace_back("sriov", *profile.sriov);
     if (profile.iommu) intents.emplace_back("iommu", *profile.iommu);
@@ -189,24 +191,26 @@ Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::
     for (const auto& [name, value] : profile.extra) {
         if (!current.is_object() || !current.contains(name))
             return stage_error("firmware.bios_attribute",
-                               fmt::format("{}: bios.{}.attributes.{}: '{}' is not a BIOS attribute of this BMC", profile.pos.str(),
-                                           profile.name, name, name));
+                               fmt::format("{}: bios.{}.attributes.{}: '{}' is not a BIOS attribute of this BMC",
+                                           profile.pos.str(), profile.name, name, name));
         auto typed = typed_value(name, value, current[name]);
         if (!typed) return typed.error();
         auto a = allowed.find(name);
         if (typed->is_string() && a != allowed.end() && !a->second.empty() &&
             std::find(a->second.begin(), a->second.end(), value) == a->second.end())
-            return stage_error("firmware.bios_attribute",
-                               fmt::format("{}: bios.{}.attributes.{}: '{}' is not an allowed value per the BMC's attribute "
-                                           "registry",
-                                           profile.pos.str(), profile.name, name, value));
+            return stage_error(
+                "firmware.bios_attribute",
+                fmt::format("{}: bios.{}.attributes.{}: '{}' is not an allowed value per the BMC's attribute "
+                            "registry",
+                            profile.pos.str(), profile.name, name, value));
         out.attributes[name] = *typed;
     }
     return out;
 }
 
 FirmwareStage::FirmwareStage(std::shared_ptr<net::HttpClient> http, FirmwareStageOptions options)
-    : http_(http ? std::move(http) : std::make_shared<net::CurlHttpClient>()), options_(std::move(options)),
+    : http_(http ? std::move(http) : std::make_shared<net::CurlHttpClient>()),
+      options_(std::move(options)),
       pool_(std::make_unique<redfish::SessionPool>(*http_, options_.session)) {}
 
 FirmwareStage::~FirmwareStage() {
@@ -238,15 +242,17 @@ Result<ArtifactServer*> FirmwareStage::artifacts(const config::Fleet& fleet) {
 }
 
 namespace {
-std::string node_key(const engine::StageContext& ctx) { return ctx.fleet().path + "\n" + ctx.node().name; }
+std::string node_key(const engine::StageContext& ctx) {
+    return ctx.fleet().path + "\n" + ctx.node().name;
+}
 }  // namespace
 
 Result<redfish::Client> FirmwareStage::client(engine::StageContext& ctx, const std::string& flow) {
     auto ep = bmc_endpoint(ctx.node());
     if (!ep) return ep.error();
     auto session = pool_->acquire(*ep);
-    return redfish::Client(session, [&ctx](milliseconds d) { return ctx.wait_for(d); },
-                           reads_.counter(node_key(ctx), flow));
+    return redfish::Client(
+        session, [&ctx](milliseconds d) { return ctx.wait_for(d); }, reads_.counter(node_key(ctx), flow));
 }
 
 InventoryOptions FirmwareStage::full_options(const engine::StageContext& ctx) const {
@@ -277,7 +283,8 @@ Result<engine::Observation> FirmwareStage::observe(engine::StageContext& ctx) {
     return guarded(ctx, "observe", [&] { return observe_unguarded(ctx); });
 }
 
-Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+Result<std::vector<engine::Action>> FirmwareStage::plan(engine::StageContext& ctx,
+                                                        const engine::Observation& observed) {
     return guarded(ctx, "plan", [&] { return plan_unguarded(ctx, observed); });
 }
 
@@ -319,7 +326,7 @@ Result<engine::Observation> FirmwareStage::observe_unguarded(engine::StageContex
 }
 
 Result<std::vector<engine::Action>> FirmwareStage::plan_unguarded(engine::StageContext& ctx,
-                                                                   const engine::Observation& observed) {
+                                                                  const engine::Observation& observed) {
     std::vector<engine::Action> actions;
     const json& st = observed.state;
     BmcInventory inv;
@@ -338,20 +345,20 @@ Result<std::vector<engine::Action>> FirmwareStage::plan_unguarded(engine::StageC
         for (const auto& comp : fw->components) {
             auto cs = component_state(inv, selector_of(comp), comp.version);
             if (cs.members.empty())
-                return stage_error("firmware.component",
-                                   fmt::format("{}: component '{}' of firmware profile '{}' is not in the BMC's "
-                                               "inventory (it lists {}){}",
-                                               comp.pos.str(), comp.name, fw->name, list_components(inv),
-                                               unread_parts(inv)));
+                return stage_error(
+                    "firmware.component",
+                    fmt::format("{}: component '{}' of firmware profile '{}' is not in the BMC's "
+                                "inventory (it lists {}){}",
+                                comp.pos.str(), comp.name, fw->name, list_components(inv), unread_parts(inv)));
             if (cs.off.empty()) continue;
             engine::Action a;
             a.id = fmt::format("flash:{}:{}", comp.name, comp.version);
             // One member: as before. A set: how many are off, and where all are.
-            a.description = cs.members.size() == 1
-                                ? fmt::format("update {} from {} to {}", comp.name, cs.off[0].version, comp.version)
-                                : fmt::format("update {} on {} of {} members to {} ({}; to update: {})", comp.name,
-                                              cs.off.size(), cs.members.size(), comp.version, cs.counts,
-                                              member_ids(cs.off));
+            a.description =
+                cs.members.size() == 1
+                    ? fmt::format("update {} from {} to {}", comp.name, cs.off[0].version, comp.version)
+                    : fmt::format("update {} on {} of {} members to {} ({}; to update: {})", comp.name, cs.off.size(),
+                                  cs.members.size(), comp.version, cs.counts, member_ids(cs.off));
             json off = json::array();
             for (const auto& m : cs.off) off.push_back({{"id", m.id}, {"uri", m.uri}, {"version", m.version}});
             a.detail = {{"component", comp.name},
@@ -412,8 +419,8 @@ Result<bool> FirmwareStage::wait_running_tasks(engine::StageContext& ctx, redfis
                                                const BmcInventory& inv) {
     bool waited = false;
     if (inv.tasks_uri.empty()) return waited;
-    auto members = client.members(inv.tasks_uri);  // one request where the BMC expands it
-    if (!members) return waited;  // no task list to read: nothing known to wait for
+    auto members = client.members(inv.tasks_uri);      // one request where the BMC expands it
+    if (!members) return waited;                       // no task list to read: nothing known to wait for
     size_t n = std::min<size_t>(members->size(), 32);  // the newest are last on most BMCs
     for (size_t i = members->size() - n; i < members->size(); ++i) {
         auto t = client.read((*members)[i]);
@@ -504,15 +511,15 @@ Result<redfish::Response> FirmwareStage::start_update(engine::StageContext& ctx,
                                                       const config::FirmwareProfile& fw, const json& targets) {
     const bool on_reset = fw.apply_time == "OnReset";
     auto unsupported = [&](const char* path, const std::vector<std::string>& offered) -> Result<redfish::Response> {
-        return stage_error("firmware.apply_time",
-                           fmt::format("{}: the BMC's {} offers apply times {}, firmware profile '{}' asks for {} "
-                                       "({})",
-                                       ctx.node().bmc.url, path, fmt::join(offered, ", "), fw.name, fw.apply_time,
-                                       fw.pos.str()));
+        return stage_error(
+            "firmware.apply_time",
+            fmt::format("{}: the BMC's {} offers apply times {}, firmware profile '{}' asks for {} "
+                        "({})",
+                        ctx.node().bmc.url, path, fmt::join(offered, ", "), fw.name, fw.apply_time, fw.pos.str()));
     };
-    bool http_ok = inv.transfer_protocols.empty() ||
-                   std::find(inv.transfer_protocols.begin(), inv.transfer_protocols.end(), "HTTP") !=
-                       inv.transfer_protocols.end();
+    bool http_ok =
+        inv.transfer_protocols.empty() ||
+        std::find(inv.transfer_protocols.begin(), inv.transfer_protocols.end(), "HTTP") != inv.transfer_protocols.end();
     Result<redfish::Response> started = stage_error("firmware.no_update_path", "");
     if (!inv.simple_update_target.empty() && !prof.multipart_only && http_ok) {
         const auto& times = inv.simple_update_apply_times;
@@ -535,12 +542,12 @@ Result<redfish::Response> FirmwareStage::start_update(engine::StageContext& ctx,
             return unsupported("MultipartHttpPushUri", times);
         auto digest = sha256_file(comp.artifact);
         if (!digest)
-            return stage_error("firmware.artifact_io", fmt::format("artifact {}: {}", comp.artifact,
-                                                                   digest.error().message));
+            return stage_error("firmware.artifact_io",
+                               fmt::format("artifact {}: {}", comp.artifact, digest.error().message));
         if (*digest != comp.sha256)
             return stage_error("firmware.artifact_digest",
-                               fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not pushed",
-                                           comp.artifact, *digest, comp.sha256));
+                               fmt::format("artifact {}: sha256 is {}, the fleet expects {}; not pushed", comp.artifact,
+                                           *digest, comp.sha256));
         json params = {{"Targets", targets}, {"@Redfish.OperationApplyTime", fw.apply_time}};
         std::vector<net::MultipartPart> parts;
         parts.push_back({"UpdateParameters", "application/json", params.dump(), "", ""});
@@ -597,8 +604,8 @@ bool FirmwareStage::update_staged(redfish::Client& client, const BmcInventory& i
 // Completed or gone, the read-back decides; Failed, an error; Scheduled, it
 // waits for the reset like the first case).
 Result<std::string> FirmwareStage::job_after_task(engine::StageContext& ctx, redfish::Client& client,
-                                                   const std::string& manager_uri, const redfish::VendorProfile& prof,
-                                                   const redfish::TaskResult& task, const redfish::TaskOptions& opts) {
+                                                  const std::string& manager_uri, const redfish::VendorProfile& prof,
+                                                  const redfish::TaskResult& task, const redfish::TaskOptions& opts) {
     if (prof.job_queue_suffix.empty() || manager_uri.empty()) return std::string();
     if (task.state != "Scheduled" && task.state != "Purged") return std::string();
     std::string jid = redfish::dell_job_id(task);
@@ -653,9 +660,10 @@ Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, 
     const ComponentSelector sel = selector_of(*comp);
     auto cs = component_state(*inv, sel, comp->version);
     if (cs.members.empty())
-        return stage_error("firmware.component", fmt::format("component '{}' is not in the BMC's inventory{}",
-                                                             comp->name, unread_parts(*inv)),
-                           transient_warnings(*inv));
+        return stage_error(
+            "firmware.component",
+            fmt::format("component '{}' is not in the BMC's inventory{}", comp->name, unread_parts(*inv)),
+            transient_warnings(*inv));
     if (cs.off.empty()) {
         ctx.event("note", fmt::format("{} already at {}: nothing to flash ({})", comp->name, comp->version, cs.counts));
         return ok_status();
@@ -725,8 +733,8 @@ Status FirmwareStage::await_update(engine::StageContext& ctx, redfish::Client& c
     if (!poll) return poll.error();
     if (auto st = poll_or_park(ctx, client, *poll, state, comp.name + ": update task"); !st) return st;
     const auto& task = poll->result();
-    const auto& prof = redfish::profile_for(
-        redfish::vendor_from_name(state.value("vendor", "")).value_or(redfish::Vendor::Generic));
+    const auto& prof =
+        redfish::profile_for(redfish::vendor_from_name(state.value("vendor", "")).value_or(redfish::Vendor::Generic));
     auto job = job_after_task(ctx, client, state.value("manager_uri", ""), prof, task, opts);
     if (!job) return job.error();
     return read_back(ctx, client, comp,
@@ -800,8 +808,8 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
     auto pause = [&](milliseconds d, const std::string& why) -> std::optional<Status> {
         if (ctx.can_park()) return ctx.park_for(d, resume_state(), why);
         if (!ctx.wait_for(d))
-            return stage_error("firmware.stopped", fmt::format("{}: stopped while waiting for {}", comp->name,
-                                                                comp->version));
+            return stage_error("firmware.stopped",
+                               fmt::format("{}: stopped while waiting for {}", comp->name, comp->version));
         return std::nullopt;
     };
     // Back from a park inside the host reset: see it through first.
@@ -821,8 +829,7 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
             if (!*ended) {
                 if (Clock::now() >= job_until)
                     return redfish::job_timeout_error(job_uri, job.state, options_.task_timeout, last_error);
-                if (auto p = pause(options_.task_poll,
-                                   fmt::format("{}: job {} ({})", comp->name, job_uri, job.state)))
+                if (auto p = pause(options_.task_poll, fmt::format("{}: job {} ({})", comp->name, job_uri, job.state)))
                     return *p;
                 continue;
             }
@@ -859,12 +866,12 @@ Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& clie
             last_error = now.error().message;
         }
         if (Clock::now() >= until)
-            return stage_error("firmware.verify",
-                               fmt::format("{} still {} after the update to {} ({})",
-                                           comp->name, seen, comp->version, task_note),
-                               true);
-        if (auto p = pause(options_.settle_poll,
-                           fmt::format("{}: reading {} back ({})", comp->name, comp->version, seen)))
+            return stage_error(
+                "firmware.verify",
+                fmt::format("{} still {} after the update to {} ({})", comp->name, seen, comp->version, task_note),
+                true);
+        if (auto p =
+                pause(options_.settle_poll, fmt::format("{}: reading {} back ({})", comp->name, comp->version, seen)))
             return *p;
     }
 }

@@ -53,9 +53,9 @@ struct FirmwareStageOptions {
     // Used when the fleet has no [artifact_server] table.
     ArtifactServerConfig artifacts;
     redfish::SessionOptions session;
-    std::chrono::milliseconds task_poll{2000};      // when the BMC sends no Retry-After
+    std::chrono::milliseconds task_poll{2000};  // when the BMC sends no Retry-After
     std::chrono::milliseconds task_timeout{std::chrono::minutes(40)};
-    std::chrono::milliseconds settle_poll{5000};    // reading back after a reset or an update
+    std::chrono::milliseconds settle_poll{5000};  // reading back after a reset or an update
     std::chrono::milliseconds settle_timeout{std::chrono::minutes(20)};
     std::chrono::milliseconds push_timeout{std::chrono::minutes(30)};  // a multipart upload
 };
@@ -136,13 +136,13 @@ private:
                         nlohmann::json state);
     // `state[slot]` carries the poll across parks.
     Status poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
-                        nlohmann::json& state, const std::string& what, const nlohmann::json::json_pointer& slot =
-                                                                             nlohmann::json::json_pointer("/poll"));
+                        nlohmann::json& state, const std::string& what,
+                        const nlohmann::json::json_pointer& slot = nlohmann::json::json_pointer("/poll"));
     Status read_back(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
                      const nlohmann::json& state);
-    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client, const std::string& manager_uri,
-                                       const redfish::VendorProfile& prof, const redfish::TaskResult& task,
-                                       const redfish::TaskOptions& opts);
+    Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client,
+                                       const std::string& manager_uri, const redfish::VendorProfile& prof,
+                                       const redfish::TaskResult& task, const redfish::TaskOptions& opts);
     bool update_staged(redfish::Client& client, const BmcInventory& inv, const std::string& target,
                        const std::string& marker);
     // Host OS boot (firmware_stage_boot.cc).

@@ -184,10 +184,8 @@ Status FirmwareStage::boot_host_os(engine::StageContext& ctx, redfish::Client& c
     if (!url) return url.error();
 
     // What the BMC shows now decides (a killed run may have done part of it).
-    auto inv = read_inventory(client, {.bios = false,
-                                       .network_adapters = false,
-                                       .virtual_media = true,
-                                       .system_uri = ctx.node().bmc.system});
+    auto inv = read_inventory(
+        client, {.bios = false, .network_adapters = false, .virtual_media = true, .system_uri = ctx.node().bmc.system});
     if (!inv) return inv.error();
     if (auto st = check_boot_capable(node, *os, *inv); !st) return st;
     const VirtualMediaSlot cd = *inv->cd;
@@ -287,16 +285,16 @@ Status FirmwareStage::wait_booted(engine::StageContext& ctx, redfish::Client& cl
                                     power.empty() ? "in an unknown power state" : power, what));
         if (ctx.can_park()) {
             // POST and the boot take minutes on real hosts: no thread held.
-            json next = {{"phase", "host_boot"},
-                         {"system_uri", system_uri},
-                         {"power", power},
-                         {"what", what},
-                         {"until_ms", std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch())
-                                          .count()}};
-            return ctx.park_for(options_.settle_poll, std::move(next),
-                                fmt::format("the host booting host OS {} ({}{})", what,
-                                            power.empty() ? "power unknown" : power,
-                                            armed ? ", boot override not yet used" : ""));
+            json next = {
+                {"phase", "host_boot"},
+                {"system_uri", system_uri},
+                {"power", power},
+                {"what", what},
+                {"until_ms", std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count()}};
+            return ctx.park_for(
+                options_.settle_poll, std::move(next),
+                fmt::format("the host booting host OS {} ({}{})", what, power.empty() ? "power unknown" : power,
+                            armed ? ", boot override not yet used" : ""));
         }
         if (!ctx.wait_for(options_.settle_poll))
             return boot_error("firmware.stopped", fmt::format("stopped while waiting for the host to boot {}", what));

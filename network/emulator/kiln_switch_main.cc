@@ -57,8 +57,7 @@ int main(int argc, char** argv) {
     if (!hp) return fail("--listen expects HOST:PORT, not " + listen);
     const std::string host = hp->host;
     const int port = hp->port;
-    if (port + static_cast<int>(switches.size()) - 1 > 65535)
-        return fail("--listen port out of range: " + listen);
+    if (port + static_cast<int>(switches.size()) - 1 > 65535) return fail("--listen port out of range: " + listen);
     if (tls_cert.empty() != tls_key.empty()) return fail("--tls-cert and --tls-key go together");
     auto secret = kiln::Secret::parse("env:" + password_env, ".");
     if (!secret) return fail(secret.error().message);

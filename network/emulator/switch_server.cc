@@ -92,7 +92,8 @@ Result<std::unique_ptr<SwitchServer>> SwitchServer::start(const SwitchServerConf
     o.key_file = config.tls_key_file;
     auto started = net::MhdServer::start(std::move(o));
     if (!started)
-        return make_error("emulator", started.error().code == "net.tls" ? "emulator.tls_unreadable" : "emulator.listen_failed",
+        return make_error("emulator",
+                          started.error().code == "net.tls" ? "emulator.tls_unreadable" : "emulator.listen_failed",
                           started.error().message);
     server->server_ = std::move(*started);
     server->tls_ = server->server_->tls();

@@ -313,7 +313,8 @@ Result<json> EosDriver::run_cmds(const std::vector<std::string>& cmds) {
         return make_error("network", "network.eapi_error", fmt::format("switch {}: runCmds: {}", ep_.name, detail));
     }
     if (!doc->contains("result") || !(*doc)["result"].is_array())
-        return make_error("network", "network.eapi_error", fmt::format("switch {}: runCmds answer has no result", ep_.name));
+        return make_error("network", "network.eapi_error",
+                          fmt::format("switch {}: runCmds answer has no result", ep_.name));
     return (*doc)["result"];
 }
 

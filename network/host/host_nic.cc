@@ -150,8 +150,8 @@ Result<NicReport> HostNicApplier::run(const NicDesired& want, bool change) {
     auto link = exec({"ip", "-j", "-d", "link", "show", "dev", want.ifname});
     if (!link) return make_error("network", "network.host_tool_missing", "ip (iproute2): " + link.error().message);
     if (!link->success())
-        return make_error("network", "network.no_such_nic", fmt::format("interface {}: {}", want.ifname, first_line(link->err)),
-                          link->timed_out);
+        return make_error("network", "network.no_such_nic",
+                          fmt::format("interface {}: {}", want.ifname, first_line(link->err)), link->timed_out);
     NicReport r;
     r.ifname = want.ifname;
     mtu(want, change, r);
@@ -276,9 +276,10 @@ void HostNicApplier::dscp_trust(const NicDesired& w, bool change, NicReport& r) 
     auto cur = read();
     if (!cur) {
         item.outcome = cur.error().code == "network.unsupported" ? NicOutcome::Unsupported : NicOutcome::Failed;
-        item.detail = cur.error().code == "network.unsupported" && cur.error().message.find("installed") == std::string::npos
-                          ? "the NIC has no DCB (" + cur.error().message + ")"
-                          : cur.error().message;
+        item.detail =
+            cur.error().code == "network.unsupported" && cur.error().message.find("installed") == std::string::npos
+                ? "the NIC has no DCB (" + cur.error().message + ")"
+                : cur.error().message;
         r.items.push_back(item);
         return;
     }
@@ -324,9 +325,10 @@ void HostNicApplier::pfc(const NicDesired& w, bool change, NicReport& r) {
     auto cur = read();
     if (!cur) {
         item.outcome = cur.error().code == "network.unsupported" ? NicOutcome::Unsupported : NicOutcome::Failed;
-        item.detail = cur.error().code == "network.unsupported" && cur.error().message.find("installed") == std::string::npos
-                          ? "the NIC has no DCB (" + cur.error().message + ")"
-                          : cur.error().message;
+        item.detail =
+            cur.error().code == "network.unsupported" && cur.error().message.find("installed") == std::string::npos
+                ? "the NIC has no DCB (" + cur.error().message + ")"
+                : cur.error().message;
         r.items.push_back(item);
         return;
     }
@@ -383,8 +385,8 @@ void HostNicApplier::ecn(const NicDesired& w, bool change, NicReport& r) {
 void HostNicApplier::firmware(const NicDesired& w, NicReport& r) {
     if (!w.firmware) return;
     auto pci = nic_pci_address(*runner_, options_.sysfs, w.ifname, options_.timeout);
-    const auto settings = firmware_settings(
-        *w.firmware, pci ? nic_port(*runner_, options_.sysfs, w.ifname, *pci, options_.timeout) : 1);
+    const auto settings =
+        firmware_settings(*w.firmware, pci ? nic_port(*runner_, options_.sysfs, w.ifname, *pci, options_.timeout) : 1);
     auto unsupported = [&](const std::string& why) {
         for (const auto& s : settings)
             r.items.push_back({"firmware " + s.key, s.wanted, "", NicOutcome::Unsupported, why});

@@ -80,7 +80,8 @@ Result<std::string> reboot_and_wait(CommandRunner& runner, const RebootOptions& 
         if (now >= deadline) break;
         const auto left = std::chrono::duration_cast<milliseconds>(deadline - now);
         if (!wait(std::min(o.poll_interval, left)))
-            return make_error("network", "network.stopped", "stopped while waiting for the host to come back from its reboot");
+            return make_error("network", "network.stopped",
+                              "stopped while waiting for the host to come back from its reboot");
         const auto left_now = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
         if (left_now <= milliseconds(0)) break;
         auto id = read_boot_id(runner, std::min(o.command_timeout, left_now));

@@ -59,7 +59,8 @@ int nic_port(CommandRunner& runner, const std::string& sysfs, const std::string&
         return r && r->success() ? trim(r->out) : "";
     };
     auto number = [](const std::string& t) -> int {
-        if (t.empty() || t.size() > 3 || !std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        if (t.empty() || t.size() > 3 ||
+            !std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
             return -1;
         return std::stoi(t);
     };
@@ -173,8 +174,7 @@ Result<FirmwareApplyReport> apply_nic_firmware(CommandRunner& runner, const std:
         if (!pci) return make_error("network", pci.error().code, fmt::format("{}: {}", n.nic, pci.error().message));
         w.pci = *pci;
         w.label = nic_label(n, w.pci);
-        const auto asked =
-            firmware_settings(n.want, nic_port(runner, o.sysfs, n.ifname, w.pci, o.command_timeout));
+        const auto asked = firmware_settings(n.want, nic_port(runner, o.sysfs, n.ifname, w.pci, o.command_timeout));
         auto q = query_nic_firmware(runner, w.pci, asked, o.command_timeout);
         if (!q) return make_error("network", q.error().code, w.label + ": " + q.error().message, q.error().transient);
         w.before = *q;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace kiln::network::sonic {
 
 namespace {
@@ -10,7 +9,8 @@ namespace {
 using nlohmann::json;
 
 Error patch_error(size_t index, const std::string& op, const std::string& path, const std::string& why) {
-    return make_error("network", "network.bad_patch", fmt::format("patch operation {} ({} {}): {}", index, op, path, why));
+    return make_error("network", "network.bad_patch",
+                      fmt::format("patch operation {} ({} {}): {}", index, op, path, why));
 }
 
 void diff_into(const json& from, const json& to, std::vector<std::string>& at, json& out) {
@@ -71,13 +71,14 @@ json json_diff(const json& from, const json& to) {
 }
 
 Result<json> json_patch_apply(const json& doc, const json& patch) {
-    if (!patch.is_array()) return make_error("network", "network.bad_patch", "a JSON Patch must be an array of operations");
+    if (!patch.is_array())
+        return make_error("network", "network.bad_patch", "a JSON Patch must be an array of operations");
     json work = doc;
     for (size_t i = 0; i < patch.size(); ++i) {
         const json& op = patch[i];
         auto member = [&](const char* key) {
             return op.is_object() && op.contains(key) && op[key].is_string() ? op[key].get<std::string>()
-                                                                               : std::string("?");
+                                                                             : std::string("?");
         };
         try {
             work.patch_inplace(json::array({op}));

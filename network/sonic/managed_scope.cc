@@ -39,8 +39,8 @@ void keep(json& out, const json& db, const std::string& table, const std::string
 }  // namespace
 
 bool is_port_table(const std::string& table) {
-    return table == "PORT" || table == "PORT_QOS_MAP" || table == "PFC_WD" || table == "QUEUE" || table == "BUFFER_PG" ||
-           table == "BUFFER_QUEUE";
+    return table == "PORT" || table == "PORT_QOS_MAP" || table == "PFC_WD" || table == "QUEUE" ||
+           table == "BUFFER_PG" || table == "BUFFER_QUEUE";
 }
 
 std::pair<int, int> parse_index_range(const std::string& s) {

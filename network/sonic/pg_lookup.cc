@@ -34,8 +34,8 @@ Result<PgLookup> parse_pg_lookup(const std::string& text, const std::string& sou
             return make_error("network", "network.bad_pg_lookup", fmt::format("{}:{}: {}", source, lineno, why));
         };
         if (f.size() != 6 && f.size() != 7)
-            return bad(fmt::format("expected 'speed cable size xon xoff threshold [xon_offset]', got {} fields",
-                                   f.size()));
+            return bad(
+                fmt::format("expected 'speed cable size xon xoff threshold [xon_offset]', got {} fields", f.size()));
         if (!all_digits(f[0])) return bad("speed '" + f[0] + "' is not a number");
         if (f[1].size() < 2 || f[1].back() != 'm' || !all_digits(f[1].substr(0, f[1].size() - 1)))
             return bad("cable length '" + f[1] + "' is not like 5m");
@@ -51,8 +51,7 @@ Result<PgLookup> parse_pg_lookup(const std::string& text, const std::string& sou
         if (f.size() == 7) r.xon_offset = f[6];
         out.rows.push_back(std::move(r));
     }
-    if (out.rows.empty())
-        return make_error("network", "network.bad_pg_lookup", fmt::format("{}: no rows", source));
+    if (out.rows.empty()) return make_error("network", "network.bad_pg_lookup", fmt::format("{}: no rows", source));
     return out;
 }
 
@@ -71,9 +70,9 @@ Result<PgLookupRow> PgLookup::row_for(int speed_mbps, int cable_m) const {
             if (std::find(speeds.begin(), speeds.end(), r.speed_mbps) == speeds.end()) speeds.push_back(r.speed_mbps);
         std::string have;
         for (int s : speeds) have += (have.empty() ? "" : ", ") + std::to_string(s);
-        return make_error("network", "network.no_headroom_row",
-                          fmt::format("the SKU's pg_profile_lookup.ini has no row for speed {} (speeds: {})",
-                                      speed_mbps, have));
+        return make_error(
+            "network", "network.no_headroom_row",
+            fmt::format("the SKU's pg_profile_lookup.ini has no row for speed {} (speeds: {})", speed_mbps, have));
     }
     std::sort(lengths.begin(), lengths.end());
     std::string have;

@@ -42,10 +42,10 @@ Status check_profile(const config::RoceProfile& p) {
         return profile_error(p, fmt::format("ECN thresholds need 0 <= ecn_min_kb <= ecn_max_kb, got {} and {}",
                                             p.ecn_min_kb, p.ecn_max_kb));
     if (p.pfc_watchdog_detection_ms < p.pfc_watchdog_poll_ms || p.pfc_watchdog_restoration_ms < p.pfc_watchdog_poll_ms)
-        return profile_error(p, fmt::format("PFC watchdog detection ({} ms) and restoration ({} ms) must be at least "
-                                            "its poll interval ({} ms)",
-                                            p.pfc_watchdog_detection_ms, p.pfc_watchdog_restoration_ms,
-                                            p.pfc_watchdog_poll_ms));
+        return profile_error(
+            p, fmt::format("PFC watchdog detection ({} ms) and restoration ({} ms) must be at least "
+                           "its poll interval ({} ms)",
+                           p.pfc_watchdog_detection_ms, p.pfc_watchdog_restoration_ms, p.pfc_watchdog_poll_ms));
     if (p.buffer_policy != "lossless" && p.buffer_policy != "default")
         return profile_error(p, fmt::format("buffer_policy must be lossless or default, got {}", p.buffer_policy));
     return ok_status();

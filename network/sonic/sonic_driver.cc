@@ -128,15 +128,16 @@ Result<json> SonicDriver::read_config_db() {
     auto r = remote({"sonic-cfggen", "-d", "--print-data"}, options_.read_timeout);
     if (!r) return driver_error(name_, r.error().code, r.error().message);
     if (!r->success())
-        return driver_error(name_, "network.read_failed", "sonic-cfggen -d --print-data failed: " + describe_remote_failure(*r),
+        return driver_error(name_, "network.read_failed",
+                            "sonic-cfggen -d --print-data failed: " + describe_remote_failure(*r),
                             ssh_failed(*r) || r->timed_out);
     if (r->truncated) return driver_error(name_, "network.read_failed", "sonic-cfggen output exceeds 64 MiB");
     // CONFIG_DB of a big switch is a few MiB: room for it, not for anything.
     auto doc = parse_json_limited(r->out, "sonic-cfggen -d --print-data", {64u << 20, 64, 8'000'000}, "network");
     if (!doc || !doc->is_object())
-        return driver_error(name_, "network.read_failed",
-                            doc ? std::string("sonic-cfggen -d --print-data did not print a JSON object")
-                                : doc.error().message);
+        return driver_error(
+            name_, "network.read_failed",
+            doc ? std::string("sonic-cfggen -d --print-data did not print a JSON object") : doc.error().message);
     return doc;
 }
 
@@ -157,7 +158,8 @@ Result<json> SonicDriver::read_state() {
             auto r = remote({"cat", path}, options_.read_timeout);
             if (!r) return driver_error(name_, r.error().code, r.error().message);
             if (ssh_failed(*r) || r->timed_out)
-                return driver_error(name_, "network.read_failed", "cat " + path + ": " + describe_remote_failure(*r), true);
+                return driver_error(name_, "network.read_failed", "cat " + path + ": " + describe_remote_failure(*r),
+                                    true);
             if (r->success())
                 facts["pg_lookup"] = r->out;
             else
@@ -245,15 +247,16 @@ Status SonicDriver::check(const json& desired, const json& running) const {
     auto k = running.find(kFactsKey);
     if (k == running.end() || !k->contains("config_db")) return ok_status();
     auto merged = json_patch_apply((*k)["config_db"], patch_for(desired, running));
-    if (!merged) return driver_error(name_, "network.patch_invalid", "the patch does not apply: " + merged.error().message);
+    if (!merged)
+        return driver_error(name_, "network.patch_invalid", "the patch does not apply: " + merged.error().message);
     std::shared_ptr<const YangValidator> validator = options_.validator;
     std::lock_guard<std::mutex> lock(validator_mutex());
     if (!validator) {
         auto v = default_validator();
         if (!v)
-            return driver_error(name_, "network.yang_models",
-                                "cannot check the change against SONiC's YANG models before applying it: " +
-                                    v.error().message);
+            return driver_error(
+                name_, "network.yang_models",
+                "cannot check the change against SONiC's YANG models before applying it: " + v.error().message);
         validator = *v;
     }
     const std::vector<std::string> tables = validator->tables();

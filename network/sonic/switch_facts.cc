@@ -85,8 +85,7 @@ SonicFacts facts_from_running(const json& running) {
     const auto k = running.find(kFactsKey);
     if (k == running.end() || !k->is_object()) return f;
     const json& db = k->value("config_db", json::object());
-    if (const std::string m = field(db, "DEVICE_METADATA", "localhost", "buffer_model"); !m.empty())
-        f.buffer_model = m;
+    if (const std::string m = field(db, "DEVICE_METADATA", "localhost", "buffer_model"); !m.empty()) f.buffer_model = m;
     f.platform = field(db, "DEVICE_METADATA", "localhost", "platform");
     f.hwsku = field(db, "DEVICE_METADATA", "localhost", "hwsku");
     f.pool_mode = field(db, "BUFFER_POOL", "ingress_lossless_pool", "mode");
@@ -103,8 +102,8 @@ SonicFacts facts_from_running(const json& running) {
     f.pg_lookup_path = k->value("pg_lookup_path", std::string());
     f.pg_lookup_error = k->value("pg_lookup_error", std::string());
     if (auto t = k->find("pg_lookup"); t != k->end() && t->is_string()) {
-        auto parsed = parse_pg_lookup(t->get<std::string>(), f.pg_lookup_path.empty() ? "pg_profile_lookup.ini"
-                                                                                      : f.pg_lookup_path);
+        auto parsed = parse_pg_lookup(t->get<std::string>(),
+                                      f.pg_lookup_path.empty() ? "pg_profile_lookup.ini" : f.pg_lookup_path);
         if (parsed)
             f.pg_lookup = std::move(*parsed);
         else

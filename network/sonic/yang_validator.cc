@@ -352,7 +352,8 @@ YangValidator::~YangValidator() = default;
 
 Result<YangValidator> YangValidator::load(const std::string& dir) {
     namespace fs = std::filesystem;
-    if (dir.empty()) return yang_error("network.yang_models", "no SONiC YANG directory: set KILN_SONIC_YANG_DIR or pass one");
+    if (dir.empty())
+        return yang_error("network.yang_models", "no SONiC YANG directory: set KILN_SONIC_YANG_DIR or pass one");
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return yang_error("network.yang_models", fmt::format("{}: not a directory", dir));
 
@@ -381,7 +382,7 @@ Result<YangValidator> YangValidator::load(const std::string& dir) {
         for (const auto& name : modules)
             if (ly_ctx_load_module(raw, name.c_str(), nullptr, nullptr) == nullptr)
                 return yang_error("network.yang_models", fmt::format("{}: cannot load module {}: {}", dir, name,
-                                                             last_error(raw, "unknown error")));
+                                                                     last_error(raw, "unknown error")));
         ly_err_clean(raw, nullptr);
     }
 
@@ -419,7 +420,8 @@ Result<YangValidator> YangValidator::load(const std::string& dir) {
             }
         }
     }
-    if (impl->tables.empty()) return yang_error("network.yang_models", fmt::format("{}: the models define no tables", dir));
+    if (impl->tables.empty())
+        return yang_error("network.yang_models", fmt::format("{}: the models define no tables", dir));
     return YangValidator(std::move(impl));
 }
 

@@ -526,14 +526,13 @@ Result<engine::Observation> NetworkStage::observe(engine::StageContext& ctx) {
         } else {
             for (size_t p : x.ports ? *x.ports : x.with_own) ports.push_back(fabric.switches[x.index].ports[p].name);
         }
-        json entry = {{"switch", x.sw->name}, {"os", x.sw->os}, {"ports", std::move(ports)},
-                      {"changes", std::move(changes)}};
+        json entry = {
+            {"switch", x.sw->name}, {"os", x.sw->os}, {"ports", std::move(ports)}, {"changes", std::move(changes)}};
         if (!listed_elsewhere.empty()) {
             json shared = json::array();
             for (const auto& [owner, what] : listed_elsewhere)
-                shared.push_back({{"listed_under", ctx.fleet().nodes[owner].name},
-                                  {"changes", what.count},
-                                  {"flaps", what.flaps}});
+                shared.push_back(
+                    {{"listed_under", ctx.fleet().nodes[owner].name}, {"changes", what.count}, {"flaps", what.flaps}});
             entry["shared"] = std::move(shared);
         }
         switches.push_back(std::move(entry));
@@ -583,8 +582,8 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
         for (const auto& g : shared) {
             count += g["changes"].get<size_t>();
             for (const auto& p : g["flaps"]) flaps.insert(p.get<std::string>());
-            elsewhere.push_back(fmt::format("{} listed under {}", g["changes"].get<size_t>(),
-                                            g["listed_under"].get<std::string>()));
+            elsewhere.push_back(
+                fmt::format("{} listed under {}", g["changes"].get<size_t>(), g["listed_under"].get<std::string>()));
         }
         std::string desc = fmt::format("configure {} ({}): {} change{}", s["switch"].get<std::string>(),
                                        s["os"].get<std::string>(), count, count == 1 ? "" : "s");
@@ -596,8 +595,8 @@ Result<std::vector<engine::Action>> NetworkStage::plan(engine::StageContext& ctx
         if (!elsewhere.empty())
             desc += fmt::format("{}shared: {}", changes.empty() ? ": " : "; ", fmt::join(elsewhere, ", "));
         if (!flaps.empty())
-            desc += fmt::format(" (takes port{} down and up: {})", flaps.size() == 1 ? "" : "s",
-                                fmt::join(flaps, ", "));
+            desc +=
+                fmt::format(" (takes port{} down and up: {})", flaps.size() == 1 ? "" : "s", fmt::join(flaps, ", "));
         json detail = {{"switch", s["switch"]}, {"os", s["os"]}, {"changes", changes}, {"flaps", flaps}};
         if (!shared.empty()) detail["shared"] = shared;
         actions.push_back({kActionPrefix + s["switch"].get<std::string>(), desc, std::move(detail)});

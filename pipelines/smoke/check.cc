@@ -6,9 +6,12 @@ namespace kiln::smoke {
 
 const char* verdict_name(Verdict v) {
     switch (v) {
-        case Verdict::Pass: return "pass";
-        case Verdict::Fail: return "fail";
-        case Verdict::Skip: return "skip";
+        case Verdict::Pass:
+            return "pass";
+        case Verdict::Fail:
+            return "fail";
+        case Verdict::Skip:
+            return "skip";
     }
     return "fail";
 }

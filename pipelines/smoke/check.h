@@ -19,13 +19,13 @@ const char* verdict_name(Verdict v);
 std::optional<Verdict> parse_verdict(const std::string& s);
 
 struct Check {
-    std::string name;                  // "allreduce_busbw_gbps"
+    std::string name;  // "allreduce_busbw_gbps"
     double figure = 0;
-    std::optional<double> threshold;   // none: nothing to hold it against (informational pass)
-    std::string unit;                  // "GB/s", "GFLOP/s", "fraction", "count"
-    std::string compare = ">=";        // ">=" floor, "<=" ceiling
+    std::optional<double> threshold;  // none: nothing to hold it against (informational pass)
+    std::string unit;                 // "GB/s", "GFLOP/s", "fraction", "count"
+    std::string compare = ">=";       // ">=" floor, "<=" ceiling
     Verdict verdict = Verdict::Skip;
-    std::string detail;                // why it failed or was skipped; extra facts
+    std::string detail;  // why it failed or was skipped; extra facts
 
     // Sets the verdict from figure and threshold; a check already marked
     // failed (an error, a timeout) stays failed.
@@ -35,7 +35,7 @@ struct Check {
 // The document kiln-smoke prints.
 struct Report {
     std::string host;
-    std::string backend = "cpu";       // cpu | cuda
+    std::string backend = "cpu";  // cpu | cuda
     int rank = 0;
     int ranks = 1;
     std::vector<Check> checks;

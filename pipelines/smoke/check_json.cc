@@ -40,12 +40,13 @@ bool from_json(const nlohmann::json& j, Report& out, std::string* err) {
     if (j.contains("nvml")) r.nvml = j["nvml"];
     if (j.contains("rdma")) r.rdma = j["rdma"];
     for (const auto& cj : j["checks"]) {
-        if (!cj.is_object() || !cj.contains("name") || !cj["name"].is_string())
-            return fail("a check without a 'name'");
+        if (!cj.is_object() || !cj.contains("name") || !cj["name"].is_string()) return fail("a check without a 'name'");
         Check c;
         c.name = cj["name"].get<std::string>();
-        if (cj.contains("figure") && cj["figure"].is_number()) c.figure = cj["figure"].get<double>();
-        else c.figure = std::nan("");
+        if (cj.contains("figure") && cj["figure"].is_number())
+            c.figure = cj["figure"].get<double>();
+        else
+            c.figure = std::nan("");
         if (cj.contains("threshold") && cj["threshold"].is_number()) c.threshold = cj["threshold"].get<double>();
         c.unit = cj.value("unit", "");
         c.compare = cj.value("compare", ">=");

@@ -11,7 +11,9 @@ namespace kiln::smoke {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // xorshift64*: a generator whose output is the same under every standard
 // library (std::uniform_real_distribution is not).
@@ -47,8 +49,8 @@ Check memory_bandwidth_check(size_t bytes, const Repeat& r) {
     });
     c.figure = stats.best_seconds > 0 ? 2.0 * static_cast<double>(bytes) / stats.best_seconds / 1e9 : 0;
     c.verdict = stats.best_seconds > 0 ? Verdict::Pass : Verdict::Fail;
-    c.detail = "memcpy of " + std::to_string(bytes >> 20) + " MiB (read+write bytes, as STREAM counts): " +
-               describe(stats);
+    c.detail =
+        "memcpy of " + std::to_string(bytes >> 20) + " MiB (read+write bytes, as STREAM counts): " + describe(stats);
     return c;
 }
 
@@ -153,8 +155,8 @@ Check cpu_training_check(unsigned seed, int steps) {
     auto f = train_tiny_mlp(seed, steps);
     c.figure = f.first_loss > 0 ? 1.0 - f.last_loss / f.first_loss : 0;
     char buf[160];
-    std::snprintf(buf, sizeof buf, "8-32-1 tanh MLP, seed %u, %d steps: loss %.5f -> %.5f", seed, f.steps,
-                  f.first_loss, f.last_loss);
+    std::snprintf(buf, sizeof buf, "8-32-1 tanh MLP, seed %u, %d steps: loss %.5f -> %.5f", seed, f.steps, f.first_loss,
+                  f.last_loss);
     c.detail = buf;
     c.verdict = std::isfinite(f.last_loss) ? Verdict::Pass : Verdict::Fail;
     return c;

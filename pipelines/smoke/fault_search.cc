@@ -33,8 +33,10 @@ public:
         if (b.size() == 1) return single(b[0]);
         auto rb = test(b);
         if (!rb) return;
-        if (rb->pass) clear(b);
-        else resolve(b);
+        if (rb->pass)
+            clear(b);
+        else
+            resolve(b);
     }
 
     // Members no run could test (no cleared partner when their turn came).
@@ -50,8 +52,10 @@ public:
         auto deferred = std::move(deferred_);
         deferred_.clear();
         for (const auto& m : deferred) {
-            if (cleared_.empty()) suspect(m, "no member passed a ring, so none could be tested apart");
-            else single(m);
+            if (cleared_.empty())
+                suspect(m, "no member passed a ring, so none could be tested apart");
+            else
+                single(m);
         }
     }
 
@@ -59,7 +63,8 @@ public:
         SearchResult r;
         r.complete = !out_of_budget_;
         for (const auto& m : ring) {
-            if (cleared_.count(m)) r.cleared.push_back(m);
+            if (cleared_.count(m))
+                r.cleared.push_back(m);
             else {
                 r.suspects.push_back(m);
                 r.why[m] = why_.count(m) ? why_[m] : "not cleared within the localisation budget";
@@ -90,9 +95,11 @@ private:
         const std::string partner = *cleared_order_.begin();
         auto r = test({m, partner});
         if (!r) return;
-        if (r->pass) clear({m});
-        else suspect(m, "the ring of " + m + " and " + partner + " (cleared) failed" +
-                            (r->detail.empty() ? "" : ": " + r->detail));
+        if (r->pass)
+            clear({m});
+        else
+            suspect(m, "the ring of " + m + " and " + partner + " (cleared) failed" +
+                           (r->detail.empty() ? "" : ": " + r->detail));
     }
 
     void clear(const std::vector<std::string>& ms) {
@@ -124,4 +131,3 @@ SearchResult localise(const std::vector<std::string>& ring, const RunRing& run, 
 }
 
 }  // namespace kiln::smoke
-

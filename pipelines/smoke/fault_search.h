@@ -42,11 +42,11 @@ struct SearchRun {
 };
 
 struct SearchResult {
-    std::vector<std::string> suspects;            // ring order
-    std::vector<std::string> cleared;             // ring order
-    std::map<std::string, std::string> why;       // suspect -> the evidence
-    std::vector<SearchRun> runs;                  // every run, in order
-    bool complete = true;  // false: the budget ran out; every member not cleared is a suspect
+    std::vector<std::string> suspects;       // ring order
+    std::vector<std::string> cleared;        // ring order
+    std::map<std::string, std::string> why;  // suspect -> the evidence
+    std::vector<SearchRun> runs;             // every run, in order
+    bool complete = true;                    // false: the budget ran out; every member not cleared is a suspect
 };
 
 // `ring` failed as a whole (the caller's run of it). Needs two members or more.

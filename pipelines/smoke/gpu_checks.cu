@@ -86,7 +86,8 @@ std::vector<Check> nvml_checks(GpuOptions::NvmlState* state) {
         for (int d = 0; d < device_count(); ++d) {
             char bus[32] = {};
             GpuRead r{"gpu" + std::to_string(d), {}};
-            if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) != cudaSuccess) r.health.error = "no PCI bus id from CUDA";
+            if (cudaDeviceGetPCIBusId(bus, sizeof bus, d) != cudaSuccess)
+                r.health.error = "no PCI bus id from CUDA";
             else {
                 r.gpu += std::string(" ") + bus;
                 r.health = nvml->health(bus);
@@ -114,9 +115,11 @@ std::vector<Check> copy_checks(const GpuOptions& o) {
         cuda_ok(cudaStreamCreate(&s), "cudaStreamCreate");
         double best_up = 0, best_down = 0;
         for (int it = 0; it < o.iterations; ++it) {
-            double t = time_on(s, [&] { cuda_ok(cudaMemcpyAsync(dev, host, o.copy_bytes, cudaMemcpyHostToDevice, s), "H2D"); });
+            double t = time_on(
+                s, [&] { cuda_ok(cudaMemcpyAsync(dev, host, o.copy_bytes, cudaMemcpyHostToDevice, s), "H2D"); });
             best_up = std::max(best_up, o.copy_bytes / t / 1e9);
-            t = time_on(s, [&] { cuda_ok(cudaMemcpyAsync(host, dev, o.copy_bytes, cudaMemcpyDeviceToHost, s), "D2H"); });
+            t = time_on(s,
+                        [&] { cuda_ok(cudaMemcpyAsync(host, dev, o.copy_bytes, cudaMemcpyDeviceToHost, s), "D2H"); });
             best_down = std::max(best_down, o.copy_bytes / t / 1e9);
         }
         cudaStreamDestroy(s);
@@ -145,7 +148,8 @@ std::vector<Check> hbm_check(const GpuOptions& o) {
         cuda_ok(cudaStreamCreate(&s), "cudaStreamCreate");
         double best = 0;
         for (int it = 0; it < o.iterations; ++it) {
-            double t = time_on(s, [&] { cuda_ok(cudaMemcpyAsync(b, a, o.copy_bytes, cudaMemcpyDeviceToDevice, s), "D2D"); });
+            double t =
+                time_on(s, [&] { cuda_ok(cudaMemcpyAsync(b, a, o.copy_bytes, cudaMemcpyDeviceToDevice, s), "D2D"); });
             best = std::max(best, 2.0 * o.copy_bytes / t / 1e9);  // read + write
         }
         cudaStreamDestroy(s);
@@ -192,7 +196,8 @@ std::vector<Check> gemm_check(const GpuOptions& o) {
         cublasLtMatmulPreference_t pref;
         lt_ok(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
         lt_ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size,
-                                                   sizeof ws_size), "PreferenceSetAttribute");
+                                                   sizeof ws_size),
+              "PreferenceSetAttribute");
         cublasLtMatmulHeuristicResult_t heur{};
         int found = 0;
         lt_ok(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &found), "AlgoGetHeuristic");
@@ -337,8 +342,8 @@ std::vector<Check> nccl_checks(const GpuOptions& o, TcpRing* ring, Deadline ring
 // thread per sample forward and backward, atomics for the gradient sums.
 constexpr int kIn = 16, kHid = 64, kSamples = 4096;
 
-__global__ void mlp_step(const float* X, const float* Y, const __nv_bfloat16* W1, const __nv_bfloat16* W2,
-                         float* gW1, float* gW2, float* loss) {
+__global__ void mlp_step(const float* X, const float* Y, const __nv_bfloat16* W1, const __nv_bfloat16* W2, float* gW1,
+                         float* gW2, float* loss) {
     int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= kSamples) return;
     const float* x = X + s * kIn;
@@ -374,7 +379,9 @@ std::vector<Check> training_check(const GpuOptions& o) {
     // Data and initial weights from a fixed-seed generator on the host.
     unsigned long long s = o.seed * 0x9E3779B97F4A7C15ull + 1;
     auto uni = [&] {
-        s ^= s >> 12; s ^= s << 25; s ^= s >> 27;
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
         return float((s * 0x2545F4914F6CDD1Dull) >> 40) / float(1 << 24) * 2 - 1;
     };
     std::vector<float> X(kSamples * kIn), Y(kSamples), w(kIn), W1(kHid * kIn), W2(kHid);
@@ -419,13 +426,13 @@ std::vector<Check> training_check(const GpuOptions& o) {
         if (step == 0) first = loss;
         last = loss;
     }
-    for (void* p : {(void*)dX, (void*)dY, (void*)dM1, (void*)dM2, (void*)dG1, (void*)dG2, (void*)dLoss, (void*)dW1,
-                    (void*)dW2})
+    for (void* p :
+         {(void*)dX, (void*)dY, (void*)dM1, (void*)dM2, (void*)dG1, (void*)dG2, (void*)dLoss, (void*)dW1, (void*)dW2})
         cudaFree(p);
     c.figure = first > 0 ? 1.0 - last / first : 0;
     char b[160];
-    std::snprintf(b, sizeof b, "16-64-1 MLP, bf16, seed %u, %d steps on gpu0: loss %.5f -> %.5f", o.seed,
-                  o.train_steps, first, last);
+    std::snprintf(b, sizeof b, "16-64-1 MLP, bf16, seed %u, %d steps on gpu0: loss %.5f -> %.5f", o.seed, o.train_steps,
+                  first, last);
     c.detail = b;
     if (!std::isfinite(last)) c.verdict = Verdict::Fail;
     return {c};
@@ -445,8 +452,11 @@ GpuInventory gpu_inventory() {
     for (int d = 0; d < n; ++d) {
         cudaDeviceProp p{};
         cudaError_t pe = cudaGetDeviceProperties(&p, d);
-        if (pe == cudaSuccess) inv.names.push_back(p.name);
-        else inv.error += (inv.error.empty() ? "" : "; ") + std::string("gpu") + std::to_string(d) + ": " + cudaGetErrorString(pe);
+        if (pe == cudaSuccess)
+            inv.names.push_back(p.name);
+        else
+            inv.error += (inv.error.empty() ? "" : "; ") + std::string("gpu") + std::to_string(d) + ": " +
+                         cudaGetErrorString(pe);
     }
     inv.count = static_cast<int>(inv.names.size());
     if (!inv.names.empty()) inv.model = inv.names[0];

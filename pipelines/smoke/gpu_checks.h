@@ -17,18 +17,18 @@
 namespace kiln::smoke {
 
 struct GpuInventory {
-    int count = 0;                // devices CUDA can read
-    std::string model;            // device 0's name, e.g. "NVIDIA H200"
+    int count = 0;      // devices CUDA can read
+    std::string model;  // device 0's name, e.g. "NVIDIA H200"
     std::vector<std::string> names;
-    std::string error;            // why GPUs are missing (no driver, no device, an unreadable device)
+    std::string error;  // why GPUs are missing (no driver, no device, an unreadable device)
 };
 
 GpuInventory gpu_inventory();
 
 struct GpuOptions {
-    size_t copy_bytes = 256u << 20;    // H2D/D2H and HBM copies
-    int gemm_n = 8192;                 // bf16 GEMM size (n x n x n)
-    size_t nccl_bytes = 256u << 20;    // per all-reduce
+    size_t copy_bytes = 256u << 20;  // H2D/D2H and HBM copies
+    int gemm_n = 8192;               // bf16 GEMM size (n x n x n)
+    size_t nccl_bytes = 256u << 20;  // per all-reduce
     int iterations = 10;
     int train_steps = 200;
     unsigned seed = 1234;

@@ -15,7 +15,9 @@ Check ceiling(const char* name) {
     return c;
 }
 
-void add(std::string& detail, const std::string& part) { detail += (detail.empty() ? "" : "; ") + part; }
+void add(std::string& detail, const std::string& part) {
+    detail += (detail.empty() ? "" : "; ") + part;
+}
 
 // A count summed over the GPUs (ceilings come from floors or the fleet).
 Check counter(const char* name, const char* unit) {
@@ -35,7 +37,8 @@ std::vector<Check> error_checks(const std::vector<GpuRead>& reads, Check pending
         const auto& h = r.health;
         if (!h.error.empty()) {
             ++unreadable;
-            for (Check* c : {&pending, &retired, &ecc_vol, &ecc_agg}) add(c->detail, r.gpu + ": unreadable: " + h.error);
+            for (Check* c : {&pending, &retired, &ecc_vol, &ecc_agg})
+                add(c->detail, r.gpu + ": unreadable: " + h.error);
             continue;
         }
         if (h.retirement_supported) {
@@ -52,7 +55,8 @@ std::vector<Check> error_checks(const std::vector<GpuRead>& reads, Check pending
             vol += h.ecc_uncorrected_volatile;
             agg += h.ecc_uncorrected_aggregate;
             if (h.ecc_uncorrected_volatile)
-                add(ecc_vol.detail, r.gpu + ": " + std::to_string(h.ecc_uncorrected_volatile) + " since the driver loaded");
+                add(ecc_vol.detail,
+                    r.gpu + ": " + std::to_string(h.ecc_uncorrected_volatile) + " since the driver loaded");
             if (h.ecc_uncorrected_aggregate)
                 add(ecc_agg.detail, r.gpu + ": " + std::to_string(h.ecc_uncorrected_aggregate) + " over its life");
         }
@@ -63,7 +67,8 @@ std::vector<Check> error_checks(const std::vector<GpuRead>& reads, Check pending
     ecc_agg.figure = static_cast<double>(agg);
     for (Check* c : {&pending, &retired, &ecc_vol, &ecc_agg}) {
         const bool read_any = (c == &pending || c == &retired) ? retire_read > 0 : ecc_read > 0;
-        if (unreadable) c->verdict = Verdict::Fail;
+        if (unreadable)
+            c->verdict = Verdict::Fail;
         else if (!read_any) {
             c->verdict = Verdict::Skip;
             add(c->detail, c == &pending || c == &retired ? "page retirement not reported by NVML (row remapping "
@@ -93,14 +98,13 @@ nlohmann::json gpu_state_json(const std::string& nvml_error, const std::vector<G
             g[key] = value->empty() ? json(nullptr) : json(*value);
         char bits[24];
         std::snprintf(bits, sizeof bits, "0x%llx", h.reasons);
-        g["row_remaps"] = h.remaps_supported ? json{{"pending", h.remap_pending}, {"failed", h.remap_failure}}
-                                             : json(nullptr);
-        g["clock_event_reasons"] = h.reasons_supported
-                                       ? json{{"bits", bits}, {"fault", (h.reasons & kBadClockReasons) != 0}}
-                                       : json(nullptr);
-        g["ecc_uncorrected"] = h.ecc_supported ? json{{"volatile", h.ecc_uncorrected_volatile},
-                                                      {"aggregate", h.ecc_uncorrected_aggregate}}
-                                               : json(nullptr);
+        g["row_remaps"] =
+            h.remaps_supported ? json{{"pending", h.remap_pending}, {"failed", h.remap_failure}} : json(nullptr);
+        g["clock_event_reasons"] =
+            h.reasons_supported ? json{{"bits", bits}, {"fault", (h.reasons & kBadClockReasons) != 0}} : json(nullptr);
+        g["ecc_uncorrected"] =
+            h.ecc_supported ? json{{"volatile", h.ecc_uncorrected_volatile}, {"aggregate", h.ecc_uncorrected_aggregate}}
+                            : json(nullptr);
         g["retired_pages"] = h.retirement_supported
                                  ? json{{"count", h.retired_pages}, {"pending", h.retirement_pending}}
                                  : json(nullptr);
@@ -178,7 +182,8 @@ Check gpu_count_check(int usable, int expected, const std::string& model, const 
     if (expected > 0) c.threshold = expected;
     c.verdict = usable > 0 && (expected <= 0 || usable >= expected) ? Verdict::Pass : Verdict::Fail;
     std::string detail = model;
-    if (expected > 0) add(detail, std::to_string(usable) + " of the " + std::to_string(expected) + " GPUs the VM was given");
+    if (expected > 0)
+        add(detail, std::to_string(usable) + " of the " + std::to_string(expected) + " GPUs the VM was given");
     if (!problem.empty()) add(detail, problem);
     if (usable == 0 && problem.empty()) add(detail, "no GPU");
     c.detail = detail;

@@ -42,8 +42,7 @@ Result<Conn> open(const std::string& uri) {
 // One agent command; the reply's "return" member.
 Result<nlohmann::json> agent(virDomainPtr dom, const std::string& command, int timeout_s) {
     char* reply = virDomainQemuAgentCommand(dom, command.c_str(), timeout_s, 0);
-    if (!reply)
-        return make_error("smoke", "smoke.agent", std::string("guest agent: ") + last_libvirt_error(), true);
+    if (!reply) return make_error("smoke", "smoke.agent", std::string("guest agent: ") + last_libvirt_error(), true);
     std::string text(reply);
     std::free(reply);
     // guest-exec-status carries the command's output base64'd: room for it.
@@ -98,8 +97,7 @@ RankAddress GuestAgentTransport::address(int ordinal) const {
     return {"10.0.2.2", options_.port_base + ordinal, "0.0.0.0", vm::kGuestSmokePort};
 }
 
-Result<std::vector<RankOutput>> GuestAgentTransport::run(const config::Node& node,
-                                                         const std::vector<RankLaunch>& ranks,
+Result<std::vector<RankOutput>> GuestAgentTransport::run(const config::Node& node, const std::vector<RankLaunch>& ranks,
                                                          std::chrono::milliseconds timeout) {
     auto conn = open(node.libvirt_uri.empty() ? options_.uri : node.libvirt_uri);
     if (!conn) return conn.error();
@@ -109,7 +107,8 @@ Result<std::vector<RankOutput>> GuestAgentTransport::run(const config::Node& nod
         Dom d(virDomainLookupByName(conn->get(), r.vm.c_str()));
         if (!d) return make_error("smoke", "smoke.vm", "no domain " + r.vm + ": " + last_libvirt_error());
         auto started = agent(d.get(), guest_exec_command(options_.smoke_path, r.args), options_.agent_timeout_s);
-        if (!started) return make_error("smoke", "smoke.start", r.vm + ": guest-exec: " + started.error().message, true);
+        if (!started)
+            return make_error("smoke", "smoke.start", r.vm + ": guest-exec: " + started.error().message, true);
         pids.push_back(started->value("pid", int64_t(-1)));
         doms.push_back(std::move(d));
     }

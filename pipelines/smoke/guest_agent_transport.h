@@ -10,11 +10,11 @@
 namespace kiln::smoke {
 
 struct GuestAgentOptions {
-    std::string uri = "qemu:///system";              // for nodes without libvirt_uri
-    std::string smoke_path;                          // default: vm::kGuestSmokePath
-    int port_base = 0;                               // default: vm::kSmokeHostPortBase
+    std::string uri = "qemu:///system";  // for nodes without libvirt_uri
+    std::string smoke_path;              // default: vm::kGuestSmokePath
+    int port_base = 0;                   // default: vm::kSmokeHostPortBase
     std::chrono::milliseconds poll_interval{500};
-    int agent_timeout_s = 10;                        // per agent command
+    int agent_timeout_s = 10;  // per agent command
 };
 
 class GuestAgentTransport : public SmokeTransport {

@@ -11,7 +11,7 @@
 namespace kiln::smoke {
 
 struct LocalProcessOptions {
-    std::string smoke_binary;   // path of kiln-smoke on this host
+    std::string smoke_binary;  // path of kiln-smoke on this host
     int vms_per_node = 2;
     int port_base = 29600;
     std::shared_ptr<CommandRunner> runner;  // default: ProcessRunner

@@ -22,10 +22,10 @@ using RetiredFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned*, unsigned long l
 using PendingFn = nvmlReturn_t (*)(nvmlDevice_t, int*);
 // nvmlDeviceGetName / GetUUID / GetSerial / GetVbiosVersion(device, buffer, length)
 using TextFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
-constexpr nvmlReturn_t kInsufficientSize = 7;   // NVML_ERROR_INSUFFICIENT_SIZE
-constexpr int kUncorrected = 1;                 // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-constexpr int kVolatile = 0, kAggregate = 1;    // NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
-constexpr int kCauseSbe = 0, kCauseDbe = 1;     // NVML_PAGE_RETIREMENT_CAUSE_*
+constexpr nvmlReturn_t kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr int kUncorrected = 1;                // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatile = 0, kAggregate = 1;   // NVML_VOLATILE_ECC, NVML_AGGREGATE_ECC
+constexpr int kCauseSbe = 0, kCauseDbe = 1;    // NVML_PAGE_RETIREMENT_CAUSE_*
 
 template <class F>
 F sym(void* lib, const char* name) {

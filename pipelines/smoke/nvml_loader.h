@@ -8,14 +8,14 @@
 namespace kiln::smoke {
 
 struct NvmlGpuHealth {
-    std::string error;                 // why nothing could be read ("" = read)
+    std::string error;  // why nothing could be read ("" = read)
     // Who the GPU is, for an RMA: "" where NVML does not say.
     std::string name, uuid, serial, vbios;
     bool remaps_supported = false;
-    unsigned remap_pending = 0;        // row remaps waiting for a GPU reset
-    unsigned remap_failure = 0;        // a remap failed: the GPU needs service
+    unsigned remap_pending = 0;  // row remaps waiting for a GPU reset
+    unsigned remap_failure = 0;  // a remap failed: the GPU needs service
     bool reasons_supported = false;
-    unsigned long long reasons = 0;    // clocks event (throttle) reason bits
+    unsigned long long reasons = 0;  // clocks event (throttle) reason bits
     // ECC error counters (device memory, all locations), uncorrected only:
     // since the driver loaded (volatile) and over the GPU's life (aggregate).
     bool ecc_supported = false;

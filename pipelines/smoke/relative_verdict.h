@@ -32,9 +32,9 @@ Spread spread_of(std::vector<double> figures);
 struct Standing {
     std::string member;
     double figure = 0;
-    double fraction = 0;              // figure / median
-    std::optional<double> robust_z;   // (figure - median) / (1.4826 MAD); none when MAD is 0
-    bool below = false;               // fraction < floor
+    double fraction = 0;             // figure / median
+    std::optional<double> robust_z;  // (figure - median) / (1.4826 MAD); none when MAD is 0
+    bool below = false;              // fraction < floor
 };
 
 struct RelativeCheck {

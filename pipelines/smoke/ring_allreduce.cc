@@ -41,11 +41,15 @@ bool ring_allreduce(TcpRing& ring, std::vector<float>& data, Deadline deadline, 
     return true;
 }
 
-double allreduce_bus_factor(int ranks) { return ranks <= 1 ? 0.0 : 2.0 * (ranks - 1) / ranks; }
+double allreduce_bus_factor(int ranks) {
+    return ranks <= 1 ? 0.0 : 2.0 * (ranks - 1) / ranks;
+}
 
 namespace {
 // Small integers: every partial sum is exact in float32.
-float known_value(int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 97 + 1)); }
+float known_value(int rank, size_t i) {
+    return static_cast<float>((rank + 1) * static_cast<int>(i % 97 + 1));
+}
 }  // namespace
 
 std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations, Deadline deadline,
@@ -97,8 +101,8 @@ std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations,
     }
     busbw.figure = best;
     char buf[128];
-    std::snprintf(buf, sizeof buf, "%zu bytes, %d ranks, best of %d (busbw = algbw * 2(n-1)/n)",
-                  count * sizeof(float), n, std::max(1, iterations));
+    std::snprintf(buf, sizeof buf, "%zu bytes, %d ranks, best of %d (busbw = algbw * 2(n-1)/n)", count * sizeof(float),
+                  n, std::max(1, iterations));
     busbw.detail = buf;
     return {correct, busbw};
 }

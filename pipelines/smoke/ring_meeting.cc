@@ -144,8 +144,7 @@ std::optional<std::map<std::string, nlohmann::json>> RingMeeting::take_if_comple
     return out;
 }
 
-Result<std::map<std::string, nlohmann::json>> RingMeeting::exchange(engine::StageContext& ctx,
-                                                                    const std::string& topic,
+Result<std::map<std::string, nlohmann::json>> RingMeeting::exchange(engine::StageContext& ctx, const std::string& topic,
                                                                     const std::vector<std::string>& members,
                                                                     nlohmann::json value) {
     const std::string key = board_key(topic, members);
@@ -158,7 +157,8 @@ Result<std::map<std::string, nlohmann::json>> RingMeeting::exchange(engine::Stag
         std::string missing;
         if (auto out = take_if_complete(ctx, key, b, &missing)) return std::move(*out);
         if (ctx.should_stop())
-            return make_error("smoke", "smoke.ring", "the shared smoke ring's nodes did not all report (" + topic + ")");
+            return make_error("smoke", "smoke.ring",
+                              "the shared smoke ring's nodes did not all report (" + topic + ")");
         cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
 }
@@ -198,10 +198,12 @@ void RingMeeting::post(engine::StageContext& ctx, const std::string& topic, cons
 void RingMeeting::forget(const std::vector<std::string>& nodes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto names = [&](const std::vector<std::string>& list) {
-        return std::any_of(list.begin(), list.end(),
-                           [&](const std::string& n) { return std::find(nodes.begin(), nodes.end(), n) != nodes.end(); });
+        return std::any_of(list.begin(), list.end(), [&](const std::string& n) {
+            return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+        });
     };
-    for (auto it = boards_.begin(); it != boards_.end();) it = names(it->second->members) ? boards_.erase(it) : std::next(it);
+    for (auto it = boards_.begin(); it != boards_.end();)
+        it = names(it->second->members) ? boards_.erase(it) : std::next(it);
     for (auto it = open_.begin(); it != open_.end();) it = names(it->second->arrived) ? open_.erase(it) : std::next(it);
     for (const auto& n : nodes) joined_.erase(n);
 }

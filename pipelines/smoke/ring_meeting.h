@@ -37,8 +37,7 @@ public:
     // wait ended (deadline, stop) is not counted among those who met: its
     // pipeline has ended.
     Result<std::optional<std::vector<std::string>>> arrive(engine::StageContext& ctx,
-                                                           const std::vector<std::string>& ring,
-                                                           std::string* waiting);
+                                                           const std::vector<std::string>& ring, std::string* waiting);
     static std::string wake_key(const std::vector<std::string>& ring);
 
     // After the ring has run: every node that met posts `value` under

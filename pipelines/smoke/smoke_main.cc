@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,7 +30,7 @@
 #include "pipelines/smoke/gpu_checks.h"
 #endif
 #include "pipelines/smoke/default_floors.h"  // generated: kDefaultFloors, floors.json's text
-#include "provisioner/vm/guest_contract.h"          // kGuestSmokeConfigPath
+#include "provisioner/vm/guest_contract.h"   // kGuestSmokeConfigPath
 
 namespace {
 
@@ -177,12 +177,16 @@ int main(int argc, char** argv) {
                  "run only the all-reduce checks (kiln's fault localisation re-runs sub-rings with this)");
     RdmaOptions rdma;
     double rdma_timeout_s = 30;
-    app.add_option("--rdma-bytes", rdma.bytes, "bytes per RDMA write in the RDMA checks (when the VM config asks for them)")
+    app.add_option("--rdma-bytes", rdma.bytes,
+                   "bytes per RDMA write in the RDMA checks (when the VM config asks for them)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 30));
-    app.add_option("--rdma-iterations", rdma.iterations, "RDMA writes per pair")->capture_default_str()->check(CLI::Range(5, 1000000));
-    app.add_option("--rdma-qp-timeout", rdma.qp_timeout,
-                   "perftest -u: the RDMA transport timeout, 4.096 us * 2^N per retry (18: about 1 s, as NCCL_IB_TIMEOUT)")
+    app.add_option("--rdma-iterations", rdma.iterations, "RDMA writes per pair")
+        ->capture_default_str()
+        ->check(CLI::Range(5, 1000000));
+    app.add_option(
+           "--rdma-qp-timeout", rdma.qp_timeout,
+           "perftest -u: the RDMA transport timeout, 4.096 us * 2^N per retry (18: about 1 s, as NCCL_IB_TIMEOUT)")
         ->capture_default_str()
         ->check(CLI::Range(1, 31));
     app.add_option("--rdma-gpu-memory", rdma.gpu_memory,
@@ -209,8 +213,10 @@ int main(int argc, char** argv) {
 
     std::vector<Endpoint> peers;
     std::string err;
-    if (peers_text.empty()) peers.push_back({"127.0.0.1", 0});
-    else if (!parse_peers(peers_text, &peers, &err)) return usage_error(err);
+    if (peers_text.empty())
+        peers.push_back({"127.0.0.1", 0});
+    else if (!parse_peers(peers_text, &peers, &err))
+        return usage_error(err);
     if (rank < 0 || rank >= static_cast<int>(peers.size()))
         return usage_error("--rank " + std::to_string(rank) + " is not in 0.." + std::to_string(peers.size() - 1));
 
@@ -319,9 +325,12 @@ int main(int argc, char** argv) {
             add({gpu_count_check(0, expect_gpus, "", why)});
         }
         if (!ring_only) {
-            add(run_bounded({"mem_bandwidth_gbps"}, bound, [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes, repeat)}; }));
-            add(run_bounded({"cpu_gemm_gflops"}, bound, [&] { return std::vector<Check>{cpu_gemm_check(gemm_n, repeat, gemm_slowdown)}; }));
-            add(run_bounded({"loss_drop_fraction"}, bound, [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));
+            add(run_bounded({"mem_bandwidth_gbps"}, bound,
+                            [&] { return std::vector<Check>{memory_bandwidth_check(mem_bytes, repeat)}; }));
+            add(run_bounded({"cpu_gemm_gflops"}, bound,
+                            [&] { return std::vector<Check>{cpu_gemm_check(gemm_n, repeat, gemm_slowdown)}; }));
+            add(run_bounded({"loss_drop_fraction"}, bound,
+                            [&] { return std::vector<Check>{cpu_training_check(seed, steps)}; }));
         }
         if (peers.size() > 1 && !ring) {
             for (const char* name : {"allreduce_errors", "allreduce_busbw_gbps"}) {
@@ -351,7 +360,8 @@ int main(int argc, char** argv) {
         std::string why_not;
         if (peers.size() > 1 && !ring) why_not = "ring bootstrap failed: " + ring_error;
         // A hung all-reduce's thread may still hold the ring.
-        else if (any_abandoned()) why_not = "an earlier check hung and may still use the ring";
+        else if (any_abandoned())
+            why_not = "an earlier check hung and may still use the ring";
         std::string e;
         const auto ports = rdma_ports(rdma.sysfs_root, &e);
         if (!why_not.empty()) {

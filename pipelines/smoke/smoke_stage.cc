@@ -52,14 +52,16 @@ Result<engine::Observation> SmokeStage::observe(engine::StageContext& ctx) {
         o.state = {{"last_result", nullptr}};
         return o;
     }
-    o.state = {{"last_result", last->value("verdict", "")}, {"input_hash", last->value("input_hash", "")},
+    o.state = {{"last_result", last->value("verdict", "")},
+               {"input_hash", last->value("input_hash", "")},
                {"ts_ms", last->value("ts_ms", int64_t(0))}};
     return o;
 }
 
 Result<std::vector<engine::Action>> SmokeStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     const auto& s = observed.state;
-    const bool passed = s.value("last_result", json(nullptr)) == "pass" && s.value("input_hash", "") == ctx.input_hash();
+    const bool passed =
+        s.value("last_result", json(nullptr)) == "pass" && s.value("input_hash", "") == ctx.input_hash();
     if (passed && !ctx.reimage()) return std::vector<engine::Action>{};
     engine::Action a;
     a.id = "smoke:run";
@@ -123,8 +125,8 @@ void judge_relative(json& result, const RelativePolicy& policy, const json& ring
                                                  st.fraction, cmp->spread.median, cmp->spread.n, policy.floor)}};
             (policy.fail ? failed : warnings).push_back(std::move(entry));
         }
-        checks[name] = {{"n", cmp->spread.n}, {"median", cmp->spread.median}, {"mad", cmp->spread.mad},
-                        {"members", members}};
+        checks[name] = {
+            {"n", cmp->spread.n}, {"median", cmp->spread.median}, {"mad", cmp->spread.mad}, {"members", members}};
     }
     result["relative"] = {{"floor", policy.floor}, {"verdict", policy.fail ? "fail" : "warn"}, {"checks", checks}};
     result["warnings"] = warnings;
@@ -183,7 +185,9 @@ std::vector<RankLaunch> ranks_of(SmokeTransport& transport, const std::string& n
 
 // The checks a ring fails as a whole: one bad member fails them on every
 // rank (the sum is wrong everywhere, the slowest link sets everyone's speed).
-bool is_ring_check(const std::string& name) { return name.find("allreduce") != std::string::npos; }
+bool is_ring_check(const std::string& name) {
+    return name.find("allreduce") != std::string::npos;
+}
 
 // Did any VM of the ring report a ring check failed?
 bool ring_failed(const json& ring) {
@@ -232,7 +236,9 @@ RingOutcome outcome_of(const std::vector<RankOutput>& outputs) {
 json to_json(const SearchResult& r) {
     json runs = json::array();
     for (const auto& run : r.runs)
-        runs.push_back({{"members", run.members}, {"pass", run.outcome.pass}, {"busbw_gbps", run.outcome.figure},
+        runs.push_back({{"members", run.members},
+                        {"pass", run.outcome.pass},
+                        {"busbw_gbps", run.outcome.figure},
                         {"detail", run.outcome.detail}});
     json why = json::object();
     for (const auto& [m, w] : r.why) why[m] = w;
@@ -393,17 +399,21 @@ void judge_result(json& result, const std::map<std::string, double>& thresholds,
             if (verdict == "fail" && (name == "rdma_ports_down" || name == "rdma_unreachable_peers"))
                 detail += host_nics_text(vmr["report"], name == "rdma_ports_down");
             if (verdict == "fail")
-                failed.push_back({{"vm", vm}, {"name", name}, {"figure", figure},
-                                  {"threshold", threshold}, {"unit", c.value("unit", "")},
-                                  {"compare", c.value("compare", ">=")}, {"detail", detail}});
+                failed.push_back({{"vm", vm},
+                                  {"name", name},
+                                  {"figure", figure},
+                                  {"threshold", threshold},
+                                  {"unit", c.value("unit", "")},
+                                  {"compare", c.value("compare", ">=")},
+                                  {"detail", detail}});
         }
     }
     // A threshold for a check no VM reported: an old kiln-smoke, a typo, a
     // check that silently vanished. Never pass on absence.
     for (const auto& [name, value] : thresholds)
         if (!seen.count(name))
-            failed.push_back({{"vm", "*"}, {"name", name}, {"threshold", value},
-                              {"detail", "no VM reported this check"}});
+            failed.push_back(
+                {{"vm", "*"}, {"name", name}, {"threshold", value}, {"detail", "no VM reported this check"}});
     result.erase("relative");
     result.erase("warnings");
     if (relative.floor > 0) judge_relative(result, relative, ring.is_array() ? ring : own_vms(result), failed);
@@ -437,7 +447,8 @@ std::string vm_devices_text(const SmokeStageOptions& options, const engine::Stag
     }
     entry["host_devices"][vm] = {{"gpus", d->gpus}, {"others", d->others}};
     std::vector<std::string> parts;
-    if (!d->gpus.empty()) parts.push_back(fmt::format("GPU{} {}", d->gpus.size() == 1 ? "" : "s", fmt::join(d->gpus, ", ")));
+    if (!d->gpus.empty())
+        parts.push_back(fmt::format("GPU{} {}", d->gpus.size() == 1 ? "" : "s", fmt::join(d->gpus, ", ")));
     if (!d->others.empty()) parts.push_back(fmt::format("with {}", fmt::join(d->others, ", ")));
     return parts.empty() ? "" : fmt::format(" (host {})", fmt::join(parts, "; "));
 }
@@ -492,9 +503,8 @@ void narrow_to_vms(const SmokeStageOptions& options, const engine::StageContext&
 // meanwhile). The search holds the leader's thread, and one thread per
 // member while a sub-ring runs: one search per failed ring, not per node.
 json search_ring_fault(const SmokeStageOptions& options, engine::StageContext& ctx, SmokeTransport& transport,
-                       const std::vector<std::string>& met,
-                       const std::vector<RingVm>& ring_vms, const RankArgs& rank_args,
-                       std::chrono::milliseconds timeout) {
+                       const std::vector<std::string>& met, const std::vector<RingVm>& ring_vms,
+                       const RankArgs& rank_args, std::chrono::milliseconds timeout) {
     json mine = nullptr;
     {
         RankArgs sub_args = rank_args;
@@ -505,7 +515,7 @@ json search_ring_fault(const SmokeStageOptions& options, engine::StageContext& c
             for (const auto& v : sub)
                 if (std::find(members.begin(), members.end(), v.node) == members.end()) members.push_back(v.node);
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() -
-                                                                                   engine::StageContext::Clock::now());
+                                                                                    engine::StageContext::Clock::now());
             const auto bound = std::max(std::chrono::milliseconds(1000), std::min(timeout, left));
             std::vector<Result<std::vector<RankOutput>>> outs(members.size(), std::vector<RankOutput>{});
             std::vector<std::thread> threads;
@@ -637,7 +647,8 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
         relative.floor = it->second.relative_floor;
         relative.fail = it->second.relative_verdict == "fail";
     }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - engine::StageContext::Clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - engine::StageContext::Clock::now());
     timeout = std::max(std::chrono::milliseconds(1000), std::min(timeout, left));
     // kiln-smoke's own bounds sit inside the stage's, so it reports rather
     // than gets killed.
@@ -680,8 +691,11 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
                     trace_rails_to_host(entry, d->guest);
             vm_results.push_back(std::move(entry));
         }
-        json result = {{"node", ctx.node().name}, {"input_hash", ctx.input_hash()}, {"ts_ms", journal::now_ms()},
-                       {"transport", transport.name()}, {"vms", vm_results}};
+        json result = {{"node", ctx.node().name},
+                       {"input_hash", ctx.input_hash()},
+                       {"ts_ms", journal::now_ms()},
+                       {"transport", transport.name()},
+                       {"vms", vm_results}};
         if (met.size() > 1) {
             auto it = fleet.smoke.find(ctx.node().smoke);
             result["ring"] = {{"scope", it != fleet.smoke.end() ? it->second.scope : "node"},
@@ -709,8 +723,8 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
         if (ctx.can_park()) {
             // Parked until every member has reported (a slow member's run).
             std::string waiting;
-            auto got = meeting_->gather(ctx, "figures", met,
-                                        figures_resumed ? std::nullopt : std::optional<json>(own_vms(result)), &waiting);
+            auto got = meeting_->gather(
+                ctx, "figures", met, figures_resumed ? std::nullopt : std::optional<json>(own_vms(result)), &waiting);
             if (!got) return got.error();
             if (!*got)
                 return ctx
@@ -744,8 +758,8 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     return result;
 }
 
-Result<json> SmokeStage::await_localisation(engine::StageContext& ctx, const std::vector<std::string>& met,
-                                            json result, std::optional<json> post) {
+Result<json> SmokeStage::await_localisation(engine::StageContext& ctx, const std::vector<std::string>& met, json result,
+                                            std::optional<json> post) {
     // Parked until the leader's search is posted: a ring of hundreds waits
     // for it without a thread each.
     std::string waiting;
@@ -753,15 +767,14 @@ Result<json> SmokeStage::await_localisation(engine::StageContext& ctx, const std
     if (!got) return got.error();
     if (!*got)
         return ctx
-            .park_for(kRingRecheck, json{{"phase", "ring_localise"}, {"met", met}, {"result", result}},
-                      fmt::format("the shared smoke ring's fault localisation by {} (missing {})", met.front(),
-                                  waiting),
-                      RingMeeting::board_wake_key("localise", met))
+            .park_for(
+                kRingRecheck, json{{"phase", "ring_localise"}, {"met", met}, {"result", result}},
+                fmt::format("the shared smoke ring's fault localisation by {} (missing {})", met.front(), waiting),
+                RingMeeting::board_wake_key("localise", met))
             .error();
     if (json found = leaders_search(**got, met); !found.is_null()) apply_localisation(result, found);
     return result;
 }
-
 
 void SmokeStage::end_run(const config::Fleet& fleet) {
     std::vector<std::string> nodes;

@@ -23,8 +23,8 @@ namespace kiln::smoke {
 
 struct SmokeStageOptions {
     std::shared_ptr<SmokeTransport> transport;
-    std::string state_dir;                    // "" = <fleet dir>/.kiln/smoke
-    std::vector<std::string> extra_args;      // added to every kiln-smoke (smaller sizes in tests)
+    std::string state_dir;                // "" = <fleet dir>/.kiln/smoke
+    std::vector<std::string> extra_args;  // added to every kiln-smoke (smaller sizes in tests)
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
     // Called with the result before a quarantine error returns: handover
     // runs its hook for quarantined nodes here, since the engine ends a

@@ -16,7 +16,7 @@ namespace kiln::smoke {
 // One rank to start: the VM (domain name) and kiln-smoke's arguments.
 struct RankLaunch {
     std::string vm;
-    std::vector<std::string> args;   // without the program path
+    std::vector<std::string> args;  // without the program path
 };
 
 struct RankOutput {
@@ -29,10 +29,10 @@ struct RankOutput {
 
 // Where a rank listens and how the other ranks reach it.
 struct RankAddress {
-    std::string dial_host;   // what peers put in --peers
+    std::string dial_host;  // what peers put in --peers
     int dial_port = 0;
-    std::string listen_addr; // kiln-smoke --listen-addr
-    int listen_port = 0;     // kiln-smoke --listen-port
+    std::string listen_addr;  // kiln-smoke --listen-addr
+    int listen_port = 0;      // kiln-smoke --listen-port
 };
 
 class SmokeTransport {

@@ -9,10 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 
 namespace kiln::smoke {
 
@@ -31,7 +31,9 @@ int ms_left(Deadline d, int cap) {
     return static_cast<int>(std::min<long long>(left, cap));
 }
 
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_nonblocking(int fd) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 void set_nodelay(int fd) {
     int one = 1;
@@ -130,9 +132,8 @@ TcpRing::~TcpRing() {
     if (prev_fd_ >= 0) ::close(prev_fd_);
 }
 
-std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>& peers,
-                                          const std::string& listen_addr, int listen_port, Deadline deadline,
-                                          std::string* err) {
+std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>& peers, const std::string& listen_addr,
+                                          int listen_port, Deadline deadline, std::string* err) {
     const int n = static_cast<int>(peers.size());
     if (rank < 0 || rank >= n) {
         fail(err, "--rank " + std::to_string(rank) + " is not in 0.." + std::to_string(n - 1));
@@ -161,8 +162,8 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
     }
     set_nonblocking(lfd);
 
-    const std::string next_name = peers[static_cast<size_t>(next)].host + ":" +
-                                  std::to_string(peers[static_cast<size_t>(next)].port);
+    const std::string next_name =
+        peers[static_cast<size_t>(next)].host + ":" + std::to_string(peers[static_cast<size_t>(next)].port);
     int connecting = -1;
     // Sent our rank, waiting for next's answer: a forwarder (QEMU's user
     // networking hostfwd) accepts a connection before the guest behind it
@@ -256,7 +257,8 @@ std::unique_ptr<TcpRing> TcpRing::connect(int rank, const std::vector<Endpoint>&
             if (fds[awaiting_at].revents) {
                 int32_t who = -1;
                 std::string e;
-                if (recv_all(awaiting, &who, sizeof who, std::min(deadline, Clock::now() + std::chrono::seconds(2)), &e) &&
+                if (recv_all(awaiting, &who, sizeof who, std::min(deadline, Clock::now() + std::chrono::seconds(2)),
+                             &e) &&
                     static_cast<int>(ntohl(static_cast<uint32_t>(who))) == next) {
                     set_nodelay(awaiting);
                     ring->next_fd_ = awaiting;
@@ -312,14 +314,17 @@ bool TcpRing::exchange(const void* send, size_t send_len, void* recv, size_t rec
         if (poll(fds, 2, wait) < 0 && errno != EINTR) return fail(err, std::string("poll: ") + std::strerror(errno));
         if (sent < send_len && (fds[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
             ssize_t n = ::send(next_fd_, sp + sent, send_len - sent, MSG_NOSIGNAL);
-            if (n > 0) sent += static_cast<size_t>(n);
+            if (n > 0)
+                sent += static_cast<size_t>(n);
             else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 return fail(err, "send to rank " + std::to_string(next) + ": " + std::strerror(errno));
         }
         if (got < recv_len && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
             ssize_t n = ::recv(prev_fd_, rp + got, recv_len - got, 0);
-            if (n > 0) got += static_cast<size_t>(n);
-            else if (n == 0) return fail(err, "rank " + std::to_string(prev) + " closed the connection");
+            if (n > 0)
+                got += static_cast<size_t>(n);
+            else if (n == 0)
+                return fail(err, "rank " + std::to_string(prev) + " closed the connection");
             else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 return fail(err, "recv from rank " + std::to_string(prev) + ": " + std::strerror(errno));
         }

@@ -41,8 +41,7 @@ public:
 
     // Sends `send_len` bytes to the next rank while receiving `recv_len`
     // from the previous one, both at once (so a ring never deadlocks).
-    bool exchange(const void* send, size_t send_len, void* recv, size_t recv_len, Deadline deadline,
-                  std::string* err);
+    bool exchange(const void* send, size_t send_len, void* recv, size_t recv_len, Deadline deadline, std::string* err);
     // Rank 0's `data` reaches every rank, round the ring.
     bool broadcast(std::string& data, Deadline deadline, std::string* err);
     // Shuts both links down: the neighbours see them closed (a test fault).

@@ -33,10 +33,11 @@ std::vector<Check> failed(const std::vector<std::string>& names, const std::stri
 }
 }  // namespace
 
-bool any_abandoned() { return g_abandoned.load(); }
+bool any_abandoned() {
+    return g_abandoned.load();
+}
 
-std::vector<Check> run_bounded(const std::vector<std::string>& expected, std::chrono::milliseconds bound,
-                               CheckFn fn) {
+std::vector<Check> run_bounded(const std::vector<std::string>& expected, std::chrono::milliseconds bound, CheckFn fn) {
     auto shared = std::make_shared<Shared>();
     std::thread worker([shared, fn = std::move(fn), expected] {
         std::vector<Check> result;

@@ -18,8 +18,7 @@ using CheckFn = std::function<std::vector<Check>()>;
 // Runs `fn` on its own thread. When it does not finish within `bound`, every
 // name in `expected` comes back as a failed check ("timed out after ...").
 // An exception from `fn` becomes a failed check too.
-std::vector<Check> run_bounded(const std::vector<std::string>& expected, std::chrono::milliseconds bound,
-                               CheckFn fn);
+std::vector<Check> run_bounded(const std::vector<std::string>& expected, std::chrono::milliseconds bound, CheckFn fn);
 
 // Set once any check was abandoned: the caller must _exit, not return.
 bool any_abandoned();

@@ -40,7 +40,16 @@ std::vector<XidEvent> parse_xid_events(const std::string& log) {
 
 bool xid_needs_service(int xid) {
     switch (xid) {
-        case 48: case 61: case 62: case 64: case 74: case 79: case 94: case 95: case 119: case 120:
+        case 48:
+        case 61:
+        case 62:
+        case 64:
+        case 74:
+        case 79:
+        case 94:
+        case 95:
+        case 119:
+        case 120:
             return true;
         default:
             return false;

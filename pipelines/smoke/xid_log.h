@@ -14,7 +14,7 @@
 namespace kiln::smoke {
 
 struct XidEvent {
-    std::string pci;   // "0000:c6:00", as the driver prints it
+    std::string pci;  // "0000:c6:00", as the driver prints it
     int xid = 0;
     std::string text;  // the message after the code
 };

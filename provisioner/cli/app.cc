@@ -13,8 +13,8 @@
 #include <optional>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "provisioner/cli/evidence_command.h"
@@ -43,8 +43,8 @@ using nlohmann::json;
 
 struct Globals {
     std::string journal;
-    std::string store;           // postgresql://... (replaces the fleet's [store])
-    std::string store_password;  // env:NAME or file:PATH
+    std::string store;            // postgresql://... (replaces the fleet's [store])
+    std::string store_password;   // env:NAME or file:PATH
     std::string store_reconnect;  // a duration; "" = the store's default
     std::string log_format = "text";
     std::string pipelines;
@@ -55,15 +55,16 @@ std::string journal_path(const Globals& g, const config::Fleet& fleet) {
     return (fs::path(fleet.dir) / ".kiln" / "journal.db").string();
 }
 
-void print_error(const Error& e) { std::fprintf(stderr, "kiln: %s\n", e.str().c_str()); }
+void print_error(const Error& e) {
+    std::fprintf(stderr, "kiln: %s\n", e.str().c_str());
+}
 
 // The journal this command uses: --store, else the fleet's [store], else
 // the SQLite file (--journal or beside the fleet).
 Result<journal::StoreSpec> store_spec(const Globals& g, const config::Fleet& fleet) {
     journal::StoreSpec spec;
     if (!g.store.empty()) {
-        if (!g.journal.empty())
-            return make_error("cli", "store.conflict", "give --store or --journal, not both");
+        if (!g.journal.empty()) return make_error("cli", "store.conflict", "give --store or --journal, not both");
         if (auto s = journal::check_store_url(g.store); !s) return s.error();
         spec.url = g.store;
     } else if (fleet.store && g.journal.empty()) {
@@ -74,7 +75,8 @@ Result<journal::StoreSpec> store_spec(const Globals& g, const config::Fleet& fle
     }
     if (!g.store_password.empty()) {
         if (!spec.postgres())
-            return make_error("cli", "store.password", "--store-password needs a PostgreSQL store (--store or [store])");
+            return make_error("cli", "store.password",
+                              "--store-password needs a PostgreSQL store (--store or [store])");
         auto p = Secret::parse(g.store_password, fs::current_path().string());
         if (!p) return make_error("cli", "store.password", "--store-password: " + p.error().message);
         spec.password = *p;
@@ -112,7 +114,10 @@ std::optional<config::Fleet> load(const std::string& path, const Globals& g, con
     if (json_errors) {
         json errs = json::array();
         for (const auto& d : r.errors)
-            errs.push_back({{"file", d.pos.file}, {"line", d.pos.line}, {"column", d.pos.column}, {"key", d.key},
+            errs.push_back({{"file", d.pos.file},
+                            {"line", d.pos.line},
+                            {"column", d.pos.column},
+                            {"key", d.key},
                             {"message", d.message}});
         std::printf("%s\n", json{{"ok", false}, {"errors", errs}}.dump(2).c_str());
     }
@@ -160,7 +165,9 @@ private:
     std::thread thread_;
 };
 
-std::string pad(const std::string& s, size_t n) { return s.size() >= n ? s + " " : s + std::string(n - s.size(), ' '); }
+std::string pad(const std::string& s, size_t n) {
+    return s.size() >= n ? s + " " : s + std::string(n - s.size(), ' ');
+}
 
 // ---- validate -------------------------------------------------------------
 
@@ -181,8 +188,8 @@ int cmd_validate(const std::string& fleet_path, bool as_json, const Globals& g, 
     }
     std::string pipelines;
     for (const auto& [name, p] : fleet->pipelines) pipelines += (pipelines.empty() ? "" : ", ") + name;
-    std::printf("%s: ok: fleet %s, %zu node%s in %zu rack%s; pipelines: %s\n", fleet_path.c_str(),
-                fleet->name.c_str(), fleet->nodes.size(), fleet->nodes.size() == 1 ? "" : "s", fleet->racks.size(),
+    std::printf("%s: ok: fleet %s, %zu node%s in %zu rack%s; pipelines: %s\n", fleet_path.c_str(), fleet->name.c_str(),
+                fleet->nodes.size(), fleet->nodes.size() == 1 ? "" : "s", fleet->racks.size(),
                 fleet->racks.size() == 1 ? "" : "s", pipelines.c_str());
     return 0;
 }
@@ -259,8 +266,7 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
         print_error(report.error());
         return 1;
     }
-    const int work = report->work, converged = report->converged, errors = report->errors,
-              actions = report->actions;
+    const int work = report->work, converged = report->converged, errors = report->errors, actions = report->actions;
     if (as_json) {
         std::printf("%s", first ? "{\n  \"entries\": []" : "\n  ]");
         json summary = {{"work", work}, {"converged", converged}, {"errors", errors}, {"actions", actions}};
@@ -294,12 +300,12 @@ void print_summary(const engine::RunReport& r, std::FILE* out) {
     }
     std::string counts;
     for (const auto& [state, n] : by_state) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
-    std::fprintf(out, "\nrun %lld %s: %zu node%s (%s); %d action%s, %d stage%s run, %d skipped%s\n",
-                 static_cast<long long>(r.run_id), r.status.c_str(), r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
-                 counts.c_str(), r.actions, r.actions == 1 ? "" : "s", r.stages_run, r.stages_run == 1 ? "" : "s",
-                 r.stages_skipped,
-                 r.stages_done_elsewhere ? fmt::format(", {} verified by other workers", r.stages_done_elsewhere).c_str()
-                                         : "");
+    std::fprintf(
+        out, "\nrun %lld %s: %zu node%s (%s); %d action%s, %d stage%s run, %d skipped%s\n",
+        static_cast<long long>(r.run_id), r.status.c_str(), r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
+        counts.c_str(), r.actions, r.actions == 1 ? "" : "s", r.stages_run, r.stages_run == 1 ? "" : "s",
+        r.stages_skipped,
+        r.stages_done_elsewhere ? fmt::format(", {} verified by other workers", r.stages_done_elsewhere).c_str() : "");
     if (r.status == "completed" && r.actions == 0 && r.stages_run == 0)
         std::fprintf(out, "nothing to do: every selected node-stage is converged\n");
 }
@@ -367,9 +373,8 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
     });
     std::unique_ptr<net::MetricsServer> metrics_server;
     if (worker && !worker->metrics_listen.empty()) {
-        auto m = net::MetricsServer::start(worker->metrics_listen, [&metrics] {
-            return metrics.render() + net::BmcRequestTally::process().render();
-        });
+        auto m = net::MetricsServer::start(
+            worker->metrics_listen, [&metrics] { return metrics.render() + net::BmcRequestTally::process().render(); });
         if (!m) {
             print_error(m.error());
             return 1;
@@ -404,12 +409,20 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
     if (as_json) {
         json nodes = json::array();
         for (const auto& n : report->nodes)
-            nodes.push_back({{"name", n.node}, {"state", n.state}, {"detail", n.detail}, {"stage", n.stage},
-                             {"error", n.error}, {"actions", n.actions}});
-        std::printf("%s\n", json{{"event", "summary"}, {"run_id", report->run_id}, {"status", report->status},
-                                 {"actions", report->actions}, {"stages_run", report->stages_run},
+            nodes.push_back({{"name", n.node},
+                             {"state", n.state},
+                             {"detail", n.detail},
+                             {"stage", n.stage},
+                             {"error", n.error},
+                             {"actions", n.actions}});
+        std::printf("%s\n", json{{"event", "summary"},
+                                 {"run_id", report->run_id},
+                                 {"status", report->status},
+                                 {"actions", report->actions},
+                                 {"stages_run", report->stages_run},
                                  {"stages_skipped", report->stages_skipped},
-                                 {"stages_done_elsewhere", report->stages_done_elsewhere}, {"nodes", nodes}}
+                                 {"stages_done_elsewhere", report->stages_done_elsewhere},
+                                 {"nodes", nodes}}
                                 .dump()
                                 .c_str());
     } else if (g.log_format != "json") {
@@ -571,8 +584,14 @@ int cmd_history(const std::string& fleet_path, const std::string& node, int limi
     if (as_json) {
         json arr = json::array();
         for (const auto& e : entries)
-            arr.push_back({{"ts_ms", e.ts_ms}, {"run_id", e.run_id}, {"kind", e.kind}, {"stage", e.stage},
-                           {"name", e.name}, {"text", e.text}, {"outcome", e.outcome}, {"error", e.error}});
+            arr.push_back({{"ts_ms", e.ts_ms},
+                           {"run_id", e.run_id},
+                           {"kind", e.kind},
+                           {"stage", e.stage},
+                           {"name", e.name},
+                           {"text", e.text},
+                           {"outcome", e.outcome},
+                           {"error", e.error}});
         std::printf("%s\n", json{{"node", node}, {"entries", arr}}.dump(2).c_str());
         return 0;
     }
@@ -637,7 +656,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     app.add_option("--store-reconnect", g.store_reconnect,
                    "how long to keep reconnecting when the PostgreSQL server goes away mid-run (default 60s)");
     app.add_option("--log-format", g.log_format, "log lines as text or json")->check(CLI::IsMember({"text", "json"}));
-    app.add_option("--pipelines", g.pipelines, "folder of pipeline files (default: the fleet's, else the shipped ones)");
+    app.add_option("--pipelines", g.pipelines,
+                   "folder of pipeline files (default: the fleet's, else the shipped ones)");
     app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION);
 
     std::string fleet, node;
@@ -697,7 +717,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     WorkersArgs workers_args;
     auto* workers_cmd = add_workers_command(app, workers_args);
 
-    auto* stages_cmd = app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
+    auto* stages_cmd =
+        app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
 
     try {
@@ -733,8 +754,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
         return cmd_vm_xml(vm_xml_args);
     }
     if (*report_cmd)
-        return cmd_report(report_args, [&](const config::Fleet& f) { return open_reader(g, f); }, g.pipelines,
-                          registry);
+        return cmd_report(
+            report_args, [&](const config::Fleet& f) { return open_reader(g, f); }, g.pipelines, registry);
     if (firmware_args.chosen())
         return cmd_firmware(firmware_args, [&](const std::string& p) { return load(p, g, registry); });
     if (image_args.chosen()) return cmd_image(image_args);
@@ -743,8 +764,9 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
         if (!g.store_password.empty())
             if (auto s = Secret::parse(g.store_password, fs::current_path().string()))
                 if (auto v = s->resolve()) extra_secrets.push_back(*v);
-        return cmd_evidence(evidence_args, [&](const std::string& p) { return load(p, g, registry); },
-                            [&](const config::Fleet& f) { return open_reader(g, f); }, std::move(extra_secrets));
+        return cmd_evidence(
+            evidence_args, [&](const std::string& p) { return load(p, g, registry); },
+            [&](const config::Fleet& f) { return open_reader(g, f); }, std::move(extra_secrets));
     }
     if (network_args.chosen())
         return cmd_network(network_args, [&](const std::string& p) { return load(p, g, registry); });

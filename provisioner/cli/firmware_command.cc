@@ -24,12 +24,15 @@ void add_firmware_commands(CLI::App& app, FirmwareArgs& args) {
     inv->add_option("--bmc", args.bmc_url, "one BMC's URL, without a fleet file");
     inv->add_option("--user", args.user, "BMC user name (with --bmc)");
     inv->add_option("--password-env", args.password_env, "environment variable holding the BMC password (with --bmc)");
-    auto* ca = inv->add_option("--ca", args.ca, "PEM CA bundle to verify the BMC's certificate")->check(CLI::ExistingFile);
+    auto* ca =
+        inv->add_option("--ca", args.ca, "PEM CA bundle to verify the BMC's certificate")->check(CLI::ExistingFile);
     auto* fp = inv->add_option("--fingerprint", args.fingerprint, "pinned SHA-256 of the BMC's certificate");
     auto* insecure = inv->add_flag("--insecure", args.insecure, "do not verify the BMC's certificate");
     ca->excludes(fp)->excludes(insecure);
     fp->excludes(insecure);
-    inv->add_flag("--json", args.json, R"(as {"nodes": [{"name", "vendor", "system", "components", "bios_version", "bmc_version", "warnings"}]})");
+    inv->add_flag(
+        "--json", args.json,
+        R"(as {"nodes": [{"name", "vendor", "system", "components", "bios_version", "bmc_version", "warnings"}]})");
     args.inventory = inv;
 }
 
@@ -115,7 +118,7 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
                 return firmware::read_inventory(client,
                                                 {.bios = false, .network_adapters = true, .system_uri = t.system});
             }()
-                                                            : Result<firmware::BmcInventory>(t.endpoint.error());
+                : Result<firmware::BmcInventory>(t.endpoint.error());
             if (!inv) {
                 rc = 1;
                 std::fprintf(stderr, "kiln: %s: %s\n", t.name.c_str(), inv.error().str().c_str());

@@ -75,9 +75,9 @@ int cmd_build(const ImageArgs& a) {
     if (a.json) {
         nlohmann::json layers = nlohmann::json::array();
         for (const auto& l : r->layers) layers.push_back({{"name", l.name}, {"key", l.key}, {"status", l.status}});
-        std::printf("%s\n", nlohmann::json{{"image", r->image}, {"manifest", r->manifest_path}, {"layers", layers}}
-                                .dump(2)
-                                .c_str());
+        std::printf(
+            "%s\n",
+            nlohmann::json{{"image", r->image}, {"manifest", r->manifest_path}, {"layers", layers}}.dump(2).c_str());
     } else {
         for (const auto& l : r->layers)
             std::printf("%-16s %s %s\n", l.name.c_str(), l.key.substr(0, 12).c_str(), l.status.c_str());
@@ -93,8 +93,12 @@ int cmd_list(const ImageArgs& a) {
     if (a.json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto& e : entries)
-            out.push_back({{"key", e.key}, {"name", e.name}, {"parent", e.parent}, {"created", e.created},
-                           {"last_used", e.last_used}, {"size_bytes", e.size_bytes}});
+            out.push_back({{"key", e.key},
+                           {"name", e.name},
+                           {"parent", e.parent},
+                           {"created", e.created},
+                           {"last_used", e.last_used},
+                           {"size_bytes", e.size_bytes}});
         std::printf("%s\n", nlohmann::json{{"cache", cache.dir()}, {"entries", out}}.dump(2).c_str());
         return 0;
     }
@@ -127,10 +131,11 @@ int cmd_prune(const ImageArgs& a) {
     auto r = cache.prune(age, size, images::unix_now());
     if (!r) return fail(r.error());
     if (a.json)
-        std::printf("%s\n", nlohmann::json{{"removed", r->removed}, {"freed_bytes", r->freed_bytes},
-                                           {"kept_bytes", r->kept_bytes}}
-                                .dump(2)
-                                .c_str());
+        std::printf(
+            "%s\n",
+            nlohmann::json{{"removed", r->removed}, {"freed_bytes", r->freed_bytes}, {"kept_bytes", r->kept_bytes}}
+                .dump(2)
+                .c_str());
     else
         std::printf("removed %zu entries, freed %.1f MiB, kept %.1f MiB\n", r->removed.size(),
                     r->freed_bytes / 1048576.0, r->kept_bytes / 1048576.0);
@@ -150,8 +155,10 @@ int cmd_boot_check(const ImageArgs& a) {
     auto r = images::boot_check(runner, o);
     if (!r) return fail(r.error());
     if (a.json)
-        std::printf("%s\n", nlohmann::json{{"accel", r->accel}, {"accel_reason", r->accel_reason},
-                                           {"serial_log", r->serial_log}, {"seconds", r->seconds},
+        std::printf("%s\n", nlohmann::json{{"accel", r->accel},
+                                           {"accel_reason", r->accel_reason},
+                                           {"serial_log", r->serial_log},
+                                           {"seconds", r->seconds},
                                            {"ready", r->ready}}
                                 .dump(2)
                                 .c_str());

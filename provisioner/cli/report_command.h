@@ -17,8 +17,8 @@ namespace kiln::cli {
 
 struct ReportArgs {
     std::string fleet;
-    std::string html;      // output file ("-" = stdout)
-    int runs = 20;         // newest runs on the timeline (0 = all)
+    std::string html;  // output file ("-" = stdout)
+    int runs = 20;     // newest runs on the timeline (0 = all)
 };
 
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);

@@ -15,16 +15,26 @@ using Kind = engine::EngineEvent::Kind;
 
 const char* event_name(Kind kind) {
     switch (kind) {
-        case Kind::RunStart: return "run.start";
-        case Kind::StageStart: return "stage.start";
-        case Kind::Progress: return "stage.progress";
-        case Kind::Warning: return "stage.warning";
-        case Kind::Action: return "action.start";
-        case Kind::StageEnd: return "stage.end";
-        case Kind::Retry: return "stage.retry";
-        case Kind::NodeEnd: return "node.end";
-        case Kind::Stop: return "run.stop";
-        case Kind::RunEnd: return "run.end";
+        case Kind::RunStart:
+            return "run.start";
+        case Kind::StageStart:
+            return "stage.start";
+        case Kind::Progress:
+            return "stage.progress";
+        case Kind::Warning:
+            return "stage.warning";
+        case Kind::Action:
+            return "action.start";
+        case Kind::StageEnd:
+            return "stage.end";
+        case Kind::Retry:
+            return "stage.retry";
+        case Kind::NodeEnd:
+            return "node.end";
+        case Kind::Stop:
+            return "run.stop";
+        case Kind::RunEnd:
+            return "run.end";
     }
     return "event";
 }
@@ -43,10 +53,18 @@ std::string StatusPrinter::timestamp() {
 void StatusPrinter::on_event(const engine::EngineEvent& e) {
     std::lock_guard<std::mutex> lock(mu_);
     switch (mode_) {
-        case Mode::Live: live(e); break;
-        case Mode::Lines: line(e); break;
-        case Mode::JsonLines: json(e, true); break;
-        case Mode::Json: json(e, false); break;
+        case Mode::Live:
+            live(e);
+            break;
+        case Mode::Lines:
+            line(e);
+            break;
+        case Mode::JsonLines:
+            json(e, true);
+            break;
+        case Mode::Json:
+            json(e, false);
+            break;
     }
 }
 
@@ -83,18 +101,36 @@ void StatusPrinter::live(const engine::EngineEvent& e) {
 void StatusPrinter::line(const engine::EngineEvent& e) {
     std::string what;
     switch (e.kind) {
-        case Kind::RunStart: what = fmt::format("run start: fleet {}, {} node-stages", e.message, e.total); break;
-        case Kind::StageStart: what = "start"; break;
+        case Kind::RunStart:
+            what = fmt::format("run start: fleet {}, {} node-stages", e.message, e.total);
+            break;
+        case Kind::StageStart:
+            what = "start";
+            break;
         case Kind::Progress:
             what = e.percent >= 0 ? fmt::format("{} {}%", e.message, e.percent) : e.message;
             break;
-        case Kind::Warning: what = "warning: " + e.message; break;
-        case Kind::Action: what = "action: " + e.message; break;
-        case Kind::StageEnd: what = e.outcome + (e.message.empty() ? "" : " (" + e.message + ")"); break;
-        case Kind::Retry: what = e.message; break;
-        case Kind::NodeEnd: what = "node " + e.outcome + (e.message.empty() ? "" : ": " + e.message); break;
-        case Kind::Stop: what = e.message; break;
-        case Kind::RunEnd: what = "run " + e.outcome; break;
+        case Kind::Warning:
+            what = "warning: " + e.message;
+            break;
+        case Kind::Action:
+            what = "action: " + e.message;
+            break;
+        case Kind::StageEnd:
+            what = e.outcome + (e.message.empty() ? "" : " (" + e.message + ")");
+            break;
+        case Kind::Retry:
+            what = e.message;
+            break;
+        case Kind::NodeEnd:
+            what = "node " + e.outcome + (e.message.empty() ? "" : ": " + e.message);
+            break;
+        case Kind::Stop:
+            what = e.message;
+            break;
+        case Kind::RunEnd:
+            what = "run " + e.outcome;
+            break;
     }
     std::string where = e.node.empty() ? "" : e.node + (e.stage.empty() ? "" : " " + e.stage) + ": ";
     std::fprintf(out_, "%s [%d/%d] %s%s\n", timestamp().c_str(), e.done, e.total, where.c_str(), what.c_str());

@@ -17,7 +17,8 @@ CLI::App* add_vm_commands(CLI::App& app, VmXmlArgs& args) {
     xml->add_option("NODE", args.node, "node name")->required();
     xml->add_option("--sysfs", args.sysfs, "sysfs root to read instead of the shape's (a recorded tree)");
     xml->add_flag("--nccl-topo", args.nccl_topo, "print each VM's NCCL topology file instead");
-    xml->add_option("--accelerator", args.accelerator, "kvm or tcg (default: the shape's; auto shows kvm where /dev/kvm exists)")
+    xml->add_option("--accelerator", args.accelerator,
+                    "kvm or tcg (default: the shape's; auto shows kvm where /dev/kvm exists)")
         ->check(CLI::IsMember({"kvm", "tcg", "auto"}));
     return xml;
 }

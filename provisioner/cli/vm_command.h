@@ -16,7 +16,7 @@ struct VmXmlArgs {
     std::string sysfs;        // "" = the shape's sysfs
     std::string accelerator;  // "" = the shape's; "auto" prints kvm when /dev/kvm exists
     bool nccl_topo = false;
-    std::string pipelines;    // --pipelines, from the global option
+    std::string pipelines;  // --pipelines, from the global option
 };
 
 CLI::App* add_vm_commands(CLI::App& app, VmXmlArgs& args);

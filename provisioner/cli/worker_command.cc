@@ -11,8 +11,7 @@ namespace kiln::cli {
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
     auto* worker = app.add_subcommand(
-        "worker",
-        "one of several processes sharing a fleet through a PostgreSQL store (leases, fencing)");
+        "worker", "one of several processes sharing a fleet through a PostgreSQL store (leases, fencing)");
     worker->footer(
         "\nSeveral workers, on one machine or many, share the fleet's nodes through one\n"
         "PostgreSQL store. Each claims a node's next stage as a lease that its heartbeat\n"
@@ -41,8 +40,7 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
     worker->add_option("--stage", args.stages, "only this stage (repeatable)");
     worker->add_option("--lease-ttl", args.lease_ttl,
                        "how long a claim outlives the worker's last heartbeat (default 30s; at least 1s)");
-    worker->add_option("--poll", args.poll,
-                       "how often a node another worker holds is asked for again (default 1s)");
+    worker->add_option("--poll", args.poll, "how often a node another worker holds is asked for again (default 1s)");
     worker->add_option("--worker-id", args.worker_id,
                        "this worker's name in the store (default HOST:PID:NONCE; must be unique)");
     worker->add_flag("--json", args.as_json, "JSON event stream on stdout, one object a line");
@@ -146,9 +144,9 @@ Result<engine::RunOptions> worker_run_options(const WorkerArgs& args, const conf
                           fmt::format("--lease-ttl '{}': expected a duration of at least 1s, as 30s", args.lease_ttl));
     auto poll = config::parse_duration(args.poll);
     if (!poll || poll->count() <= 0 || *poll > *ttl)
-        return make_error("cli", "worker.poll",
-                          fmt::format("--poll '{}': expected a duration above 0 and at most --lease-ttl, as 1s",
-                                      args.poll));
+        return make_error(
+            "cli", "worker.poll",
+            fmt::format("--poll '{}': expected a duration above 0 and at most --lease-ttl, as 1s", args.poll));
     if (args.worker_id.find_first_of(" \t\r\n") != std::string::npos)
         return make_error("cli", "worker.id", "--worker-id: no spaces, please (it names the worker in the store)");
     engine::RunOptions o;

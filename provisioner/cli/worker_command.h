@@ -21,11 +21,11 @@ namespace kiln::cli {
 
 struct WorkerArgs {
     std::string fleet;
-    std::vector<std::string> labels;    // "key=value", all must match
+    std::vector<std::string> labels;  // "key=value", all must match
     std::vector<std::string> stages;
     std::string lease_ttl = "30s";
     std::string poll = "1s";
-    std::string worker_id;              // "" = host:pid:nonce
+    std::string worker_id;  // "" = host:pid:nonce
     bool as_json = false;
     std::string metrics_listen;  // HOST:PORT for Prometheus; "" = none
 };

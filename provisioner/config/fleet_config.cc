@@ -26,8 +26,7 @@ const T* find_named(const std::vector<T>& items, const std::unordered_map<std::s
                     size_t indexed_size, const std::string& name) {
     if (indexed_size == items.size()) {
         auto it = index.find(name);
-        if (it != index.end() && it->second < items.size() && items[it->second].name == name)
-            return &items[it->second];
+        if (it != index.end() && it->second < items.size() && items[it->second].name == name) return &items[it->second];
     }
     // Not indexed, or renamed since (tests edit fleets in place): a miss
     // scans, so an index never hides an element.

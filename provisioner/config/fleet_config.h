@@ -29,15 +29,15 @@ struct SourcePos {
 using Duration = std::chrono::milliseconds;
 
 struct FirmwareComponent {
-    std::string name;         // inventory name as the BMC reports it, e.g. "BIOS"
-    std::string version;      // desired version
+    std::string name;     // inventory name as the BMC reports it, e.g. "BIOS"
+    std::string version;  // desired version
     // Which inventory members it applies to besides those named `name`: a
     // glob on their Id or Name ("GPU_SXM_*"), and only members whose
     // RelatedItem links start with `related_item` ("/redfish/v1/Systems/Node1").
     std::string match;
     std::string related_item;
-    std::string artifact;     // path, resolved against the fleet file's folder
-    std::string sha256;       // lowercase hex, 64 chars
+    std::string artifact;  // path, resolved against the fleet file's folder
+    std::string sha256;    // lowercase hex, 64 chars
     SourcePos pos;
 };
 
@@ -91,7 +91,7 @@ struct RoceProfile {
     int pfc_watchdog_poll_ms = 200;
     int host_mtu = 9000;
     int switch_mtu = 9216;
-    std::string buffer_policy = "lossless";    // lossless | default
+    std::string buffer_policy = "lossless";  // lossless | default
     // Priorities with PFC: the loader accepts only lossless_priority (PFC on
     // a priority no RoCE traffic uses pauses the link for nothing).
     std::vector<int> pfc_priorities{3};
@@ -106,8 +106,8 @@ struct RoceProfile {
 
 struct ImageProfile {
     std::string name;
-    std::string recipe;  // path to an image recipe, resolved against the fleet folder
-    std::string cache;   // layer cache dir; "" = <fleet folder>/.kiln/images
+    std::string recipe;                         // path to an image recipe, resolved against the fleet folder
+    std::string cache;                          // layer cache dir; "" = <fleet folder>/.kiln/images
     std::map<std::string, std::string> inputs;  // recipe input name -> host path (resolved)
     SourcePos pos;
 };
@@ -119,12 +119,12 @@ struct VmShape {
     int vcpus = 0;                // 0: all host CPUs of the VM's NUMA nodes
     int memory_gib = 0;           // 0: derived from the host
     bool hugepages = true;
-    std::string hugepage_size = "1G";  // 1G | 2M
-    std::string accelerator = "auto";  // auto (probe KVM, else TCG) | kvm | tcg
-    std::string network = "slirp";     // slirp | passt | none (guest_contract.h)
-    std::string sysfs = "/sys";        // host sysfs root; a recorded tree for rehearsal
-    std::string images_dir;            // overlays, seeds, serial logs; "" = <fleet dir>/.kiln/vm
-    std::string base_image;            // the cached guest image the overlays sit on
+    std::string hugepage_size = "1G";                 // 1G | 2M
+    std::string accelerator = "auto";                 // auto (probe KVM, else TCG) | kvm | tcg
+    std::string network = "slirp";                    // slirp | passt | none (guest_contract.h)
+    std::string sysfs = "/sys";                       // host sysfs root; a recorded tree for rehearsal
+    std::string images_dir;                           // overlays, seeds, serial logs; "" = <fleet dir>/.kiln/vm
+    std::string base_image;                           // the cached guest image the overlays sit on
     Duration boot_timeout{std::chrono::minutes(10)};  // start to the readiness marker
     std::vector<std::string> ssh_authorized_keys;     // for the guest user (cloud-init)
     // Rehearsal: each VM gets one emulated fabric NIC (virtio-net) on this
@@ -153,8 +153,8 @@ struct SmokeProfile {
 };
 
 struct HandoverHook {
-    std::vector<std::string> command;  // argv, no shell; JSON document on stdin
-    std::string webhook;               // URL
+    std::vector<std::string> command;      // argv, no shell; JSON document on stdin
+    std::string webhook;                   // URL
     std::optional<Secret> webhook_secret;  // HMAC key reference
     Duration timeout{std::chrono::seconds(30)};
     SourcePos pos;
@@ -172,18 +172,18 @@ struct ArtifactServerConfig {
 // share, instead of the SQLite file beside the fleet. The URL carries no
 // password; `password` is a secret reference read when connecting.
 struct StoreConfig {
-    std::string url;                 // postgresql://[user@]host[:port]/database[?...]
+    std::string url;  // postgresql://[user@]host[:port]/database[?...]
     std::optional<Secret> password;
     SourcePos pos;
 };
 
 struct Limits {
-    int parallel = 32;          // node-stages executing at once, fleet-wide
-    int per_rack = 0;           // nodes of one rack executing at once; 0 = no limit
-    int per_bmc = 2;            // executions holding one BMC endpoint at once
-    int per_switch = 1;         // executions holding one switch at once
-    int max_unavailable = 0;    // nodes out of service at once; 0 = no limit
-    int retries = 3;            // extra attempts for transient errors
+    int parallel = 32;        // node-stages executing at once, fleet-wide
+    int per_rack = 0;         // nodes of one rack executing at once; 0 = no limit
+    int per_bmc = 2;          // executions holding one BMC endpoint at once
+    int per_switch = 1;       // executions holding one switch at once
+    int max_unavailable = 0;  // nodes out of service at once; 0 = no limit
+    int retries = 3;          // extra attempts for transient errors
     Duration backoff_initial{std::chrono::seconds(2)};
     Duration backoff_max{std::chrono::seconds(120)};
     Duration default_timeout{std::chrono::minutes(60)};
@@ -205,13 +205,13 @@ struct SwitchPort {
 
 struct Switch {
     std::string name;
-    std::string os;        // sonic | nvue | eos
-    std::string address;   // management address (host or URL)
+    std::string os;       // sonic | nvue | eos
+    std::string address;  // management address (host or URL)
     std::string username;
     std::optional<Secret> password;
     std::string ssh_key;      // SONiC: SSH identity file (resolved path); "" = agent
     std::string known_hosts;  // SONiC: known_hosts file pinning the switch's host key
-    int rail = -1;         // the rail this switch serves; -1 = not rail-optimised
+    int rail = -1;            // the rail this switch serves; -1 = not rail-optimised
     std::vector<SwitchPort> ports;
     SourcePos pos;
 
@@ -226,9 +226,9 @@ struct Switch {
 // network stage needs to set it (with a managed `host`).
 struct NodeNic {
     std::string name;
-    std::string ifname;       // the netdev on the host ("ens1f0np0"); "" = same as name
-    std::optional<int> vfs;   // SR-IOV VFs wanted (sriov_numvfs); unset = left alone
-    bool firmware = false;    // ConnectX firmware SRIOV_EN, NUM_OF_VFS = vfs, ATS_ENABLED (set, one reboot)
+    std::string ifname;                   // the netdev on the host ("ens1f0np0"); "" = same as name
+    std::optional<int> vfs;               // SR-IOV VFs wanted (sriov_numvfs); unset = left alone
+    bool firmware = false;                // ConnectX firmware SRIOV_EN, NUM_OF_VFS = vfs, ATS_ENABLED (set, one reboot)
     std::optional<int> max_acc_out_read;  // with firmware: ConnectX MAX_ACC_OUT_READ, where the NIC has it
     SourcePos pos;
 
@@ -243,12 +243,12 @@ struct NodeNic {
 //   netns  netns = "NAME": commands run through `ip netns exec NAME`, for
 //          rehearsal hosts emulated by a network namespace
 struct HostAccess {
-    std::string mode;          // "" (not managed) | ssh | local | netns
-    std::string address;       // ssh
-    std::string username;      // ssh; "" = ssh's default
-    std::string ssh_key;       // ssh; identity file (resolved path); "" = agent
-    std::string known_hosts;   // ssh; required
-    std::string netns;         // netns
+    std::string mode;         // "" (not managed) | ssh | local | netns
+    std::string address;      // ssh
+    std::string username;     // ssh; "" = ssh's default
+    std::string ssh_key;      // ssh; identity file (resolved path); "" = agent
+    std::string known_hosts;  // ssh; required
+    std::string netns;        // netns
     // Settings ("mtu", "sriov", "dscp_trust", "pfc", "ecn", "firmware") whose
     // unsupported outcome stops the stage instead of warning (and needs-reboot,
     // on a local or netns host, which kiln does not reboot).
@@ -298,8 +298,8 @@ struct Bmc {
     std::string url;
     std::string username;
     std::optional<Secret> password;
-    std::string ca_bundle;          // path; empty = system store
-    std::string fingerprint;        // pinned sha256 of the certificate, hex
+    std::string ca_bundle;    // path; empty = system store
+    std::string fingerprint;  // pinned sha256 of the certificate, hex
     bool verify_tls = true;
     // The node's ComputerSystem on a BMC that fronts several (a blade
     // enclosure): its @odata.id. "" = the BMC's first system.
@@ -309,19 +309,19 @@ struct Bmc {
 struct Node {
     std::string name;
     std::string rack;
-    std::string role;            // pipeline name, e.g. "gpu-node"
+    std::string role;  // pipeline name, e.g. "gpu-node"
     Bmc bmc;
-    std::string firmware;        // FirmwareProfile name ("" = none)
-    std::string bios;            // BiosProfile name
-    std::string host_os;         // HostOsImage name ("" = boot nothing)
-    std::string network;         // RoceProfile name
-    std::string image;           // ImageProfile name
-    std::string vm;              // VmShape name
-    std::string smoke;           // SmokeProfile name
+    std::string firmware;  // FirmwareProfile name ("" = none)
+    std::string bios;      // BiosProfile name
+    std::string host_os;   // HostOsImage name ("" = boot nothing)
+    std::string network;   // RoceProfile name
+    std::string image;     // ImageProfile name
+    std::string vm;        // VmShape name
+    std::string smoke;     // SmokeProfile name
     std::map<std::string, std::string> labels;
-    std::vector<NodeNic> nics;   // RDMA NICs cabled to the fabric
-    HostAccess host;             // how the network stage reaches its NICs; not managed by default
-    std::string libvirt_uri;     // hypervisor of this node's VMs; "" = qemu:///system (local)
+    std::vector<NodeNic> nics;  // RDMA NICs cabled to the fabric
+    HostAccess host;            // how the network stage reaches its NICs; not managed by default
+    std::string libvirt_uri;    // hypervisor of this node's VMs; "" = qemu:///system (local)
     SourcePos pos;
 
     const NodeNic* find_nic(const std::string& name) const;
@@ -338,10 +338,10 @@ struct Pipeline {
 struct Fleet {
     int schema = 1;
     std::string name;
-    std::string path;            // the fleet file as given
-    std::string dir;             // its folder: relative paths resolve here
-    std::string pipelines_dir;   // where <role>.toml pipelines live
-    std::string sha256;          // digest of the fleet file's bytes
+    std::string path;           // the fleet file as given
+    std::string dir;            // its folder: relative paths resolve here
+    std::string pipelines_dir;  // where <role>.toml pipelines live
+    std::string sha256;         // digest of the fleet file's bytes
 
     Limits limits;
     std::vector<Rack> racks;
@@ -358,7 +358,7 @@ struct Fleet {
     std::map<std::string, SmokeProfile> smoke;
     std::optional<HandoverHook> handover;
     ArtifactServerConfig artifact_server;
-    std::optional<StoreConfig> store;  // absent: the SQLite journal
+    std::optional<StoreConfig> store;           // absent: the SQLite journal
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
 
     const Node* find_node(const std::string& name) const;
@@ -382,7 +382,7 @@ struct Fleet {
     void index_nodes() { index(); }
 
 private:
-    std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;  // positions in `cabling`
+    std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;     // positions in `cabling`
     std::unordered_map<std::string, std::vector<size_t>> uplinks_by_switch_;  // positions in `uplinks`
     std::unordered_map<std::string, size_t> node_at_, rack_at_, switch_at_;
     // Nodes by smoke profile (fleet scope) and by smoke profile and rack

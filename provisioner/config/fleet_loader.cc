@@ -1,6 +1,5 @@
 #include "provisioner/config/fleet_loader.h"
 
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -9,8 +8,8 @@
 #include <malloc.h>
 #endif
 #include <map>
-#include <set>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -251,9 +250,9 @@ struct Loader {
             if (auto v = pr.str("name", true)) {
                 const auto& where = n.as_table()->get("name")->source();
                 if (auto it = seen.find(*v); it != seen.end())
-                    ctx.error(where, path + ".name",
-                              fmt::format("duplicate port '{}' on switch {} (first at {})", *v, s.name,
-                                          it->second.str()));
+                    ctx.error(
+                        where, path + ".name",
+                        fmt::format("duplicate port '{}' on switch {} (first at {})", *v, s.name, it->second.str()));
                 else
                     seen[*v] = ctx.pos(where);
                 port.name = *v;
@@ -484,9 +483,9 @@ struct Loader {
             if (const Switch* fsw = fleet.find_switch(c.switch_name); !fsw) {
                 std::string defined;
                 for (const auto& x : fleet.switches) defined += (defined.empty() ? "" : ", ") + x.name;
-                ctx.error(t.get("switch")->source(), path + ".switch",
-                          fmt::format("no switch '{}'; defined: {}", c.switch_name,
-                                      defined.empty() ? "(none)" : defined));
+                ctx.error(
+                    t.get("switch")->source(), path + ".switch",
+                    fmt::format("no switch '{}'; defined: {}", c.switch_name, defined.empty() ? "(none)" : defined));
                 ok = false;
             } else if (!fsw->find_port(c.port)) {
                 ctx.error(t.get("port")->source(), path + ".port",
@@ -505,9 +504,9 @@ struct Loader {
             }
             const std::string nic_key = c.node + " " + c.nic;
             if (auto it = nic_seen.find(nic_key); it != nic_seen.end()) {
-                ctx.error(t.get("nic")->source(), path + ".nic",
-                          fmt::format("NIC {} of node {} is cabled twice (first at {})", c.nic, c.node,
-                                      it->second.str()));
+                ctx.error(
+                    t.get("nic")->source(), path + ".nic",
+                    fmt::format("NIC {} of node {} is cabled twice (first at {})", c.nic, c.node, it->second.str()));
                 ok = false;
             } else {
                 nic_seen[nic_key] = ctx.pos(t.get("nic")->source());
@@ -758,8 +757,7 @@ struct Loader {
                                                   prio, p.roce_dscp, p.lossless_priority));
                             continue;
                         }
-                        if (std::find(p.pfc_priorities.begin(), p.pfc_priorities.end(), prio) ==
-                            p.pfc_priorities.end())
+                        if (std::find(p.pfc_priorities.begin(), p.pfc_priorities.end(), prio) == p.pfc_priorities.end())
                             p.pfc_priorities.push_back(prio);
                     }
                 }
@@ -814,7 +812,7 @@ struct Loader {
                 for (const auto& [k, v] : *in) {
                     if (!v.is_string()) {
                         r.ctx().error(v.source(), r.key_path("inputs." + std::string(k.str())),
-                                    "expected string (a host path)");
+                                      "expected string (a host path)");
                         continue;
                     }
                     p.inputs[std::string(k.str())] = resolve_path(fleet.dir, *v.value<std::string>());
@@ -850,7 +848,8 @@ struct Loader {
                 if (!valid_ifname(*v))
                     ctx.error(r.table().get("fabric_bridge")->source(), r.key_path("fabric_bridge"),
                               "expected a Linux bridge name (1-15 of A-Z a-z 0-9 _ . -)");
-                else p.fabric_bridge = *v;
+                else
+                    p.fabric_bridge = *v;
             }
             p.rdma_checks = !p.fabric_bridge.empty();
             if (auto v = r.boolean("rdma_checks")) p.rdma_checks = *v;
@@ -871,7 +870,8 @@ struct Loader {
                 p.scope_pos = ctx.pos(r.table().get("scope")->source());
             }
             if (auto v = r.number("relative_floor")) {
-                if (*v > 0 && *v < 1) p.relative_floor = *v;
+                if (*v > 0 && *v < 1)
+                    p.relative_floor = *v;
                 else
                     ctx.error(r.table().get("relative_floor")->source(), r.key_path("relative_floor"),
                               "must be a fraction of the median between 0 and 1 (e.g. 0.9)");
@@ -924,17 +924,17 @@ struct Loader {
             for (const auto& [rack, count] : in_rack) rack_need[rack] += count - 1;
             for (const Node* m : r.nodes)
                 if (m->libvirt_uri != r.nodes.front()->libvirt_uri) {
-                    err(*r.profile, fmt::format("the smoke ring of {} spans hypervisors ({} on '{}', {} on '{}'): its "
-                                                "VMs reach each other only through one hypervisor's loopback port "
-                                                "forwards",
-                                                r.profile->name, r.nodes.front()->name, uri(*r.nodes.front()),
-                                                m->name, uri(*m)));
+                    err(*r.profile,
+                        fmt::format("the smoke ring of {} spans hypervisors ({} on '{}', {} on '{}'): its "
+                                    "VMs reach each other only through one hypervisor's loopback port "
+                                    "forwards",
+                                    r.profile->name, r.nodes.front()->name, uri(*r.nodes.front()), m->name, uri(*m)));
                     break;
                 }
         }
         const SmokeProfile& first = *rings.front().profile;
-        const std::string what = fmt::format("{} shared smoke ring{} ({} nodes)", rings.size(),
-                                             rings.size() == 1 ? "" : "s", nodes);
+        const std::string what =
+            fmt::format("{} shared smoke ring{} ({} nodes)", rings.size(), rings.size() == 1 ? "" : "s", nodes);
         const auto& l = fleet.limits;
         if (l.parallel < need)
             err(first, fmt::format("{} need [limits] parallel >= {} (nodes that reach the stage first wait there "

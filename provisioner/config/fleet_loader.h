@@ -14,8 +14,8 @@ namespace kiln::config {
 
 struct Diagnostic {
     SourcePos pos;
-    std::string key;      // dotted path, e.g. "nodes[3].bmc.password"
-    std::string message;  // what was expected / found
+    std::string key;          // dotted path, e.g. "nodes[3].bmc.password"
+    std::string message;      // what was expected / found
     std::string str() const;  // "FILE:LINE:COL: KEY: MESSAGE"
 };
 
@@ -30,7 +30,7 @@ struct LoadOptions {
 };
 
 struct LoadResult {
-    std::optional<Fleet> fleet;          // set only when errors is empty
+    std::optional<Fleet> fleet;  // set only when errors is empty
     std::vector<Diagnostic> errors;
 };
 

@@ -6,16 +6,26 @@ namespace kiln::config {
 
 std::string toml_type_name(const toml::node& n) {
     switch (n.type()) {
-        case toml::node_type::string: return "string";
-        case toml::node_type::integer: return "integer";
-        case toml::node_type::floating_point: return "float";
-        case toml::node_type::boolean: return "boolean";
-        case toml::node_type::array: return "array";
-        case toml::node_type::table: return "table";
-        case toml::node_type::date: return "date";
-        case toml::node_type::time: return "time";
-        case toml::node_type::date_time: return "date-time";
-        default: return "nothing";
+        case toml::node_type::string:
+            return "string";
+        case toml::node_type::integer:
+            return "integer";
+        case toml::node_type::floating_point:
+            return "float";
+        case toml::node_type::boolean:
+            return "boolean";
+        case toml::node_type::array:
+            return "array";
+        case toml::node_type::table:
+            return "table";
+        case toml::node_type::date:
+            return "date";
+        case toml::node_type::time:
+            return "time";
+        case toml::node_type::date_time:
+            return "date-time";
+        default:
+            return "nothing";
     }
 }
 
@@ -26,7 +36,9 @@ const toml::node* TableReader::get(const std::string& key, bool required) {
     return n;
 }
 
-const toml::node* TableReader::node(const std::string& key) { return get(key, false); }
+const toml::node* TableReader::node(const std::string& key) {
+    return get(key, false);
+}
 
 void TableReader::type_error(const toml::node& n, const std::string& key, const char* expected) {
     ctx_.error(n.source(), key_path(key), fmt::format("expected {}, found {}", expected, toml_type_name(n)));

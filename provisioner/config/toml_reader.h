@@ -15,7 +15,7 @@
 namespace kiln::config {
 
 struct ReadContext {
-    std::string file;                  // as given, for messages
+    std::string file;  // as given, for messages
     std::vector<Diagnostic>* errors;
 
     SourcePos pos(const toml::source_region& r) const {

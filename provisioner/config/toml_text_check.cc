@@ -13,28 +13,37 @@ std::optional<TextPos> non_ascii_outside_strings(std::string_view text) {
         switch (in) {
             case In::code:
                 if (c >= 0x80) return pos;
-                if (c == '#') in = In::comment;
-                else if (starts(i, "\"\"\"")) in = In::ml_basic, skip = 2;
-                else if (starts(i, "'''")) in = In::ml_literal, skip = 2;
-                else if (c == '"') in = In::basic;
-                else if (c == '\'') in = In::literal;
+                if (c == '#')
+                    in = In::comment;
+                else if (starts(i, "\"\"\""))
+                    in = In::ml_basic, skip = 2;
+                else if (starts(i, "'''"))
+                    in = In::ml_literal, skip = 2;
+                else if (c == '"')
+                    in = In::basic;
+                else if (c == '\'')
+                    in = In::literal;
                 break;
             case In::comment:
                 if (c == '\n') in = In::code;
                 break;
             case In::basic:
-                if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
-                else if (c == '"' || c == '\n') in = In::code;  // a newline ends it (toml++ then reports the error)
+                if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+                    skip = 1;
+                else if (c == '"' || c == '\n')
+                    in = In::code;  // a newline ends it (toml++ then reports the error)
                 break;
             case In::literal:
                 if (c == '\'' || c == '\n') in = In::code;
                 break;
             case In::ml_basic:
-                if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
+                if (c == '\\' && i + 1 < text.size() && text[i + 1] != '\n')
+                    skip = 1;
                 else if (starts(i, "\"\"\"")) {
                     in = In::code;
                     skip = 2;
-                    while (skip < 4 && i + skip + 1 < text.size() && text[i + skip + 1] == '"') ++skip;  // up to 2 quotes of content
+                    while (skip < 4 && i + skip + 1 < text.size() && text[i + skip + 1] == '"')
+                        ++skip;  // up to 2 quotes of content
                 }
                 break;
             case In::ml_literal:

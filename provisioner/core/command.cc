@@ -174,8 +174,7 @@ Result<CommandResult> ProcessRunner::run(const CommandSpec& spec) {
     int rc = ::posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    if (rc != 0)
-        return make_error("command", "command.spawn", "cannot run " + spec.argv[0] + ": " + std::strerror(rc));
+    if (rc != 0) return make_error("command", "command.spawn", "cannot run " + spec.argv[0] + ": " + std::strerror(rc));
     in_r.reset();
     out_w.reset();
     err_w.reset();

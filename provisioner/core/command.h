@@ -13,21 +13,21 @@
 namespace kiln {
 
 struct CommandSpec {
-    std::vector<std::string> argv;               // argv[0]: absolute path or a name looked up in PATH
-    std::map<std::string, std::string> env;      // added to (or replacing in) the inherited environment
-    std::vector<std::string> unset_env;          // removed from the inherited environment
-    std::string cwd;                             // "" = inherit
-    std::string stdin_data;                      // written to the child's stdin, then closed
+    std::vector<std::string> argv;           // argv[0]: absolute path or a name looked up in PATH
+    std::map<std::string, std::string> env;  // added to (or replacing in) the inherited environment
+    std::vector<std::string> unset_env;      // removed from the inherited environment
+    std::string cwd;                         // "" = inherit
+    std::string stdin_data;                  // written to the child's stdin, then closed
     std::chrono::milliseconds timeout{std::chrono::minutes(10)};
     std::chrono::milliseconds kill_grace{std::chrono::seconds(5)};  // SIGTERM, then SIGKILL after this
-    size_t max_output = 16u << 20;               // per stream; the rest is dropped and flagged
+    size_t max_output = 16u << 20;                                  // per stream; the rest is dropped and flagged
 };
 
 struct CommandResult {
-    int exit_code = -1;        // when it exited
-    int signal = 0;            // when a signal ended it
-    bool timed_out = false;    // kiln ended it at the deadline
-    bool truncated = false;    // output passed max_output
+    int exit_code = -1;      // when it exited
+    int signal = 0;          // when a signal ended it
+    bool timed_out = false;  // kiln ended it at the deadline
+    bool truncated = false;  // output passed max_output
     std::string out;
     std::string err;
     std::chrono::milliseconds elapsed{0};

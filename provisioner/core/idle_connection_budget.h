@@ -28,6 +28,8 @@ inline void set_idle_connection_budget(long connections) {
     idle_connection_budget_slot().store(connections < 0 ? 0 : connections, std::memory_order_relaxed);
 }
 
-inline long idle_connection_budget() { return idle_connection_budget_slot().load(std::memory_order_relaxed); }
+inline long idle_connection_budget() {
+    return idle_connection_budget_slot().load(std::memory_order_relaxed);
+}
 
 }  // namespace kiln

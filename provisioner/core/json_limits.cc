@@ -22,13 +22,19 @@ Shape shape_of(std::string_view text, int depth_limit) {
     bool in_string = false, escaped = false, any = false;
     for (char c : text) {
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
             continue;
         }
         switch (c) {
-            case '"': in_string = true; any = true; break;
+            case '"':
+                in_string = true;
+                any = true;
+                break;
             case '{':
             case '[':
                 ++s.values;
@@ -36,10 +42,19 @@ Shape shape_of(std::string_view text, int depth_limit) {
                 if (s.depth > depth_limit) return s;
                 break;
             case '}':
-            case ']': --depth; break;
-            case ',': ++s.values; break;
-            case ' ': case '\t': case '\r': case '\n': break;
-            default: any = true;
+            case ']':
+                --depth;
+                break;
+            case ',':
+                ++s.values;
+                break;
+            case ' ':
+            case '\t':
+            case '\r':
+            case '\n':
+                break;
+            default:
+                any = true;
         }
     }
     if (any) ++s.values;
@@ -52,8 +67,9 @@ Result<nlohmann::json> parse_json_limited(std::string_view text, const std::stri
                                           const std::string& domain) {
     const std::string code = domain + ".json";
     if (text.size() > limits.max_bytes)
-        return make_error(domain, code,
-                          fmt::format("{}: {} bytes of JSON, over the limit of {}", what, text.size(), limits.max_bytes));
+        return make_error(
+            domain, code,
+            fmt::format("{}: {} bytes of JSON, over the limit of {}", what, text.size(), limits.max_bytes));
     const Shape s = shape_of(text, limits.max_depth);
     if (s.depth > limits.max_depth)
         return make_error(domain, code, fmt::format("{}: JSON nested deeper than {} levels", what, limits.max_depth));

@@ -33,8 +33,7 @@ inline std::string dotted_code(const std::string& domain, std::string code) {
     return code;
 }
 
-inline Error make_error(std::string domain, std::string code, std::string message,
-                        bool transient = false) {
+inline Error make_error(std::string domain, std::string code, std::string message, bool transient = false) {
     std::string dotted = dotted_code(domain, std::move(code));
     return Error{std::move(domain), std::move(dotted), std::move(message), transient};
 }
@@ -42,8 +41,8 @@ inline Error make_error(std::string domain, std::string code, std::string messag
 template <class T>
 class [[nodiscard]] Result {
 public:
-    Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
-    Result(Error error) : v_(std::move(error)) {}        // NOLINT: implicit by design
+    Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+    Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
     bool ok() const { return v_.index() == 0; }
     explicit operator bool() const { return ok(); }
@@ -66,7 +65,7 @@ template <>
 class [[nodiscard]] Result<void> {
 public:
     Result() = default;
-    Result(Error error) : err_(std::move(error)) {}      // NOLINT: implicit by design
+    Result(Error error) : err_(std::move(error)) {}  // NOLINT: implicit by design
 
     bool ok() const { return !err_.has_value(); }
     explicit operator bool() const { return ok(); }
@@ -78,6 +77,8 @@ private:
 
 using Status = Result<void>;
 
-inline Status ok_status() { return {}; }
+inline Status ok_status() {
+    return {};
+}
 
 }  // namespace kiln

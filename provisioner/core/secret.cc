@@ -14,8 +14,7 @@ Result<Secret> Secret::parse(const std::string& reference, const std::string& ba
     if (reference.rfind("env:", 0) == 0) {
         s.kind_ = Kind::Env;
         s.target_ = reference.substr(4);
-        if (s.target_.empty())
-            return make_error("config", "secret.empty", "expected env:NAME with a variable name");
+        if (s.target_.empty()) return make_error("config", "secret.empty", "expected env:NAME with a variable name");
         for (char c : s.target_) {
             if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
                 return make_error("config", "secret.bad_env",
@@ -32,14 +31,15 @@ Result<Secret> Secret::parse(const std::string& reference, const std::string& ba
         return s;
     }
     // Never echo the value: it may be the secret itself.
-    return make_error("config", "secret.literal",
-                      "a literal secret is not allowed; write env:NAME or file:PATH");
+    return make_error("config", "secret.literal", "a literal secret is not allowed; write env:NAME or file:PATH");
 }
 
 Result<std::string> Secret::resolve() const {
     if (kind_ == Kind::Env) {
         const char* v = std::getenv(target_.c_str());
-        if (!v) return make_error("secret", "secret.unset", "environment variable " + target_ + " (from " + reference_ + ") is not set");
+        if (!v)
+            return make_error("secret", "secret.unset",
+                              "environment variable " + target_ + " (from " + reference_ + ") is not set");
         return std::string(v);
     }
     std::ifstream in(target_, std::ios::binary);

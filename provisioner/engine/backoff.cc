@@ -4,8 +4,8 @@
 
 namespace kiln::engine {
 
-std::chrono::milliseconds backoff_delay(int attempt, std::chrono::milliseconds initial,
-                                        std::chrono::milliseconds max, std::mt19937_64& rng) {
+std::chrono::milliseconds backoff_delay(int attempt, std::chrono::milliseconds initial, std::chrono::milliseconds max,
+                                        std::mt19937_64& rng) {
     if (attempt < 1) attempt = 1;
     int64_t step = std::max<int64_t>(initial.count(), 1);
     const int64_t cap = std::max<int64_t>(max.count(), step);

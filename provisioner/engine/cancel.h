@@ -17,8 +17,14 @@ class StopToken {
 public:
     using Clock = std::chrono::steady_clock;
 
-    void request_soft() { level_.store(std::max(level_.load(), 1)); notify(); }
-    void request_hard() { level_.store(2); notify(); }
+    void request_soft() {
+        level_.store(std::max(level_.load(), 1));
+        notify();
+    }
+    void request_hard() {
+        level_.store(2);
+        notify();
+    }
     bool soft() const { return level_.load() >= 1; }
     bool hard() const { return level_.load() >= 2; }
 

@@ -43,15 +43,15 @@ std::string format_duration(std::chrono::milliseconds d) {
 // An action parked by StageContext::park, with what its resume needs. The
 // node keeps its scheduler slots, its lease and its fleet-wide slots.
 struct ParkedAction {
-    std::vector<Action> actions;               // the attempt's plan
-    size_t index = 0;                          // the parked one
-    int64_t row = 0;                           // its journal row, still open
+    std::vector<Action> actions;  // the attempt's plan
+    size_t index = 0;             // the parked one
+    int64_t row = 0;              // its journal row, still open
     StageContext::ParkRequest request;
     std::optional<std::string> last_verified;
-    int64_t started = 0;                       // the attempt's start (its stage row)
-    int actions_done = 0;                      // applied by this attempt before it
-    int parks = 1;                             // of this action in a row (one per poll)
-    std::string shown;                         // what the last "waiting:" said it waited for
+    int64_t started = 0;   // the attempt's start (its stage row)
+    int actions_done = 0;  // applied by this attempt before it
+    int parks = 1;         // of this action in a row (one per poll)
+    std::string shown;     // what the last "waiting:" said it waited for
     bool slots_held = false;
 };
 
@@ -73,7 +73,7 @@ struct Attempt {
     Kind kind = Kind::Failed;
     std::string error;
     int actions = 0;
-    bool claimed = false;  // this attempt took the node's lease
+    bool claimed = false;             // this attempt took the node's lease
     bool out_of_service = false;      // ... and its fleet-wide max_unavailable slot
     bool awaits_unavailable = false;  // Held: the fleet-wide max_unavailable is full
     bool held_by_other = false;       // Held: another worker holds the node's lease
@@ -90,16 +90,26 @@ struct Attempt {
 
 const char* outcome_name(Attempt::Kind k) {
     switch (k) {
-        case Attempt::Kind::Verified: return "verified";
-        case Attempt::Kind::Skipped: return "skipped";
-        case Attempt::Kind::Failed: return "failed";
-        case Attempt::Kind::Retry: return "retry";
-        case Attempt::Kind::Interrupted: return "interrupted";
-        case Attempt::Kind::TimedOut: return "timed_out";
-        case Attempt::Kind::Quarantined: return "quarantined";
-        case Attempt::Kind::Held: return "held";
-        case Attempt::Kind::LeaseLost: return "lease_lost";
-        case Attempt::Kind::Parked: return "parked";
+        case Attempt::Kind::Verified:
+            return "verified";
+        case Attempt::Kind::Skipped:
+            return "skipped";
+        case Attempt::Kind::Failed:
+            return "failed";
+        case Attempt::Kind::Retry:
+            return "retry";
+        case Attempt::Kind::Interrupted:
+            return "interrupted";
+        case Attempt::Kind::TimedOut:
+            return "timed_out";
+        case Attempt::Kind::Quarantined:
+            return "quarantined";
+        case Attempt::Kind::Held:
+            return "held";
+        case Attempt::Kind::LeaseLost:
+            return "lease_lost";
+        case Attempt::Kind::Parked:
+            return "parked";
     }
     return "failed";
 }
@@ -193,9 +203,9 @@ Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options)
         const std::string pipeline_name = options.pipeline.empty() ? n->role : options.pipeline;
         auto pit = fleet_.pipelines.find(pipeline_name);
         if (pit == fleet_.pipelines.end())
-            return make_error("engine", "pipeline.unknown",
-                              fmt::format("node {}: no pipeline '{}' in {}", n->name, pipeline_name,
-                                          fleet_.pipelines_dir));
+            return make_error(
+                "engine", "pipeline.unknown",
+                fmt::format("node {}: no pipeline '{}' in {}", n->name, pipeline_name, fleet_.pipelines_dir));
         const auto& pipeline = pit->second;
         Selection sel{n, &pipeline, {}, {}};
         for (const auto& s : pipeline.stages) {
@@ -204,9 +214,9 @@ Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options)
                 sel.stages.push_back(s);
         }
         if (sel.stages.empty())
-            return make_error("engine", "stage.not_in_pipeline",
-                              fmt::format("node {}: pipeline '{}' has none of the selected stages", n->name,
-                                          pipeline.name));
+            return make_error(
+                "engine", "stage.not_in_pipeline",
+                fmt::format("node {}: pipeline '{}' has none of the selected stages", n->name, pipeline.name));
         auto hashes = pipeline_hashes(*n, pipeline, sel.stages);
         if (!hashes) return hashes.error();
         sel.hashes = std::move(*hashes);
@@ -229,7 +239,7 @@ Result<std::vector<Engine::Selection>> Engine::select(const RunOptions& options)
 }
 
 Result<std::vector<StageHash>> Engine::pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
-                                                         const std::vector<std::string>& selected) const {
+                                                       const std::vector<std::string>& selected) const {
     // The chain runs over the whole pipeline so a node-stage's hash does not
     // depend on which stages a command selected.
     std::vector<StageHash> out;
@@ -265,11 +275,11 @@ Status Engine::check_implemented(const std::vector<Selection>& selection) const 
     }
     if (missing.empty()) return ok_status();
     const auto& [stage, nodes] = *missing.begin();
-    return make_error("engine", "stage.not_implemented",
-                      fmt::format("stage '{}' is not implemented in this build (selected for {} node{}: {}{}); "
-                                  "select others with --stage",
-                                  stage, nodes.size(), nodes.size() == 1 ? "" : "s", nodes.front(),
-                                  nodes.size() > 1 ? ", ..." : ""));
+    return make_error(
+        "engine", "stage.not_implemented",
+        fmt::format("stage '{}' is not implemented in this build (selected for {} node{}: {}{}); "
+                    "select others with --stage",
+                    stage, nodes.size(), nodes.size() == 1 ? "" : "s", nodes.front(), nodes.size() > 1 ? ", ..." : ""));
 }
 
 Result<PlanReport> Engine::plan(const RunOptions& options) {
@@ -433,8 +443,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     }
     struct NodeRun {
         const Selection* sel = nullptr;
-        size_t next = 0;       // index into sel->stages
-        int attempt = 1;       // of the current stage
+        size_t next = 0;  // index into sel->stages
+        int attempt = 1;  // of the current stage
         // The current stage's deadline, set when its first attempt starts and
         // kept across its retries: `timeout` bounds the stage, retries included.
         std::optional<Clock::time_point> deadline;
@@ -442,7 +452,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         bool done = false;
         bool all_skipped = true;
         bool handed_over = false;
-        bool leased = false;   // this worker holds the node's lease (shared stores)
+        bool leased = false;          // this worker holds the node's lease (shared stores)
         bool out_of_service = false;  // ... and a fleet-wide max_unavailable slot for it
         // Shared stores: a stage verified under this lease generation or a
         // later one was verified during this run, by another worker (0: no
@@ -511,8 +521,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         Attempt attempt;
     };
     std::deque<Completion> completions;
-    ParkingLot lot;            // parked actions, under mu
-    bool lot_woken = false;    // a stage called wake(key): the dispatcher looks at the lot
+    ParkingLot lot;          // parked actions, under mu
+    bool lot_woken = false;  // a stage called wake(key): the dispatcher looks at the lot
     stop_.add_listener([wake] {
         std::lock_guard<std::mutex> lock(wake->mu);
         wake->cv.notify_all();
@@ -526,8 +536,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // (nothing new starts, in-flight actions finish), which then ends
     // "failed". The node's failure is taken when its attempt completes.
     std::mutex journal_mu;
-    std::atomic<bool> journal_stop{false};  // raised by a failed write, not yet announced
-    std::string journal_error;                       // the first failure, for the run
+    std::atomic<bool> journal_stop{false};              // raised by a failed write, not yet announced
+    std::string journal_error;                          // the first failure, for the run
     std::map<std::string, std::string> journal_failed;  // node -> its first failure
     auto journaled = [&](const Status& st, const std::string& node, const std::string& what) {
         if (st) return true;
@@ -565,7 +575,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // not fatal.
     auto released = [&](const Status& st, const std::string& node, const std::string& what) {
         if (!st)
-            emit({EngineEvent::Kind::Warning, node, "", fmt::format("{} not given back ({}): it expires after the lease ttl", what, st.error().message), "", -1, done_count.load(), total});
+            emit({EngineEvent::Kind::Warning, node, "",
+                  fmt::format("{} not given back ({}): it expires after the lease ttl", what, st.error().message), "",
+                  -1, done_count.load(), total});
     };
 
     auto job_for = [&](size_t i) {
@@ -605,9 +617,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             std::lock_guard<std::mutex> l(mu);
             return !runs[at->second].done;
         });
-        ctx.set_hold_exclusive([&exclusive](const StageContext& c, const std::string& key) {
-            return exclusive.acquire(c, key);
-        });
+        ctx.set_hold_exclusive(
+            [&exclusive](const StageContext& c, const std::string& key) { return exclusive.acquire(c, key); });
         ctx.set_can_park(true);
         ctx.set_wake([&](const std::string& key) {
             std::lock_guard<std::mutex> l(mu);
@@ -643,16 +654,16 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 a.error = err.message;
             } else {
                 a.kind = Attempt::Kind::Failed;
-                a.error = err.transient ? fmt::format("{} (gave up after {} attempts)", err.message, r.attempt)
-                                        : err.message;
+                a.error =
+                    err.transient ? fmt::format("{} (gave up after {} attempts)", err.message, r.attempt) : err.message;
             }
             return a;
         };
 
         auto finish = [&]() -> Attempt {
             if (a.kind == Attempt::Kind::Retry || a.kind == Attempt::Kind::LeaseLost || a.verified_elsewhere) return a;
-            journal::StageRecord rec{run_id,       node.name, stage_name, hash, outcome_name(a.kind), a.error,
-                                     r.attempt,    a.actions, started,    journal::now_ms()};
+            journal::StageRecord rec{run_id,  node.name, stage_name, hash,    outcome_name(a.kind),
+                                     a.error, r.attempt, a.actions,  started, journal::now_ms()};
             if (auto s = store_->record_stage(rec); !s) {
                 // A journal that went away under the write (transient) is
                 // retried like a stage error: the next attempt observes the
@@ -831,8 +842,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         return a;
                     }
                 }
-                emit({EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before,
-                      total});
+                emit(
+                    {EngineEvent::Kind::Action, node.name, stage_name, action.description, "", -1, done_before, total});
             }
             auto applied = stage->apply(ctx, action);
             ctx.set_resumed(std::nullopt);
@@ -872,8 +883,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     // finish frees one unit of each limit its job held: it wakes one node
     // of that key, not every one (which made a long rollout quadratic).
     std::map<std::string, std::deque<size_t>> blocked;
-    std::vector<std::string> woken_from(runs.size());    // the key a ready node was woken for
-    std::multimap<Clock::time_point, size_t> waiting;      // retry backoff
+    std::vector<std::string> woken_from(runs.size());  // the key a ready node was woken for
+    std::multimap<Clock::time_point, size_t> waiting;  // retry backoff
     // Nodes in `waiting` for another worker rather than for a backoff:
     // true when for a lease another worker holds, false for a fleet-wide
     // slot (or a lease to confirm). A wake-up sends them to ready early.
@@ -898,7 +909,7 @@ Result<RunReport> Engine::run(const RunOptions& options) {
             }
         }
     };
-    int inflight = 0;                                      // attempts on the pool
+    int inflight = 0;  // attempts on the pool
     int actions_total = 0, stages_run = 0, stages_skipped = 0, stages_done_elsewhere = 0;
 
     auto unpark = [&](const std::string& key) {
@@ -922,8 +933,9 @@ Result<RunReport> Engine::run(const RunOptions& options) {
         // Under leases, only the holder writes a node's state, then gives
         // the node back; a node never claimed here is another worker's.
         if (!leases || r.leased) {
-            if (!journaled(store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id}),
-                           r.outcome.node, "the state " + state)) {
+            if (!journaled(
+                    store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id}),
+                    r.outcome.node, "the state " + state)) {
                 // The journal keeps an older state: the report says so.
                 r.outcome.state = "failed";
                 const std::string msg = *take_journal_failure(r.outcome.node);
@@ -942,7 +954,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
     auto back_in_service = [&](NodeRun& r) {
         sched.release(r.outcome.node);
         if (leases && r.out_of_service)
-            released(leases->release_unavailable(r.outcome.node), r.outcome.node, "the fleet-wide max_unavailable slot");
+            released(leases->release_unavailable(r.outcome.node), r.outcome.node,
+                     "the fleet-wide max_unavailable slot");
         r.out_of_service = false;
     };
 
@@ -989,8 +1002,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                 journaled(store_->record_event({run_id, journal::now_ms(), "", "", "stop",
                                                 "stop requested: no new work; in-flight actions finish"}),
                           "", "the stop");
-                emit({EngineEvent::Kind::Stop, "", "", "stopping: in-flight actions finish, nothing new starts", "",
-                      -1, done_count.load(), total});
+                emit({EngineEvent::Kind::Stop, "", "", "stopping: in-flight actions finish, nothing new starts", "", -1,
+                      done_count.load(), total});
             }
             const auto now = Clock::now();
             while (!waiting.empty() && waiting.begin()->first <= now) {
@@ -1128,14 +1141,14 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                         back_in_service(r);
                         break;
                     case Attempt::Kind::Retry: {
-                        auto delay = backoff_delay(r.attempt, fleet_.limits.backoff_initial,
-                                                   fleet_.limits.backoff_max, rng);
+                        auto delay =
+                            backoff_delay(r.attempt, fleet_.limits.backoff_initial, fleet_.limits.backoff_max, rng);
                         auto msg = fmt::format("attempt {} failed: {}; retrying in {}", r.attempt, c.attempt.error,
                                                format_duration(delay));
                         ++r.attempt;
-                        journaled(store_->record_event({run_id, journal::now_ms(), r.outcome.node, stage_name,
-                                                        "retry", msg}),
-                                  r.outcome.node, "a retry event");
+                        journaled(
+                            store_->record_event({run_id, journal::now_ms(), r.outcome.node, stage_name, "retry", msg}),
+                            r.outcome.node, "a retry event");
                         journaled(store_->set_node_state({r.outcome.node, "running", "waiting", stage_name,
                                                           c.attempt.error, journal::now_ms(), run_id}),
                                   r.outcome.node, "the state running");
@@ -1148,7 +1161,8 @@ Result<RunReport> Engine::run(const RunOptions& options) {
                     case Attempt::Kind::Skipped: {
                         const bool skipped = c.attempt.kind == Attempt::Kind::Skipped;
                         ++(c.attempt.verified_elsewhere ? stages_done_elsewhere
-                                                        : skipped ? stages_skipped : stages_run);
+                           : skipped                    ? stages_skipped
+                                                        : stages_run);
                         r.all_skipped = r.all_skipped && skipped;
                         if (stage->hands_over()) r.handed_over = true;
                         int d = ++done_count;

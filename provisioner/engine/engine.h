@@ -36,12 +36,12 @@
 namespace kiln::engine {
 
 struct RunOptions {
-    std::string command = "apply";       // journaled with the run
-    std::vector<std::string> nodes;      // empty = every node
-    std::vector<std::string> stages;     // empty = the whole pipeline
-    std::string pipeline;                // "" = each node's role; "reimage" for kiln reimage
-    bool reimage = false;                // forget verified hashes first; stages redo their work
-    uint64_t seed = 0;                   // backoff jitter; 0 = random
+    std::string command = "apply";    // journaled with the run
+    std::vector<std::string> nodes;   // empty = every node
+    std::vector<std::string> stages;  // empty = the whole pipeline
+    std::string pipeline;             // "" = each node's role; "reimage" for kiln reimage
+    bool reimage = false;             // forget verified hashes first; stages redo their work
+    uint64_t seed = 0;                // backoff jitter; 0 = random
     // When the store is shared by workers (Store::leases()): a claim lasts
     // lease_ttl past its last heartbeat; a node another worker holds is
     // asked for again every lease_poll.
@@ -57,10 +57,10 @@ struct EngineEvent {
     std::string node;
     std::string stage;
     std::string message;
-    std::string outcome;                 // StageEnd: verified | skipped | failed | ...; NodeEnd: node state
+    std::string outcome;  // StageEnd: verified | skipped | failed | ...; NodeEnd: node state
     int percent = -1;
-    int done = 0;                        // node-stages finished so far
-    int total = 0;                       // node-stages selected
+    int done = 0;   // node-stages finished so far
+    int total = 0;  // node-stages selected
 };
 
 class EventSink {
@@ -72,31 +72,31 @@ public:
 
 struct NodeOutcome {
     std::string node;
-    std::string state;    // pending | running | failed | quarantined | ready
-    std::string detail;   // verified | interrupted | blocked | skipped ...
-    std::string stage;    // last stage touched
+    std::string state;   // pending | running | failed | quarantined | ready
+    std::string detail;  // verified | interrupted | blocked | skipped ...
+    std::string stage;   // last stage touched
     std::string error;
-    int actions = 0;      // actions applied in this run
+    int actions = 0;  // actions applied in this run
 };
 
 struct RunReport {
     int64_t run_id = 0;
-    std::string status;   // completed | failed | interrupted
+    std::string status;  // completed | failed | interrupted
     std::vector<NodeOutcome> nodes;
     int actions = 0;
     int stages_run = 0;
-    int stages_skipped = 0;        // observed converged
+    int stages_skipped = 0;         // observed converged
     int stages_done_elsewhere = 0;  // verified by another worker during this run, not observed here
 };
 
 struct PlanEntry {
     std::string node;
     std::string stage;
-    std::string status;   // converged | work | error
+    std::string status;  // converged | work | error
     std::string input_hash;
-    std::string last_verified;            // "" when never verified
+    std::string last_verified;  // "" when never verified
     std::vector<Action> actions;
-    std::vector<std::string> notes;       // the observation's warnings (Observation::notes)
+    std::vector<std::string> notes;  // the observation's warnings (Observation::notes)
     std::string error;
     std::string error_code;
 };
@@ -109,7 +109,7 @@ struct PlanReport {
 
 // What a streamed plan adds up to.
 struct PlanSummary {
-    int work = 0;       // node-stages with work
+    int work = 0;  // node-stages with work
     int converged = 0;
     int errors = 0;
     int actions = 0;
@@ -142,12 +142,12 @@ private:
     struct Selection {
         const config::Node* node;
         const config::Pipeline* pipeline;
-        std::vector<std::string> stages;           // selected, in pipeline order
-        std::vector<StageHash> hashes;             // input hash per selected stage
+        std::vector<std::string> stages;  // selected, in pipeline order
+        std::vector<StageHash> hashes;    // input hash per selected stage
     };
     Result<std::vector<Selection>> select(const RunOptions& options) const;
     Result<std::vector<StageHash>> pipeline_hashes(const config::Node& node, const config::Pipeline& pipeline,
-                                                     const std::vector<std::string>& selected) const;
+                                                   const std::vector<std::string>& selected) const;
     Status check_implemented(const std::vector<Selection>& selection) const;
     void emit(const EngineEvent& e) const;
 

@@ -42,9 +42,9 @@ private:
 };
 
 Error timed_out(const StageContext& ctx, const std::string& key, const std::string& holder) {
-    return make_error("engine", "exclusive.timeout",
-                      fmt::format("{} waiting for {} (held by {})", ctx.deadline_passed() ? "timed out" : "stopped",
-                                  key, holder));
+    return make_error(
+        "engine", "exclusive.timeout",
+        fmt::format("{} waiting for {} (held by {})", ctx.deadline_passed() ? "timed out" : "stopped", key, holder));
 }
 
 }  // namespace

@@ -20,7 +20,9 @@ std::string chain_hash_text(const std::string& stage, const std::string& inputs_
 }
 
 namespace {
-uint8_t nibble(char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); }
+uint8_t nibble(char c) {
+    return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+}
 }  // namespace
 
 StageHash::StageHash(const std::string& hex) {

@@ -10,7 +10,9 @@
 
 namespace kiln::engine {
 
-long threads_for_open_files(long limit) { return std::max(0L, (limit - kFilesBase) / kFilesPerThread); }
+long threads_for_open_files(long limit) {
+    return std::max(0L, (limit - kFilesBase) / kFilesPerThread);
+}
 
 OpenFilePlan plan_open_files(long limit, int in_flight, int core) {
     const long wanted_idle = std::min(kIdleConnectionsMax, kIdleConnectionsPerNode * in_flight);

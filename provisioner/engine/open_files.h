@@ -42,8 +42,8 @@ inline constexpr long kIdleConnectionsMax = 16384;
 long threads_for_open_files(long limit);
 
 struct OpenFilePlan {
-    int threads = 0;               // the most the pool may grow to
-    long idle_connections = 0;     // the HTTP pool's budget
+    int threads = 0;            // the most the pool may grow to
+    long idle_connections = 0;  // the HTTP pool's budget
 };
 
 // How `limit` open files split for `in_flight` nodes (above), keeping at

@@ -51,6 +51,8 @@ std::vector<std::pair<std::string, int>> Scheduler::limits_of(const Job& job) co
     return out;
 }
 
-void Scheduler::release(const std::string& node) { admitted_.erase(node); }
+void Scheduler::release(const std::string& node) {
+    admitted_.erase(node);
+}
 
 }  // namespace kiln::engine

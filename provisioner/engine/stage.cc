@@ -32,6 +32,8 @@ Result<std::unique_ptr<StageContext::Hold>> StageContext::hold_exclusive(const s
     return ExclusiveLocks(nullptr, std::chrono::milliseconds(0)).acquire(*this, key);
 }
 
-std::vector<std::string> Stage::resources(const config::Fleet&, const config::Node&) const { return {}; }
+std::vector<std::string> Stage::resources(const config::Fleet&, const config::Node&) const {
+    return {};
+}
 
 }  // namespace kiln::engine

@@ -44,10 +44,15 @@ public:
     using ProgressFn = std::function<void(const std::string& message, int percent)>;
     using EventFn = std::function<void(const std::string& kind, const std::string& message)>;
 
-    StageContext(const config::Fleet& fleet, const config::Node& node, std::string stage,
-                 const StopToken& stop, Clock::time_point deadline, ProgressFn progress, EventFn event)
-        : fleet_(fleet), node_(node), stage_(std::move(stage)), stop_(stop), deadline_(deadline),
-          progress_(std::move(progress)), event_(std::move(event)) {}
+    StageContext(const config::Fleet& fleet, const config::Node& node, std::string stage, const StopToken& stop,
+                 Clock::time_point deadline, ProgressFn progress, EventFn event)
+        : fleet_(fleet),
+          node_(node),
+          stage_(std::move(stage)),
+          stop_(stop),
+          deadline_(deadline),
+          progress_(std::move(progress)),
+          event_(std::move(event)) {}
 
     const config::Fleet& fleet() const { return fleet_; }
     const config::Node& node() const { return node_; }
@@ -94,8 +99,8 @@ public:
     struct ParkRequest {
         Clock::time_point until;
         nlohmann::json state;
-        std::string reason;   // one line: what is being waited for
-        std::string key;      // "" = time only
+        std::string reason;  // one line: what is being waited for
+        std::string key;     // "" = time only
     };
     bool can_park() const { return can_park_; }
     void set_can_park(bool on) { can_park_ = on; }

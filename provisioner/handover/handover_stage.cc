@@ -31,15 +31,20 @@ json handover_document(const config::Fleet& fleet, const std::string& node, cons
             for (const auto& vm : (*smoke)["vms"]) {
                 if (!vm.contains("report") || !vm["report"].is_object()) continue;
                 for (const auto& c : vm["report"].value("checks", json::array()))
-                    checks.push_back({{"vm", vm.value("vm", "")}, {"name", c.value("name", "")},
+                    checks.push_back({{"vm", vm.value("vm", "")},
+                                      {"name", c.value("name", "")},
                                       {"figure", c.value("figure", json(nullptr))},
-                                      {"threshold", c.value("threshold", json(nullptr))}, {"unit", c.value("unit", "")},
+                                      {"threshold", c.value("threshold", json(nullptr))},
+                                      {"unit", c.value("unit", "")},
                                       {"verdict", c.value("verdict", "")}});
             }
     }
-    return {{"fleet", fleet.name},         {"node", node},
-            {"state", state},              {"failed_checks", failed},
-            {"smoke", {{"verdict", verdict}, {"checks", checks}}}, {"ts_ms", journal::now_ms()}};
+    return {{"fleet", fleet.name},
+            {"node", node},
+            {"state", state},
+            {"failed_checks", failed},
+            {"smoke", {{"verdict", verdict}, {"checks", checks}}},
+            {"ts_ms", journal::now_ms()}};
 }
 
 Result<engine::Observation> HandoverStage::observe(engine::StageContext& ctx) {
@@ -50,7 +55,8 @@ Result<engine::Observation> HandoverStage::observe(engine::StageContext& ctx) {
     return o;
 }
 
-Result<std::vector<engine::Action>> HandoverStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
+Result<std::vector<engine::Action>> HandoverStage::plan(engine::StageContext& ctx,
+                                                        const engine::Observation& observed) {
     const bool done = observed.state.value("state", json(nullptr)) == "ready" &&
                       observed.state.value("input_hash", "") == ctx.input_hash();
     if (done && !ctx.reimage()) return std::vector<engine::Action>{};
@@ -81,7 +87,10 @@ Status HandoverStage::apply(engine::StageContext& ctx, const engine::Action& act
         if (!r) return r.error();
         hook_said = *r;
     }
-    json rec = {{"state", "ready"}, {"input_hash", ctx.input_hash()}, {"hook", hook_said}, {"ts_ms", journal::now_ms()},
+    json rec = {{"state", "ready"},
+                {"input_hash", ctx.input_hash()},
+                {"hook", hook_said},
+                {"ts_ms", journal::now_ms()},
                 {"smoke", smoke_result ? smoke_result->value("verdict", "") : "not run"}};
     if (auto s = smoke::save_result(state_dir(ctx.fleet()), node, rec); !s) return s;
     ctx.event("handover", "ready; " + hook_said);
@@ -104,7 +113,10 @@ void HandoverStage::notify_quarantined(engine::StageContext& ctx, const json& sm
         hook_said = r ? *r : "hook failed: " + r.error().message;
         if (!r) ctx.event("handover.hook_failed", r.error().message);
     }
-    json rec = {{"state", "quarantined"}, {"input_hash", ""}, {"hook", hook_said}, {"ts_ms", journal::now_ms()},
+    json rec = {{"state", "quarantined"},
+                {"input_hash", ""},
+                {"hook", hook_said},
+                {"ts_ms", journal::now_ms()},
                 {"failed", smoke_result.value("failed", json::array())}};
     (void)smoke::save_result(state_dir(ctx.fleet()), node, rec);
     ctx.event("handover", "quarantined: " + smoke::describe_failures(smoke_result) + "; " + hook_said);

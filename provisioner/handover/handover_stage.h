@@ -18,10 +18,10 @@
 namespace kiln::handover {
 
 struct HandoverOptions {
-    std::shared_ptr<CommandRunner> commands;      // default ProcessRunner
-    std::shared_ptr<net::HttpClient> http;        // default CurlHttpClient
-    std::string smoke_state_dir;                  // "" = the smoke stage's default
-    std::string state_dir;                        // "" = <fleet dir>/.kiln/handover
+    std::shared_ptr<CommandRunner> commands;  // default ProcessRunner
+    std::shared_ptr<net::HttpClient> http;    // default CurlHttpClient
+    std::string smoke_state_dir;              // "" = the smoke stage's default
+    std::string state_dir;                    // "" = <fleet dir>/.kiln/handover
 };
 
 class HandoverStage : public engine::Stage {

@@ -41,7 +41,7 @@ struct LeaseHolder {
 struct LeaseRow {
     std::string node;
     std::string stage;
-    std::string worker;          // "" when released (lease_rows: or expired)
+    std::string worker;  // "" when released (lease_rows: or expired)
     int64_t generation = 0;
     int64_t lease_until_ms = 0;
 };

@@ -17,7 +17,7 @@
 namespace kiln::journal {
 
 struct StoreSpec {
-    std::string url;                 // postgresql://...; "" = the SQLite file at sqlite_path
+    std::string url;  // postgresql://...; "" = the SQLite file at sqlite_path
     std::string sqlite_path;
     std::optional<Secret> password;  // PostgreSQL only
     // PostgreSQL only: how long to keep connecting again after the server

@@ -242,7 +242,9 @@ public:
         std::string password;
         if (options_.password) {
             auto p = options_.password->resolve();
-            if (!p) return make_error("journal", "journal.password", "cannot connect to " + url_ + ": " + p.error().message);
+            if (!p)
+                return make_error("journal", "journal.password",
+                                  "cannot connect to " + url_ + ": " + p.error().message);
             password = std::move(*p);
         }
         const std::string timeout = std::to_string(options_.connect_timeout_s);
@@ -268,22 +270,25 @@ public:
         // (docs/store.md, "Which commits are flushed").
         {
             Rows sc(PQexec(conn_, "SHOW synchronous_commit"));
-            server_flushes_ = !(PQresultStatus(sc.get()) == PGRES_TUPLES_OK && sc.count() == 1 && sc.text(0, 0) == "off");
+            server_flushes_ =
+                !(PQresultStatus(sc.get()) == PGRES_TUPLES_OK && sc.count() == 1 && sc.text(0, 0) == "off");
         }
         // A process stalled inside a transaction (SIGSTOP) must not keep
         // row locks that a worker taking over its leases waits behind.
-        std::string setup = "SET statement_timeout = " + std::to_string(options_.statement_timeout_ms) +
-                            "; SET idle_in_transaction_session_timeout = " +
-                            std::to_string(options_.statement_timeout_ms) + "; SET client_min_messages = warning";
-        if (options_.read_only) setup += "; SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY";
+        std::string setup =
+            "SET statement_timeout = " + std::to_string(options_.statement_timeout_ms) +
+            "; SET idle_in_transaction_session_timeout = " + std::to_string(options_.statement_timeout_ms) +
+            "; SET client_min_messages = warning";
+        if (options_.read_only)
+            setup += "; SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY";
         else {
             setup += "; SET synchronous_commit = off";
             session_unflushed_ = true;
         }
         Rows r(PQexec(conn_, setup.c_str()));
         if (PQresultStatus(r.get()) != PGRES_COMMAND_OK)
-            return make_error("journal", "journal.open", "cannot configure the session on " + url_ + ": " +
-                                                             one_line(PQerrorMessage(conn_)));
+            return make_error("journal", "journal.open",
+                              "cannot configure the session on " + url_ + ": " + one_line(PQerrorMessage(conn_)));
         return ok_status();
     }
 
@@ -387,8 +392,10 @@ public:
         Status s = body();
         if (s) {
             auto c = exec(what, "COMMIT");
-            if (!c) s = c.error();
-            else ++((flush ? server_flushes_ : session_flushes()) ? commits_flushed_ : commits_unflushed_);
+            if (!c)
+                s = c.error();
+            else
+                ++((flush ? server_flushes_ : session_flushes()) ? commits_flushed_ : commits_unflushed_);
         }
         if (!s && PQstatus(conn_) == CONNECTION_OK) Rows(PQexec(conn_, "ROLLBACK"));
         in_transaction_ = false;
@@ -564,8 +571,9 @@ public:
                                    Params().add(status).add(now_ms()).add(run_id));
                 if (!r) return r.error();
                 if (r->affected() == 0)
-                    return make_error("journal", "journal.unknown_run",
-                                      "cannot end run " + std::to_string(run_id) + " in " + db_->url() + ": no such run");
+                    return make_error(
+                        "journal", "journal.unknown_run",
+                        "cannot end run " + std::to_string(run_id) + " in " + db_->url() + ": no such run");
                 return ok_status();
             });
         });
@@ -575,7 +583,10 @@ public:
         using R = std::vector<RunSummary>;
         return read<R>([&]() -> Result<R> {
             Params p;
-            if (limit > 0) p.add(limit); else p.null();
+            if (limit > 0)
+                p.add(limit);
+            else
+                p.null();
             auto r = db_->exec("list runs",
                                "SELECT id, command, status, started_ms, ended_ms FROM runs ORDER BY id DESC "
                                "LIMIT $1::bigint",
@@ -591,9 +602,9 @@ public:
     Result<std::optional<std::string>> last_verified_hash(const std::string& node, const std::string& stage) override {
         using R = std::optional<std::string>;
         return read<R>([&]() -> Result<R> {
-            auto r = db_->exec("read the verified hash of " + node + "/" + stage,
-                               "SELECT input_hash FROM verified WHERE node=$1 AND stage=$2",
-                               Params().add(node).add(stage));
+            auto r =
+                db_->exec("read the verified hash of " + node + "/" + stage,
+                          "SELECT input_hash FROM verified WHERE node=$1 AND stage=$2", Params().add(node).add(stage));
             if (!r) return r.error();
             if (r->count() == 0) return R();
             return R(r->text(0, 0));
@@ -708,8 +719,9 @@ public:
                 return ok_status();
             }
             auto end = [&]() -> Status {
-                auto r = db_->exec(what, "UPDATE actions SET ended_ms=$1, outcome=$2, error=$3 WHERE id=$4 "
-                                         "RETURNING node",
+                auto r = db_->exec(what,
+                                   "UPDATE actions SET ended_ms=$1, outcome=$2, error=$3 WHERE id=$4 "
+                                   "RETURNING node",
                                    Params().add(now_ms()).add(outcome).add(error).add(row));
                 if (!r) return r.error();
                 if (r->count() == 0)
@@ -727,15 +739,11 @@ public:
         return write<void>(
             "record an event",
             [&]() -> Status {
-                auto r = fenced_exec(e.node, "record event " + e.kind,
-                                     "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
-                                     "SELECT $4::bigint, $5::bigint, $1, $6, $7, $8 FROM fence",
-                                     Params()
-                                         .add(e.run_id)
-                                         .add(e.ts_ms ? e.ts_ms : now_ms())
-                                         .add(e.stage)
-                                         .add(e.kind)
-                                         .add(e.message));
+                auto r = fenced_exec(
+                    e.node, "record event " + e.kind,
+                    "INSERT INTO events(run_id, ts_ms, node, stage, kind, message) "
+                    "SELECT $4::bigint, $5::bigint, $1, $6, $7, $8 FROM fence",
+                    Params().add(e.run_id).add(e.ts_ms ? e.ts_ms : now_ms()).add(e.stage).add(e.kind).add(e.message));
                 if (!r) return r.error();
                 return ok_status();
             },
@@ -752,8 +760,13 @@ public:
                                  "ON CONFLICT(node) DO UPDATE SET state=excluded.state, "
                                  "detail=excluded.detail, stage=excluded.stage, error=excluded.error, "
                                  "updated_ms=excluded.updated_ms, run_id=excluded.run_id",
-                                 Params().add(s.state).add(s.detail).add(s.stage).add(s.error)
-                                     .add(s.updated_ms ? s.updated_ms : now_ms()).add(s.run_id));
+                                 Params()
+                                     .add(s.state)
+                                     .add(s.detail)
+                                     .add(s.stage)
+                                     .add(s.error)
+                                     .add(s.updated_ms ? s.updated_ms : now_ms())
+                                     .add(s.run_id));
             if (!r) return r.error();
             return ok_status();
         });
@@ -779,7 +792,10 @@ public:
         return read<R>([&]() -> Result<R> {
             Params p;
             p.add(node);
-            if (limit > 0) p.add(limit); else p.null();
+            if (limit > 0)
+                p.add(limit);
+            else
+                p.null();
             auto r = db_->exec("read the history of " + node, kHistory, p);
             if (!r) return r.error();
             R out;
@@ -807,7 +823,6 @@ public:
         });
     }
 
-
     // ---- Leases -----------------------------------------------------------
 
     void set_worker_id(const std::string& worker) override {
@@ -828,8 +843,8 @@ public:
                 // Flushed: the generation that fences this worker's writes.
                 // A refused claim rolls back ("lease.refused"): it wrote
                 // nothing and commits nothing.
-                auto s = db_->transaction(
-                    what, Commit::Flushed, [&]() -> Status { return claim_in(what, node, stage, ttl.count(), out); });
+                auto s = db_->transaction(what, Commit::Flushed,
+                                          [&]() -> Status { return claim_in(what, node, stage, ttl.count(), out); });
                 if (!s && s.error().code != "lease.refused") return s.error();
                 if (auto* lease = std::get_if<Lease>(&out)) {
                     held_[node] = *lease;
@@ -841,8 +856,7 @@ public:
     }
 
     Result<StageClaim> claim_stage(const std::string& node, const std::string& stage, std::chrono::milliseconds ttl,
-                                   int unavailable_capacity,
-                                   std::vector<std::pair<std::string, int>> limits) override {
+                                   int unavailable_capacity, std::vector<std::pair<std::string, int>> limits) override {
         std::sort(limits.begin(), limits.end());  // one order for every worker (take_slots)
         return write<StageClaim>(
             "claim a node",
@@ -861,8 +875,8 @@ public:
                     std::vector<std::string> keys, slots;  // picked, taken together
                     if (unavailable_capacity > 0) {
                         std::optional<std::string> full;
-                        if (auto st = pick_slots(what, node, {{kUnavailable, unavailable_capacity}}, full, making,
-                                                 keys, slots);
+                        if (auto st = pick_slots(what, node, {{kUnavailable, unavailable_capacity}}, full, making, keys,
+                                                 slots);
                             !st)
                             return st;
                         if (full) {
@@ -905,12 +919,14 @@ public:
             std::set<std::string> nodes = unavailable_;
             for (const auto& [node, lease] : held_) nodes.insert(node);
             auto slots = db_->exec("renew the slots of " + worker_,
-                                   "UPDATE slots SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1 "
+                                   "UPDATE slots SET lease_until_ms=" KILN_PG_NOW
+                                   " + $2::bigint WHERE worker=$1 "
                                    "AND node = ANY($3::text[])",
                                    Params().add(worker_).add(static_cast<int64_t>(ttl.count())).add(text_array(nodes)));
             if (!slots) return slots.error();
             auto r = db_->exec("renew the leases of " + worker_,
-                               "UPDATE leases SET lease_until_ms=" KILN_PG_NOW " + $2::bigint WHERE worker=$1 "
+                               "UPDATE leases SET lease_until_ms=" KILN_PG_NOW
+                               " + $2::bigint WHERE worker=$1 "
                                "AND node = ANY($3::text[]) RETURNING node, generation",
                                Params().add(worker_).add(static_cast<int64_t>(ttl.count())).add(text_array(nodes)));
             if (!r) return r.error();
@@ -1055,12 +1071,12 @@ public:
         auto it = fresh_.find(node);
         if (it == fresh_.end() || !held_.count(node))
             return make_error("journal", "lease.stale", "no lease held on node " + node);
-        const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                               it->second.first);
+        const auto age =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - it->second.first);
         if (age < it->second.second / 2) return ok_status();
         return make_error("journal", "lease.stale",
-                          "lease on node " + node + " last confirmed " + std::to_string(age.count()) +
-                              " ms ago (ttl " + std::to_string(it->second.second.count()) +
+                          "lease on node " + node + " last confirmed " + std::to_string(age.count()) + " ms ago (ttl " +
+                              std::to_string(it->second.second.count()) +
                               " ms); claiming it again before any side effect");
     }
 
@@ -1106,7 +1122,7 @@ public:
 
     // Without the store's lock: a scrape must not wait on a reconnect.
     LeaseCounters counters() override {
-        return {renewals_.load(),  losses_.load(),          db_->reconnects(),
+        return {renewals_.load(),  losses_.load(),         db_->reconnects(),
                 db_->statements(), db_->commits_flushed(), db_->commits_unflushed()};
     }
 
@@ -1167,10 +1183,9 @@ public:
     Result<std::vector<LeaseRow>> lease_rows() override {
         using R = std::vector<LeaseRow>;
         return read<R>([&]() -> Result<R> {
-            auto r = db_->exec("read the leases",
-                               "SELECT node, stage, CASE WHEN lease_until_ms >= " KILN_PG_NOW
-                               " THEN worker ELSE '' END, generation, lease_until_ms FROM leases "
-                               "ORDER BY node COLLATE \"C\"");
+            auto r = db_->exec("read the leases", "SELECT node, stage, CASE WHEN lease_until_ms >= " KILN_PG_NOW
+                                                  " THEN worker ELSE '' END, generation, lease_until_ms FROM leases "
+                                                  "ORDER BY node COLLATE \"C\"");
             if (!r) return r.error();
             R out;
             for (int i = 0; i < r->count(); ++i)
@@ -1207,8 +1222,7 @@ private:
                     .add(ttl_ms)
                     .add(it->second.generation)
                     .add(now_ms())
-                    .add("worker " + worker_ + " claimed stage " + stage + " (generation " + std::to_string(next) +
-                         ")")
+                    .add("worker " + worker_ + " claimed stage " + stage + " (generation " + std::to_string(next) + ")")
                     .add(std::string(it->second.stage == stage ? "false" : "true")));
             if (!r) return r.error();
             if (r->count() == 1) {
@@ -1220,13 +1234,12 @@ private:
         // A node this worker holds has its row: no insert to try.
         std::optional<Rows> ins;
         if (!held_.count(node)) {
-            auto tried = db_->exec(
-                what,
-                "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
-                ") "
-                "ON CONFLICT(node) DO NOTHING RETURNING generation",
-                Params().add(node).add(stage).add(worker_).add(ttl_ms));
+            auto tried = db_->exec(what,
+                                   "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                                   "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                                   ") "
+                                   "ON CONFLICT(node) DO NOTHING RETURNING generation",
+                                   Params().add(node).add(stage).add(worker_).add(ttl_ms));
             if (!tried) return tried.error();
             ins = std::move(*tried);
         }
@@ -1265,22 +1278,22 @@ private:
         // Asking again for the stage it holds (waiting on a slot)
         // is not news for the journal.
         if (previous == worker_ && previous_stage == stage) return ok_status();
-        std::string message = "worker " + worker_ + " claimed stage " + stage + " (generation " +
-                              std::to_string(lease.generation) + ")";
+        std::string message =
+            "worker " + worker_ + " claimed stage " + stage + " (generation " + std::to_string(lease.generation) + ")";
         if (!previous.empty() && previous != worker_) {
             // Its holder died or stalled: what it started and never
             // ended is closed here; the stage observes what really
             // happened before planning anything.
-            auto orphans = db_->exec(
-                what,
-                "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
-                "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
-                Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
-                                                     std::to_string(previous_generation) +
-                                                     ") before ending this action; re-observed"));
+            auto orphans =
+                db_->exec(what,
+                          "UPDATE actions SET ended_ms=$2, outcome='interrupted', error=$3 "
+                          "WHERE node=$1 AND ended_ms=0 RETURNING action_id",
+                          Params().add(node).add(now_ms()).add("worker " + previous + " lost its lease (generation " +
+                                                               std::to_string(previous_generation) +
+                                                               ") before ending this action; re-observed"));
             if (!orphans) return orphans.error();
-            message += ", taking over from " + previous + " (generation " +
-                       std::to_string(previous_generation) + ", expired)";
+            message +=
+                ", taking over from " + previous + " (generation " + std::to_string(previous_generation) + ", expired)";
             if (orphans->count() > 0)
                 message += "; " + std::to_string(orphans->count()) + " unfinished action(s) re-observed";
         }
@@ -1406,8 +1419,9 @@ private:
         if (!r || !held) return r;
         if (r->affected() > 0 || !expect_row) return r;
         if (auto f = fence(node); !f) return f.error();
-        return make_error("journal", "lease.lost", "cannot " + what + " in " + db_->url() + ": the lease of " +
-                                                       node + " changed under the write; this worker stops there");
+        return make_error("journal", "lease.lost",
+                          "cannot " + what + " in " + db_->url() + ": the lease of " + node +
+                              " changed under the write; this worker stops there");
     }
 
     // Whether an operation may be run again on a new connection after the
@@ -1441,8 +1455,9 @@ private:
     template <class T, class F>
     Result<T> write(const char* what, F&& body, Again again = Again::Always) {
         if (read_only_)
-            return make_error("journal", "journal.read_only",
-                              std::string("cannot ") + what + " in " + db_->url() + ": the journal was opened read-only");
+            return make_error(
+                "journal", "journal.read_only",
+                std::string("cannot ") + what + " in " + db_->url() + ": the journal was opened read-only");
         return read<T>(std::forward<F>(body), again, what);
     }
 
@@ -1450,12 +1465,12 @@ private:
     std::unique_ptr<Connection> db_;
     bool read_only_;
     std::string worker_;
-    std::map<std::string, Lease> held_;  // node -> the lease this process holds (guarded by mu_)
-    std::set<std::string> unavailable_;  // nodes holding an "unavailable" slot (guarded by mu_)
-    std::map<int64_t, std::string> action_node_;  // action row -> node, begun and not yet ended (guarded by mu_)
+    std::map<std::string, Lease> held_;                // node -> the lease this process holds (guarded by mu_)
+    std::set<std::string> unavailable_;                // nodes holding an "unavailable" slot (guarded by mu_)
+    std::map<int64_t, std::string> action_node_;       // action row -> node, begun and not yet ended (guarded by mu_)
     std::set<std::pair<std::string, int>> slot_rows_;  // (key, capacity) whose slot rows exist (guarded by mu_)
-    bool registered_ = false;            // listed in the workers table (guarded by mu_)
-    std::atomic<int64_t> renewals_{0}, losses_{0};  // the heartbeat's work
+    bool registered_ = false;                          // listed in the workers table (guarded by mu_)
+    std::atomic<int64_t> renewals_{0}, losses_{0};     // the heartbeat's work
     std::string url_;
     PgOptions options_;
     std::mutex listener_mu_;
@@ -1489,15 +1504,16 @@ Status refuse_newer(const std::string& url, int version) {
 
 Status migrate(Connection& db) {
     return db.transaction("migrate the schema", Commit::Flushed, [&]() -> Status {
-        const std::string lock = "SELECT pg_advisory_xact_lock(" + std::to_string(kLockSpace) + ", " +
-                                 std::to_string(kMigrateLock) + ")";
+        const std::string lock =
+            "SELECT pg_advisory_xact_lock(" + std::to_string(kLockSpace) + ", " + std::to_string(kMigrateLock) + ")";
         if (auto l = db.exec("lock the schema", lock.c_str()); !l) return l.error();
         auto version = schema_version(db);  // again, now that we hold the lock
         if (!version) return version.error();
         if (*version > kSchemaVersion) return refuse_newer(db.url(), *version);
         if (*version == 0) {
-            if (auto c = db.exec("create the schema", "CREATE TABLE kiln_schema(version INTEGER PRIMARY KEY, "
-                                                      "applied_ms BIGINT NOT NULL)");
+            if (auto c = db.exec("create the schema",
+                                 "CREATE TABLE kiln_schema(version INTEGER PRIMARY KEY, "
+                                 "applied_ms BIGINT NOT NULL)");
                 !c)
                 return c.error();
         }
@@ -1523,9 +1539,9 @@ Result<std::unique_ptr<Store>> open(const std::string& url, const PgOptions& opt
     if (*version > kSchemaVersion) return refuse_newer(url, *version).error();
     if (options.read_only) {
         if (*version < kSchemaVersion)
-            return make_error("journal", "journal.missing",
-                              "cannot open " + url + ": no kiln journal there yet (schema " +
-                                  std::to_string(*version) + ")");
+            return make_error(
+                "journal", "journal.missing",
+                "cannot open " + url + ": no kiln journal there yet (schema " + std::to_string(*version) + ")");
     } else if (*version < kSchemaVersion) {
         if (auto s = migrate(*db); !s) return s.error();
     }
@@ -1565,8 +1581,8 @@ Result<PgRunLock> PgRunLock::acquire(const std::string& url, const PgOptions& op
         const std::string who =
             "SELECT coalesce(string_agg(a.pid::text || ' from ' || coalesce(host(a.client_addr), 'a local socket'), "
             "', '), '?') FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
-            "AND l.classid = " + std::to_string(kLockSpace) + " AND l.objid = " + std::to_string(kRunLock) +
-            " AND l.granted";
+            "AND l.classid = " +
+            std::to_string(kLockSpace) + " AND l.objid = " + std::to_string(kRunLock) + " AND l.granted";
         auto holder = c->db.exec("find the run lock's holder", who.c_str());
         return make_error("journal", "journal.locked",
                           "another kiln run (server process " + (holder ? holder->text(0, 0) : std::string("?")) +
@@ -1579,8 +1595,9 @@ Result<bool> PgRunLock::held(const std::string& url, const PgOptions& options) {
     if (auto s = check_store_url(url); !s) return s.error();
     Connection db(url, options);
     if (auto s = db.connect(); !s) return s.error();
-    const std::string sql = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
-                            std::to_string(kLockSpace) + " AND objid = " + std::to_string(kRunLock) + " AND granted";
+    const std::string sql =
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = " + std::to_string(kLockSpace) +
+        " AND objid = " + std::to_string(kRunLock) + " AND granted";
     auto r = db.exec("look for a live run", sql.c_str());
     if (!r) return r.error();
     return r->integer(0, 0) > 0;

@@ -17,9 +17,9 @@
 namespace kiln::journal {
 
 struct PgOptions {
-    bool read_only = false;          // plan/status: create nothing, write nothing
-    std::optional<Secret> password;  // resolved when connecting, never kept
-    int connect_timeout_s = 10;      // every connection attempt
+    bool read_only = false;            // plan/status: create nothing, write nothing
+    std::optional<Secret> password;    // resolved when connecting, never kept
+    int connect_timeout_s = 10;        // every connection attempt
     int statement_timeout_ms = 30000;  // every statement (a wedged server is an error, not a hang)
     // How long an operation that finds the connection gone (a server
     // restart, a failover) keeps connecting again before it fails with

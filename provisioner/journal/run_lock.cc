@@ -17,8 +17,7 @@ Result<RunLock> RunLock::acquire(const std::string& journal_path) {
     auto parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return make_error("journal", "journal.lock", "cannot open " + path + ": " + std::strerror(errno));
+    if (fd < 0) return make_error("journal", "journal.lock", "cannot open " + path + ": " + std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char buf[32] = {};
         ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);

@@ -9,7 +9,7 @@
 namespace kiln::journal {
 
 struct SqliteOptions {
-    bool read_only = false;    // `kiln plan`/`status`: open only if it exists, write nothing
+    bool read_only = false;  // `kiln plan`/`status`: open only if it exists, write nothing
     int busy_timeout_ms = 10000;
 };
 

@@ -23,7 +23,7 @@ struct WorkerRow;
 int64_t now_ms();
 
 struct RunInfo {
-    std::string command;       // "apply", "reimage", ...
+    std::string command;  // "apply", "reimage", ...
     std::string fleet_path;
     std::string fleet_sha256;
     std::string kiln_version;
@@ -32,9 +32,9 @@ struct RunInfo {
 struct RunSummary {
     int64_t id = 0;
     std::string command;
-    std::string status;        // running | completed | failed | interrupted
+    std::string status;  // running | completed | failed | interrupted
     int64_t started_ms = 0;
-    int64_t ended_ms = 0;      // 0 while running
+    int64_t ended_ms = 0;  // 0 while running
 };
 
 // Outcome strings (stable, documented): verified, skipped, failed,
@@ -45,9 +45,9 @@ struct StageRecord {
     std::string stage;
     std::string input_hash;
     std::string outcome;
-    std::string error;         // "" unless failed
+    std::string error;  // "" unless failed
     int attempts = 1;
-    int actions = 0;           // actions applied in this run
+    int actions = 0;  // actions applied in this run
     int64_t started_ms = 0;
     int64_t ended_ms = 0;
 };
@@ -55,9 +55,9 @@ struct StageRecord {
 struct EventRecord {
     int64_t run_id = 0;
     int64_t ts_ms = 0;
-    std::string node;          // "" for run-level events
+    std::string node;  // "" for run-level events
     std::string stage;
-    std::string kind;          // "stage.start", "retry", "stop", ...
+    std::string kind;  // "stage.start", "retry", "stop", ...
     std::string message;
 };
 
@@ -67,7 +67,7 @@ struct NodeState {
     std::string node;
     std::string state;
     std::string detail;
-    std::string stage;         // current or last stage
+    std::string stage;  // current or last stage
     std::string error;
     int64_t updated_ms = 0;
     int64_t run_id = 0;
@@ -76,11 +76,11 @@ struct NodeState {
 struct HistoryEntry {
     int64_t ts_ms = 0;
     int64_t run_id = 0;
-    std::string kind;          // "stage", "action", "event"
+    std::string kind;  // "stage", "action", "event"
     std::string stage;
-    std::string name;          // outcome for stage rows, action id, event kind
-    std::string text;          // hash / description / message
-    std::string outcome;       // stage: outcome; action: ok | failed | interrupted | "" (never finished)
+    std::string name;     // outcome for stage rows, action id, event kind
+    std::string text;     // hash / description / message
+    std::string outcome;  // stage: outcome; action: ok | failed | interrupted | "" (never finished)
     std::string error;
 };
 

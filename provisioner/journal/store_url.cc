@@ -47,9 +47,9 @@ std::string redact_store_url(const std::string& url) {
 
 Status check_store_url(const std::string& url) {
     if (!is_postgres_url(url))
-        return make_error("journal", "store.url",
-                          "expected a store URL postgresql://[user@]host[:port]/database, found '" +
-                              redact_store_url(url) + "'");
+        return make_error(
+            "journal", "store.url",
+            "expected a store URL postgresql://[user@]host[:port]/database, found '" + redact_store_url(url) + "'");
     if (redact_store_url(url) != url)
         return make_error("journal", "store.password_in_url",
                           "the store URL " + redact_store_url(url) +

@@ -23,9 +23,12 @@ void BmcRequestTally::request(const std::string& origin, int http_status) {
     std::lock_guard<std::mutex> lock(mu_);
     auto& c = counts_for(origin);
     ++c.requests;
-    if (http_status == 0) ++c.transport_errors;
-    else if (http_status >= 500) ++c.server_errors;
-    else if (http_status >= 400) ++c.client_errors;
+    if (http_status == 0)
+        ++c.transport_errors;
+    else if (http_status >= 500)
+        ++c.server_errors;
+    else if (http_status >= 400)
+        ++c.client_errors;
 }
 
 void BmcRequestTally::retry(const std::string& origin) {
@@ -62,10 +65,10 @@ std::string BmcRequestTally::render() const {
     for (const auto& [vendor, c] : counts) {
         out += fmt::format("kiln_redfish_errors_total{{vendor=\"{}\",kind=\"transport\"}} {}\n", label(vendor),
                            c.transport_errors);
-        out += fmt::format("kiln_redfish_errors_total{{vendor=\"{}\",kind=\"4xx\"}} {}\n", label(vendor),
-                           c.client_errors);
-        out += fmt::format("kiln_redfish_errors_total{{vendor=\"{}\",kind=\"5xx\"}} {}\n", label(vendor),
-                           c.server_errors);
+        out +=
+            fmt::format("kiln_redfish_errors_total{{vendor=\"{}\",kind=\"4xx\"}} {}\n", label(vendor), c.client_errors);
+        out +=
+            fmt::format("kiln_redfish_errors_total{{vendor=\"{}\",kind=\"5xx\"}} {}\n", label(vendor), c.server_errors);
     }
     out +=
         "# HELP kiln_redfish_retries_total Waits before sending to a BMC again (busy replies, 5xx, connection "

@@ -40,7 +40,7 @@ private:
 
     mutable std::mutex mu_;
     std::unordered_map<std::string, std::string> vendor_of_;  // origin -> vendor
-    std::map<std::string, VendorRequestCounts> counts_;      // vendor -> counts
+    std::map<std::string, VendorRequestCounts> counts_;       // vendor -> counts
 };
 
 }  // namespace kiln::net

@@ -396,7 +396,9 @@ CurlHttpClient::CurlHttpClient() {
     });
 }
 
-size_t idle_connections() { return idle_handles().size(); }
+size_t idle_connections() {
+    return idle_handles().size();
+}
 
 Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
     const ErrorBuilder err(req);
@@ -414,7 +416,7 @@ Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
     // settings and proxy, may serve this request.
     auto dest = split_url(req.url);  // checked above
     const std::string key = dest->scheme + "://" + dest->host + ":" + std::to_string(dest->port) + "\n" +
-                            (!pin.empty()      ? "pin " + pin
+                            (!pin.empty()     ? "pin " + pin
                              : req.tls.verify ? "verify " + req.tls.ca_bundle
                                               : std::string("noverify")) +
                             "\nproxy " + req.proxy;
@@ -563,8 +565,8 @@ Result<HttpResponse> CurlHttpClient::send(const HttpRequest& req) {
     // Kept only with its connection still open: a failed transfer's handle
     // and whatever it held go, as does one the server said Connection: close to.
     curl_socket_t socket = CURL_SOCKET_BAD;
-    const bool keep = rc == CURLE_OK && curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK &&
-                      socket != CURL_SOCKET_BAD;
+    const bool keep =
+        rc == CURLE_OK && curl_easy_getinfo(h, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK && socket != CURL_SOCKET_BAD;
     // Drop the pointers into this frame (headers, mime, sinks) before they go.
     curl_easy_reset(h);
     if (keep) put_back(key, std::move(handle));

@@ -65,7 +65,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& l
     auto server = MhdServer::start(std::move(o));
     if (!server)
         return refused(server.error().code == "net.bind_address" ? "expected IPv4 HOST:PORT, as 127.0.0.1:9464"
-                                                                  : server.error().message);
+                                                                 : server.error().message);
     s->server_ = std::move(*server);
     s->port_ = s->server_->port();
     s->url_ = fmt::format("http://{}:{}/metrics", hp->host, s->port_);

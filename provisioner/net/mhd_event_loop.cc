@@ -103,8 +103,8 @@ void MhdEventLoop::run(Loop& loop) {
     auto last_sweep = std::chrono::steady_clock::now();
     while (!stopping_) {
         const auto since = std::chrono::steady_clock::now() - last_sweep;
-        int wait_ms = static_cast<int>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(kHousekeeping - since).count());
+        int wait_ms =
+            static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(kHousekeeping - since).count());
         if (wait_ms < 0 || !again.empty()) wait_ms = 0;
         const int n = epoll_wait(loop.epoll_fd, events.data(), static_cast<int>(events.size()), wait_ms);
         if (n < 0 && errno != EINTR) break;

@@ -50,11 +50,11 @@ Result<std::unique_ptr<MhdServer>> MhdServer::start(MhdServerOptions options) {
     if (s->tls()) flags |= MHD_USE_TLS;
     // TLS options only when serving TLS: MHD refuses them otherwise.
     if (s->tls())
-        s->daemon_ = MHD_start_daemon(flags, o.port, nullptr, nullptr, o.handler, o.handler_cls, MHD_OPTION_SOCK_ADDR,
-                                      reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, o.completed,
-                                      nullptr, MHD_OPTION_CONNECTION_TIMEOUT, o.connection_timeout_s,
-                                      MHD_OPTION_HTTPS_MEM_CERT, s->cert_pem_.c_str(), MHD_OPTION_HTTPS_MEM_KEY,
-                                      s->key_pem_.c_str(), MHD_OPTION_END);
+        s->daemon_ =
+            MHD_start_daemon(flags, o.port, nullptr, nullptr, o.handler, o.handler_cls, MHD_OPTION_SOCK_ADDR,
+                             reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, o.completed, nullptr,
+                             MHD_OPTION_CONNECTION_TIMEOUT, o.connection_timeout_s, MHD_OPTION_HTTPS_MEM_CERT,
+                             s->cert_pem_.c_str(), MHD_OPTION_HTTPS_MEM_KEY, s->key_pem_.c_str(), MHD_OPTION_END);
     else
         s->daemon_ = MHD_start_daemon(flags, o.port, nullptr, nullptr, o.handler, o.handler_cls, MHD_OPTION_SOCK_ADDR,
                                       reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_NOTIFY_COMPLETED, o.completed,

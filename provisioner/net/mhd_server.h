@@ -25,7 +25,7 @@ struct MhdServerOptions {
     MHD_AccessHandlerCallback handler = nullptr;
     void* handler_cls = nullptr;
     MHD_RequestCompletedCallback completed = nullptr;  // optional
-    std::string cert_file, key_file;  // PEM; both: HTTPS; neither: HTTP
+    std::string cert_file, key_file;                   // PEM; both: HTTPS; neither: HTTP
 };
 
 class MhdServer {

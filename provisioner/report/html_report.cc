@@ -14,7 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string esc(std::string_view s) { return escape_html(s); }
+std::string esc(std::string_view s) {
+    return escape_html(s);
+}
 
 std::string utc(int64_t ms) {
     if (ms <= 0) return "-";
@@ -107,9 +109,10 @@ void gantt(std::string& h, const ReportData& d) {
         label_w + plot_w + 50, height, label_w + plot_w + 50, height);
     for (int i = 0; i <= 5; ++i) {
         const double x = label_w + plot_w * i / 5.0;
-        h += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#e3e7eb\"/>"
-                         "<text x=\"{0:.1f}\" y=\"16\" text-anchor=\"middle\" fill=\"#5c6670\">+{3}</text>\n",
-                         x, top - 6, height - 6, duration(static_cast<int64_t>(span * i / 5)));
+        h += fmt::format(
+            "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#e3e7eb\"/>"
+            "<text x=\"{0:.1f}\" y=\"16\" text-anchor=\"middle\" fill=\"#5c6670\">+{3}</text>\n",
+            x, top - 6, height - 6, duration(static_cast<int64_t>(span * i / 5)));
     }
     for (size_t row = 0; row < d.nodes.size(); ++row) {
         const auto& n = d.nodes[row];
@@ -132,9 +135,10 @@ void gantt(std::string& h, const ReportData& d) {
     }
     h += "</svg>\n<p class=\"meta\">";
     for (const char* o : {"verified", "skipped", "failed", "quarantined", "timed_out", "interrupted"})
-        h += fmt::format("<svg width=\"12\" height=\"12\"><rect width=\"12\" height=\"12\" rx=\"2\" fill=\"{}\"/></svg> "
-                         "{} &nbsp; ",
-                         outcome_color(o), o);
+        h += fmt::format(
+            "<svg width=\"12\" height=\"12\"><rect width=\"12\" height=\"12\" rx=\"2\" fill=\"{}\"/></svg> "
+            "{} &nbsp; ",
+            outcome_color(o), o);
     h += "</p>\n";
 }
 
@@ -169,14 +173,17 @@ void smoke(std::string& h, const ReportData& d) {
                 const json figure = c.value("figure", json(nullptr));
                 if (figure.is_number() && threshold.is_number() && threshold.get<double>() > 0) {
                     const double ratio = std::min(2.0, figure.get<double>() / threshold.get<double>());
-                    bar = fmt::format("<svg width=\"120\" height=\"12\"><rect width=\"120\" height=\"12\" fill=\"#eef1f4\"/>"
-                                      "<rect width=\"{:.1f}\" height=\"12\" fill=\"{}\"/><line x1=\"60\" x2=\"60\" "
-                                      "y1=\"0\" y2=\"12\" stroke=\"#1d2329\"/></svg> {:.3g}x",
-                                      60 * ratio, v == "fail" ? "#d64545" : "#2e9e5b", figure.get<double>() / threshold.get<double>());
+                    bar = fmt::format(
+                        "<svg width=\"120\" height=\"12\"><rect width=\"120\" height=\"12\" fill=\"#eef1f4\"/>"
+                        "<rect width=\"{:.1f}\" height=\"12\" fill=\"{}\"/><line x1=\"60\" x2=\"60\" "
+                        "y1=\"0\" y2=\"12\" stroke=\"#1d2329\"/></svg> {:.3g}x",
+                        60 * ratio, v == "fail" ? "#d64545" : "#2e9e5b",
+                        figure.get<double>() / threshold.get<double>());
                 }
                 h += fmt::format(
                     "<tr class=\"check\" data-check=\"{1}\"><td>{0}</td><td>{1}</td><td class=\"num\">{2}</td>"
-                    "<td class=\"num\">{3} {4}</td><td>{5}</td><td class=\"ratio\">{6}</td><td class=\"{7}\">{7}</td><td>{8}</td></tr>\n",
+                    "<td class=\"num\">{3} {4}</td><td>{5}</td><td class=\"ratio\">{6}</td><td "
+                    "class=\"{7}\">{7}</td><td>{8}</td></tr>\n",
                     esc(vm_name), esc(name), number(figure), esc(c.value("compare", ">=")), number(threshold),
                     esc(c.value("unit", "")), bar, esc(v), esc(c.value("detail", "")));
             }
@@ -192,14 +199,17 @@ void failures(std::string& h, const ReportData& d) {
     for (const auto& n : d.nodes)
         for (const auto& s : n.stages)
             if (!s.error.empty())
-                rows += fmt::format("<tr class=\"failure\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"err\">{}</td></tr>\n",
-                                    esc(n.name), esc(s.stage), esc(s.outcome), utc(s.ended_ms), esc(s.error));
+                rows += fmt::format(
+                    "<tr class=\"failure\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td "
+                    "class=\"err\">{}</td></tr>\n",
+                    esc(n.name), esc(s.stage), esc(s.outcome), utc(s.ended_ms), esc(s.error));
     if (rows.empty()) {
         h += "<p class=\"meta\">None.</p>\n";
         return;
     }
-    h += "<table class=\"failures\"><tr><th>node</th><th>stage</th><th>outcome</th><th>when</th><th>reason</th></tr>\n" +
-         rows + "</table>\n";
+    h +=
+        "<table class=\"failures\"><tr><th>node</th><th>stage</th><th>outcome</th><th>when</th><th>reason</th></tr>\n" +
+        rows + "</table>\n";
 }
 
 // What the newest run saw but did not count as a failure (inventory parts a
@@ -211,7 +221,8 @@ void warnings(std::string& h, const ReportData& d) {
             rows += fmt::format("<tr class=\"warning\"><td>{}</td><td>{}</td><td>{}</td></tr>\n", esc(n.name),
                                 esc(w.stage), esc(w.text));
     if (rows.empty()) return;
-    h += "<h2 id=\"warnings\">Warnings</h2>\n<table class=\"warnings\"><tr><th>node</th><th>stage</th><th>warning</th></tr>\n" +
+    h += "<h2 id=\"warnings\">Warnings</h2>\n<table "
+         "class=\"warnings\"><tr><th>node</th><th>stage</th><th>warning</th></tr>\n" +
          rows + "</table>\n";
 }
 
@@ -220,7 +231,8 @@ void warnings(std::string& h, const ReportData& d) {
 std::string render_html(const ReportData& d) {
     std::string h;
     h += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-    h += "<title>kiln report: " + esc(d.fleet) + "</title>\n<style>" + std::string(kStyle) + "</style></head>\n<body>\n";
+    h +=
+        "<title>kiln report: " + esc(d.fleet) + "</title>\n<style>" + std::string(kStyle) + "</style></head>\n<body>\n";
     h += "<h1>kiln report: " + esc(d.fleet) + "</h1>\n";
     h += fmt::format("<p class=\"meta\">{} &middot; generated {} &middot; {} node{}</p>\n", esc(d.fleet_path),
                      utc(d.generated_ms), d.nodes.size(), d.nodes.size() == 1 ? "" : "s");

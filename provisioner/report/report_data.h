@@ -19,13 +19,13 @@ namespace kiln::report {
 struct NodeReport {
     std::string name;
     std::string rack;
-    std::string state = "pending";   // journal node state
+    std::string state = "pending";  // journal node state
     std::string detail;
     std::string stage;
     std::string error;
-    std::vector<journal::StageRecord> stages;   // oldest first
-    std::optional<nlohmann::json> smoke;        // the last "smoke.result" document
-    std::string handover;                       // the last "handover" event message
+    std::vector<journal::StageRecord> stages;  // oldest first
+    std::optional<nlohmann::json> smoke;       // the last "smoke.result" document
+    std::string handover;                      // the last "handover" event message
     // The "warning" events of the node's newest run (a stage's observation
     // notes: an inventory part the BMC would not give, ...), oldest first.
     struct Warning {
@@ -39,8 +39,8 @@ struct ReportData {
     std::string fleet;
     std::string fleet_path;
     int64_t generated_ms = 0;
-    std::vector<journal::RunSummary> runs;      // oldest first
-    std::vector<NodeReport> nodes;              // fleet order
+    std::vector<journal::RunSummary> runs;  // oldest first
+    std::vector<NodeReport> nodes;          // fleet order
 };
 
 // `store` may be null (no journal yet): every node pending, nothing run.

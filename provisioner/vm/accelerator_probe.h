@@ -20,9 +20,9 @@ struct ProbeResult {
 };
 
 struct ProbeOptions {
-    std::string kernel;      // probe guest kernel
-    std::string initrd;      // probe guest initramfs
-    std::string work_dir;    // for the serial log
+    std::string kernel;    // probe guest kernel
+    std::string initrd;    // probe guest initramfs
+    std::string work_dir;  // for the serial log
     std::string kvm_device = "/dev/kvm";
     std::chrono::milliseconds timeout{std::chrono::seconds(20)};
     std::function<bool(std::chrono::milliseconds)> sleep;  // as ReadyWait::sleep

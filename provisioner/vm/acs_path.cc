@@ -49,17 +49,23 @@ std::optional<uint16_t> parse_word(const std::string& text) {
     unsigned v = 0;
     for (char c : t) {
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= static_cast<unsigned>(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= static_cast<unsigned>(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= static_cast<unsigned>(c - 'A' + 10);
-        else return std::nullopt;
+        if (c >= '0' && c <= '9')
+            v |= static_cast<unsigned>(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= static_cast<unsigned>(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= static_cast<unsigned>(c - 'A' + 10);
+        else
+            return std::nullopt;
     }
     return static_cast<uint16_t>(v);
 }
 
 }  // namespace
 
-std::string AcsChange::text() const { return port + " ACSCtl " + hex4(from) + " -> " + hex4(to); }
+std::string AcsChange::text() const {
+    return port + " ACSCtl " + hex4(from) + " -> " + hex4(to);
+}
 
 std::vector<std::string> acs_write_argv(const std::string& port) {
     char value[32];
@@ -127,8 +133,8 @@ Result<std::vector<AcsChange>> apply_acs(CommandRunner& runner, const std::vecto
         auto r = runner.run(spec);
         if (tool_missing(r)) return missing_setpci();
         if (!r->success())
-            return make_error("vm", "vm.acs_write_failed",
-                              describe_argv(spec.argv) + " failed: " + failure(*r), r->timed_out);
+            return make_error("vm", "vm.acs_write_failed", describe_argv(spec.argv) + " failed: " + failure(*r),
+                              r->timed_out);
         auto back = read_acs_ctrl(runner, c.port, timeout);
         if (!back) return back.error();
         if (*back & kAcsP2pRedirect)

@@ -42,13 +42,10 @@ std::string seed_network_config() {
     // set-name: renderers without match support (Debian's ifupdown/ENI)
     // write the entry's key as the interface name, so the key must be the
     // name the NIC ends up with; cloud-init renames it before networking.
-    json doc = {{"version", 2},
-                {"ethernets",
-                 {{"eth0",
-                   {{"match", {{"driver", "virtio_net"}}},
-                    {"set-name", "eth0"},
-                    {"dhcp4", true},
-                    {"dhcp6", false}}}}}};
+    json doc = {
+        {"version", 2},
+        {"ethernets",
+         {{"eth0", {{"match", {{"driver", "virtio_net"}}}, {"set-name", "eth0"}, {"dhcp4", true}, {"dhcp6", false}}}}}};
     return doc.dump(2) + "\n";
 }
 
@@ -66,16 +63,23 @@ Status build_seed_iso(CommandRunner& runner, const SeedConfig& seed, const std::
             fs::remove_all(p, e);
         }
     } cleanup{dir};
-    const std::pair<const char*, std::string> files[] = {
-        {"user-data", seed_user_data(seed)}, {"meta-data", seed_meta_data(seed)}, {"network-config", seed_network_config()}};
+    const std::pair<const char*, std::string> files[] = {{"user-data", seed_user_data(seed)},
+                                                         {"meta-data", seed_meta_data(seed)},
+                                                         {"network-config", seed_network_config()}};
     for (const auto& [name, text] : files) {
         std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
         out << text;
         if (!out.good()) return make_error("vm", "vm.seed", "cannot write " + (dir / name).string());
     }
     const fs::path tmp_iso = iso.string() + ".tmp";
-    std::vector<std::string> tail = {"-output", tmp_iso.string(), "-volid", "cidata", "-joliet", "-rock",
-                                     (dir / "user-data").string(), (dir / "meta-data").string(),
+    std::vector<std::string> tail = {"-output",
+                                     tmp_iso.string(),
+                                     "-volid",
+                                     "cidata",
+                                     "-joliet",
+                                     "-rock",
+                                     (dir / "user-data").string(),
+                                     (dir / "meta-data").string(),
                                      (dir / "network-config").string()};
     CommandSpec spec;
     spec.timeout = std::chrono::seconds(60);

@@ -32,7 +32,9 @@ public:
 
     Status define(const std::string& xml) { return hv_.define(xml); }
     Status start(const std::string& name);
-    Result<ReadyMarker> wait_ready(const std::string& name, const ReadyWait& wait) { return vm::wait_ready(hv_, name, wait); }
+    Result<ReadyMarker> wait_ready(const std::string& name, const ReadyWait& wait) {
+        return vm::wait_ready(hv_, name, wait);
+    }
     Status stop(const std::string& name);
     // Stops it first; an absent domain is fine.
     Status undefine(const std::string& name);

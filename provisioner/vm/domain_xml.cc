@@ -28,8 +28,11 @@ std::string hex(unsigned v, int width) {
 
 // libvirt <address> attributes of a guest PCI slot.
 Attrs guest_address(int bus, int slot, int function = 0, bool multifunction = false) {
-    Attrs a = {{"type", "pci"}, {"domain", "0x0000"}, {"bus", hex(static_cast<unsigned>(bus), 2)},
-               {"slot", hex(static_cast<unsigned>(slot), 2)}, {"function", "0x" + std::to_string(function)}};
+    Attrs a = {{"type", "pci"},
+               {"domain", "0x0000"},
+               {"bus", hex(static_cast<unsigned>(bus), 2)},
+               {"slot", hex(static_cast<unsigned>(slot), 2)},
+               {"function", "0x" + std::to_string(function)}};
     if (multifunction) a.emplace_back("multifunction", "on");
     return a;
 }
@@ -54,9 +57,12 @@ const char* domain_type(Accelerator a) {
 
 const char* net_backend_name(NetBackend n) {
     switch (n) {
-        case NetBackend::none: return "none";
-        case NetBackend::slirp: return "slirp";
-        case NetBackend::passt: return "passt";
+        case NetBackend::none:
+            return "none";
+        case NetBackend::slirp:
+            return "slirp";
+        case NetBackend::passt:
+            return "passt";
     }
     return "?";
 }
@@ -95,8 +101,12 @@ std::string stamped_attr(const std::string& xml, const std::string& attr) {
 
 }  // namespace
 
-std::string stamped_hash(const std::string& xml) { return stamped_attr(xml, "hash"); }
-std::string stamped_base(const std::string& xml) { return stamped_attr(xml, "base"); }
+std::string stamped_hash(const std::string& xml) {
+    return stamped_attr(xml, "hash");
+}
+std::string stamped_base(const std::string& xml) {
+    return stamped_attr(xml, "base");
+}
 
 bool wants_viommu(const VmPlacement& vm, Viommu mode) {
     if (mode != Viommu::automatic) return mode == Viommu::on;
@@ -121,9 +131,11 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
     if (vm.cells.empty()) return fail(vm.name, "no NUMA cells");
     std::set<int> host_nodes;
     for (const auto& c : vm.cells) {
-        if (!host.node(c.host_node)) return fail(vm.name, "cell on host node " + std::to_string(c.host_node) + ", which the host lacks");
+        if (!host.node(c.host_node))
+            return fail(vm.name, "cell on host node " + std::to_string(c.host_node) + ", which the host lacks");
         if (c.cpus.empty()) return fail(vm.name, "cell on host node " + std::to_string(c.host_node) + " has no CPUs");
-        if (c.memory_kib == 0) return fail(vm.name, "cell on host node " + std::to_string(c.host_node) + " has no memory");
+        if (c.memory_kib == 0)
+            return fail(vm.name, "cell on host node " + std::to_string(c.host_node) + " has no memory");
         if (opt.hugepages && c.hugepages == 0) {
             return fail(vm.name, "hugepages asked but none placed on host node " + std::to_string(c.host_node));
         }
@@ -182,7 +194,8 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
         w.open("numatune");
         w.empty("memory", {{"mode", "strict"}, {"nodeset", all_nodes}});
         for (size_t i = 0; i < vm.cells.size(); ++i) {
-            w.empty("memnode", {{"cellid", std::to_string(i)}, {"mode", "strict"},
+            w.empty("memnode", {{"cellid", std::to_string(i)},
+                                {"mode", "strict"},
                                 {"nodeset", std::to_string(vm.cells[i].host_node)}});
         }
         w.close();
@@ -215,8 +228,8 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
             const int first = v;
             v += static_cast<int>(c.cpus.size());
             const std::string cpus = std::to_string(first) + (c.cpus.size() > 1 ? "-" + std::to_string(v - 1) : "");
-            Attrs cell = {{"id", std::to_string(i)}, {"cpus", cpus}, {"memory", std::to_string(c.memory_kib)},
-                          {"unit", "KiB"}};
+            Attrs cell = {
+                {"id", std::to_string(i)}, {"cpus", cpus}, {"memory", std::to_string(c.memory_kib)}, {"unit", "KiB"}};
             w.empty("cell", cell);
         }
     }
@@ -336,12 +349,12 @@ Result<std::string> domain_xml(const HostTopology& host, const VmPlacement& vm, 
         // gives the guest 10.0.2.2 as the host (guest_contract.h).
         std::string netdev = "user,id=kilnnet0";
         if (opt.smoke_host_port > 0) {
-            netdev += ",hostfwd=tcp:127.0.0.1:" + std::to_string(opt.smoke_host_port) + "-:" +
-                      std::to_string(kGuestSmokePort);
+            netdev += ",hostfwd=tcp:127.0.0.1:" + std::to_string(opt.smoke_host_port) +
+                      "-:" + std::to_string(kGuestSmokePort);
         }
         if (opt.rdma_host_port > 0) {
-            netdev += ",hostfwd=tcp:127.0.0.1:" + std::to_string(opt.rdma_host_port) + "-:" +
-                      std::to_string(kGuestRdmaPort);
+            netdev +=
+                ",hostfwd=tcp:127.0.0.1:" + std::to_string(opt.rdma_host_port) + "-:" + std::to_string(kGuestRdmaPort);
         }
         w.open("qemu:commandline");
         w.empty("qemu:arg", {{"value", "-netdev"}});

@@ -34,9 +34,12 @@ void check_width(const PciDevice& d, std::vector<std::string>& reasons) {
 
 const char* gdr_ready_name(GdrReady r) {
     switch (r) {
-        case GdrReady::yes: return "yes";
-        case GdrReady::no: return "no";
-        case GdrReady::unknown: return "unknown";
+        case GdrReady::yes:
+            return "yes";
+        case GdrReady::no:
+            return "no";
+        case GdrReady::unknown:
+            return "unknown";
     }
     return "unknown";
 }

@@ -21,7 +21,7 @@ struct GdrPath {
     std::string gpu;
     std::string nic;  // the PF
     PciRelation relation = PciRelation::sys;
-    std::vector<std::string> ports;    // switch downstream ports between them
+    std::vector<std::string> ports;  // switch downstream ports between them
     GdrReady ready = GdrReady::unknown;
     std::vector<std::string> reasons;  // why not (or what is unknown); empty when ready
 };

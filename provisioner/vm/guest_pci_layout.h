@@ -40,8 +40,8 @@ struct GuestDevice {
     std::string guest;  // guest address, "0000:83:00.0"
     int port = 0;       // index of the downstream or root port above it
     int cell = 0;
-    std::string upstream;  // index-free id of its guest switch: the upstream port's guest address; "" for none
-    int function = 0;      // a GPU's companion keeps its host function number beside the GPU
+    std::string upstream;        // index-free id of its guest switch: the upstream port's guest address; "" for none
+    int function = 0;            // a GPU's companion keeps its host function number beside the GPU
     bool multifunction = false;  // function 0 of a device with companions
 };
 

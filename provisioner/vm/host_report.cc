@@ -152,7 +152,8 @@ json to_json(const HostTopology& host) {
         for (const auto& n : host.nics) {
             if (!n.fabric) continue;
             const PciDevice* nd = host.device(n.address);
-            relations.push_back({{"nic", n.address}, {"name", nic_name(*nd)},
+            relations.push_back({{"nic", n.address},
+                                 {"name", nic_name(*nd)},
                                  {"relation", relation_name(pci_relation(host, *d, *nd))}});
         }
         json paired = json::array();

@@ -209,9 +209,8 @@ Result<PciDevice> read_device(const SysfsReader& sys, const fs::path& devices_ro
     }
     // Link speed and width feed the guest's NCCL topology file; some
     // bridges have none, and a VF's read "Unknown" and 0.
-    for (auto [which, speed_out, width_out] :
-         {std::tuple{"current", &dev.link_speed, &dev.link_width},
-          std::tuple{"max", &dev.max_link_speed, &dev.max_link_width}}) {
+    for (auto [which, speed_out, width_out] : {std::tuple{"current", &dev.link_speed, &dev.link_width},
+                                               std::tuple{"max", &dev.max_link_speed, &dev.max_link_width}}) {
         const std::string base = rel + "/" + which + "_link_";
         auto speed = sys.optional_text(base + "speed");
         if (!speed) return speed.error();
@@ -346,9 +345,9 @@ void pair_gpu(const HostTopology& host, const PciDevice& gpu, Gpu& g) {
     for (const auto& n : host.nics) {
         if (!n.fabric) continue;
         const PciDevice& nic = *host.device(n.address);
-        const bool take = best >= 0 ? shared_switch_depth(gpu, nic) == best
-                                    : n.pcie_switch.empty() && host.node_of(gpu) >= 0 &&
-                                          host.node_of(gpu) == host.node_of(nic);
+        const bool take =
+            best >= 0 ? shared_switch_depth(gpu, nic) == best
+                      : n.pcie_switch.empty() && host.node_of(gpu) >= 0 && host.node_of(gpu) == host.node_of(nic);
         if (!take) continue;
         g.nics.push_back(n.address);
         g.nic_relations.push_back(pci_relation(host, gpu, nic));

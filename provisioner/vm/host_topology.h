@@ -59,9 +59,9 @@ struct PcieSwitch {
 // both normal.
 struct Gpu {
     std::string address;
-    std::string pcie_switch;     // nearest switch's upstream port; "" when on a root port
-    std::string pairing_switch;  // the switch it shares with its NICs; "" for root-port NICs
-    std::vector<std::string> nics;  // NIC PFs it pairs with, by address
+    std::string pcie_switch;                 // nearest switch's upstream port; "" when on a root port
+    std::string pairing_switch;              // the switch it shares with its NICs; "" for root-port NICs
+    std::vector<std::string> nics;           // NIC PFs it pairs with, by address
     std::vector<PciRelation> nic_relations;  // each one's relation, same order
     // Other functions of the GPU's own device in its IOMMU group (HD audio,
     // USB-C controller): they go wherever the GPU goes.
@@ -88,7 +88,7 @@ struct CpuId {
 };
 
 struct HostTopology {
-    std::string root;                  // the sysfs root read
+    std::string root;  // the sysfs root read
     CpuId cpu;
     std::vector<NumaNode> nodes;       // by id
     std::vector<PciDevice> devices;    // every PCI function, by address

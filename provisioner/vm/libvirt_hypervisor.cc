@@ -56,7 +56,8 @@ std::string unescape(std::string s) {
     const std::pair<const char*, const char*> ents[] = {
         {"&apos;", "'"}, {"&quot;", "\""}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}};
     for (const auto& [from, to] : ents) {
-        for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += 1) s.replace(p, std::string(from).size(), to);
+        for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += 1)
+            s.replace(p, std::string(from).size(), to);
     }
     return s;
 }
@@ -69,17 +70,23 @@ struct LibvirtHypervisor::Conn {
 
     Result<DomainPtr> domain(const std::string& name) {
         DomainPtr d(virDomainLookupByName(conn.get(), name.c_str()));
-        if (!d) return last_error("domain " + name, virGetLastErrorCode() == VIR_ERR_NO_DOMAIN ? "libvirt.no_domain" : "libvirt.error");
+        if (!d)
+            return last_error("domain " + name,
+                              virGetLastErrorCode() == VIR_ERR_NO_DOMAIN ? "libvirt.no_domain" : "libvirt.error");
         return d;
     }
 };
 
 const char* state_name(DomainState s) {
     switch (s) {
-        case DomainState::shutoff: return "shutoff";
-        case DomainState::running: return "running";
-        case DomainState::paused: return "paused";
-        case DomainState::other: return "other";
+        case DomainState::shutoff:
+            return "shutoff";
+        case DomainState::running:
+            return "running";
+        case DomainState::paused:
+            return "paused";
+        case DomainState::other:
+            return "other";
     }
     return "?";
 }
@@ -166,10 +173,17 @@ Result<std::optional<DomainInfo>> LibvirtHypervisor::lookup(const std::string& n
     DomainInfo info;
     info.name = name;
     switch (state) {
-        case VIR_DOMAIN_SHUTOFF: info.state = DomainState::shutoff; break;
-        case VIR_DOMAIN_RUNNING: info.state = DomainState::running; break;
-        case VIR_DOMAIN_PAUSED: info.state = DomainState::paused; break;
-        default: info.state = DomainState::other;
+        case VIR_DOMAIN_SHUTOFF:
+            info.state = DomainState::shutoff;
+            break;
+        case VIR_DOMAIN_RUNNING:
+            info.state = DomainState::running;
+            break;
+        case VIR_DOMAIN_PAUSED:
+            info.state = DomainState::paused;
+            break;
+        default:
+            info.state = DomainState::other;
     }
     const int persistent = virDomainIsPersistent(d->get());
     if (persistent < 0) return last_error("persistence of " + name);
@@ -206,7 +220,8 @@ Result<std::string> LibvirtHypervisor::serial_output(const std::string& name) {
     auto xml = definition(name);
     if (!xml) return xml.error();
     const std::string path = serial_log_path(*xml);
-    if (path.empty()) return make_error("libvirt", "libvirt.no_serial_log", "domain " + name + " has no serial <log file=...>");
+    if (path.empty())
+        return make_error("libvirt", "libvirt.no_serial_log", "domain " + name + " has no serial <log file=...>");
     std::ifstream in(path, std::ios::binary);
     if (!in) return std::string();  // not written yet: QEMU creates it on start
     std::ostringstream ss;
@@ -216,13 +231,12 @@ Result<std::string> LibvirtHypervisor::serial_output(const std::string& name) {
 
 namespace {
 
-constexpr int kAgentTimeoutS = 10;   // per agent command
+constexpr int kAgentTimeoutS = 10;        // per agent command
 constexpr int kGuestFileMax = 64 * 1024;  // a marker line, not a log
 
 // One guest agent command; its reply's "return" member.
 Result<nlohmann::json> agent_call(virDomainPtr dom, const nlohmann::json& command) {
-    std::unique_ptr<char, CharFree> reply(
-        virDomainQemuAgentCommand(dom, command.dump().c_str(), kAgentTimeoutS, 0));
+    std::unique_ptr<char, CharFree> reply(virDomainQemuAgentCommand(dom, command.dump().c_str(), kAgentTimeoutS, 0));
     if (!reply) return last_error("guest agent " + command.value("execute", ""), "libvirt.agent");
     auto j = parse_json_limited(reply.get(), "guest agent " + command.value("execute", ""), {64u << 20, 32, 1'000'000},
                                 "libvirt");
@@ -238,12 +252,14 @@ Result<nlohmann::json> agent_call(virDomainPtr dom, const nlohmann::json& comman
 Result<std::string> LibvirtHypervisor::guest_file(const std::string& name, const std::string& path) {
     auto d = conn_->domain(name);
     if (!d) return d.error();
-    auto opened = agent_call(d->get(), {{"execute", "guest-file-open"}, {"arguments", {{"path", path}, {"mode", "r"}}}});
+    auto opened =
+        agent_call(d->get(), {{"execute", "guest-file-open"}, {"arguments", {{"path", path}, {"mode", "r"}}}});
     if (!opened) return opened.error();
-    if (!opened->is_number_integer()) return make_error("libvirt", "libvirt.agent", "guest-file-open " + path + ": no handle");
+    if (!opened->is_number_integer())
+        return make_error("libvirt", "libvirt.agent", "guest-file-open " + path + ": no handle");
     const int64_t handle = opened->get<int64_t>();
-    auto read = agent_call(d->get(), {{"execute", "guest-file-read"},
-                                      {"arguments", {{"handle", handle}, {"count", kGuestFileMax}}}});
+    auto read = agent_call(
+        d->get(), {{"execute", "guest-file-read"}, {"arguments", {{"handle", handle}, {"count", kGuestFileMax}}}});
     // Close whatever the read did: the agent keeps handles until told.
     auto closed = agent_call(d->get(), {{"execute", "guest-file-close"}, {"arguments", {{"handle", handle}}}});
     if (!read) return read.error();

@@ -31,8 +31,8 @@ void add_link(const HostTopology& host, const PciDevice& d, XmlWriter::Attrs& at
 }
 
 XmlWriter::Attrs pci_attrs(const HostTopology& host, const std::string& guest, const PciDevice& d) {
-    XmlWriter::Attrs a = {{"busid", guest}, {"class", hex(d.class_code, 6)}, {"vendor", hex(d.vendor, 4)},
-                          {"device", hex(d.device, 4)}};
+    XmlWriter::Attrs a = {
+        {"busid", guest}, {"class", hex(d.class_code, 6)}, {"vendor", hex(d.vendor, 4)}, {"device", hex(d.device, 4)}};
     add_link(host, d, a);
     return a;
 }
@@ -58,7 +58,8 @@ std::string affinity_mask(int first, int count, int total) {
 
 Result<std::string> nccl_topology(const HostTopology& host, const VmPlacement& vm) {
     for (const auto& d : vm.devices()) {
-        if (!host.device(d)) return make_error("vm", "vm.nccl_topo", "vm " + vm.name + ": device " + d + " is not on this host");
+        if (!host.device(d))
+            return make_error("vm", "vm.nccl_topo", "vm " + vm.name + ": device " + d + " is not on this host");
     }
     const GuestPciLayout layout = plan_guest_pci(vm);
     const int total = static_cast<int>(vm.vcpus());
@@ -69,8 +70,8 @@ Result<std::string> nccl_topology(const HostTopology& host, const VmPlacement& v
         const VmCell& cell = vm.cells[c];
         const int n = static_cast<int>(cell.cpus.size());
         w.comment("guest cell " + std::to_string(c) + " = host NUMA node " + std::to_string(cell.host_node));
-        XmlWriter::Attrs cpu = {{"numaid", std::to_string(c)}, {"affinity", affinity_mask(first, n, total)},
-                                {"arch", "x86_64"}};
+        XmlWriter::Attrs cpu = {
+            {"numaid", std::to_string(c)}, {"affinity", affinity_mask(first, n, total)}, {"arch", "x86_64"}};
         // NCCL tunes for the CPU by these (AMD and Intel P2P limits); the
         // guest runs host-passthrough, so the host's are the guest's.
         if (!host.cpu.vendor.empty()) cpu.emplace_back("vendor", host.cpu.vendor);

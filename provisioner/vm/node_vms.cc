@@ -67,7 +67,8 @@ Result<Placement> NodeVmPlanner::place_node(const config::Fleet& fleet, const co
 Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::Node& node) {
     auto shape_it = fleet.vm.find(node.vm);
     if (shape_it == fleet.vm.end()) {
-        return make_error("vm", "vm.config", node.pos.str() + ": nodes." + node.name + ".vm: the node names no vm shape");
+        return make_error("vm", "vm.config",
+                          node.pos.str() + ": nodes." + node.name + ".vm: the node names no vm shape");
     }
     const config::VmShape& shape = shape_it->second;
     // The fleet-wide ordinal: VMs of the nodes before this one, in order.
@@ -106,10 +107,10 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
             if (!op) return op.error();
             for (size_t i = 0; i < op->vms.size(); ++i, ++ord) {
                 nlohmann::json peer = {{"vm", domain_name(other.name, static_cast<int>(i))},
-                             {"node", other.name},
-                             {"ordinal", ord},
-                             {"address", "10.0.2.2"},
-                             {"port", kSmokeHostPortBase + ord}};
+                                       {"node", other.name},
+                                       {"ordinal", ord},
+                                       {"address", "10.0.2.2"},
+                                       {"port", kSmokeHostPortBase + ord}};
                 // Only where set, so that fleets without RDMA checks keep their seeds.
                 if (os->second.rdma_checks) peer["rdma_port"] = kRdmaHostPortBase + ord;
                 peers.push_back(std::move(peer));

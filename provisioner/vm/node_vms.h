@@ -29,13 +29,14 @@ struct NodeVm {
     std::string nccl_topology;
     SeedConfig seed;
     DomainOptions options;     // everything but the accelerator, which apply resolves
-    std::string desired_hash;  // over the domain XML (accelerator aside), the seed, the shape's accelerator and base image identity
+    std::string desired_hash;  // over the domain XML (accelerator aside), the seed, the shape's accelerator and base
+                               // image identity
 };
 
 struct NodeVms {
     const config::VmShape* shape = nullptr;
-    std::string uri;   // libvirt URI ("" in the config = local)
-    std::string dir;   // this node's VM files
+    std::string uri;  // libvirt URI ("" in the config = local)
+    std::string dir;  // this node's VM files
     HostTopology host;
     Placement placement;
     std::vector<NodeVm> vms;
@@ -79,6 +80,6 @@ Result<VmHostDevices> vm_host_devices(NodeVmPlanner& planner, const config::Flee
 std::string node_vm_dir(const config::Fleet& fleet, const config::Node& node);
 
 Result<Accelerator> parse_accelerator(const std::string& s);  // "kvm" | "tcg"
-NetBackend parse_net_backend(const std::string& s);             // slirp | passt | none
+NetBackend parse_net_backend(const std::string& s);           // slirp | passt | none
 
 }  // namespace kiln::vm

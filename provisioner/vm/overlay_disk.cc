@@ -1,8 +1,8 @@
 #include "provisioner/vm/overlay_disk.h"
 
-#include "provisioner/core/json_limits.h"
 #include <filesystem>
 #include <fstream>
+#include "provisioner/core/json_limits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -40,14 +40,16 @@ Status create_overlay(CommandRunner& runner, const std::string& base, const std:
     const std::string tmp = overlay + ".tmp";
     fs::remove(tmp, ec);
     CommandSpec create;
-    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", "-F", j["format"].get<std::string>(), "-b", abs_base, tmp};
+    create.argv = {"qemu-img", "create", "-q", "-f", "qcow2", "-F", j["format"].get<std::string>(),
+                   "-b",       abs_base, tmp};
     create.timeout = std::chrono::seconds(60);
     r = runner.run(create);
     if (!r) return make_error("vm", "vm.disk", "qemu-img: " + r.error().message);
     if (!r->success()) return disk_error("qemu-img create " + overlay, *r);
     // Rename over the old one: a crash leaves either disk, never half of one.
     fs::rename(tmp, overlay, ec);
-    if (ec) return make_error("vm", "vm.disk", "cannot move the overlay into place at " + overlay + ": " + ec.message());
+    if (ec)
+        return make_error("vm", "vm.disk", "cannot move the overlay into place at " + overlay + ": " + ec.message());
     return ok_status();
 }
 

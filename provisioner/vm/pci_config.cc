@@ -26,12 +26,18 @@ constexpr uint16_t kExtAts = 0x000f;
 
 std::string pcie_speed_name(int code) {
     switch (code) {
-        case 1: return "2.5 GT/s";
-        case 2: return "5.0 GT/s";
-        case 3: return "8.0 GT/s";
-        case 4: return "16.0 GT/s";
-        case 5: return "32.0 GT/s";
-        case 6: return "64.0 GT/s";
+        case 1:
+            return "2.5 GT/s";
+        case 2:
+            return "5.0 GT/s";
+        case 3:
+            return "8.0 GT/s";
+        case 4:
+            return "16.0 GT/s";
+        case 5:
+            return "32.0 GT/s";
+        case 6:
+            return "64.0 GT/s";
     }
     return "";
 }
@@ -42,7 +48,7 @@ PciConfig parse_pci_config(const std::string& b) {
     if (b.size() < 64 || !(u16(b, 0x06) & 0x0010)) return c;  // no capability list
     // Classic capabilities: a chain from 0x34; the visited set stops loops.
     std::set<size_t> seen;
-    for (size_t at = static_cast<uint8_t>(b[0x34]) & 0xfc; at >= 0x40 && at + 0x14 <= b.size(); ) {
+    for (size_t at = static_cast<uint8_t>(b[0x34]) & 0xfc; at >= 0x40 && at + 0x14 <= b.size();) {
         if (!seen.insert(at).second) break;
         if (static_cast<uint8_t>(b[at]) == kCapPcie) {
             c.link_cap = link(u32(b, at + 0x0c));

@@ -18,11 +18,16 @@ size_t common_prefix(const PciDevice& a, const PciDevice& b) {
 
 const char* relation_name(PciRelation r) {
     switch (r) {
-        case PciRelation::pix: return "PIX";
-        case PciRelation::pxb: return "PXB";
-        case PciRelation::phb: return "PHB";
-        case PciRelation::node: return "NODE";
-        case PciRelation::sys: return "SYS";
+        case PciRelation::pix:
+            return "PIX";
+        case PciRelation::pxb:
+            return "PXB";
+        case PciRelation::phb:
+            return "PHB";
+        case PciRelation::node:
+            return "NODE";
+        case PciRelation::sys:
+            return "SYS";
     }
     return "SYS";
 }

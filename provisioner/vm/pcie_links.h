@@ -22,9 +22,9 @@
 namespace kiln::vm {
 
 struct PcieLinkCheck {
-    size_t links = 0;                  // distinct functions whose link was compared
-    std::vector<std::string> faults;   // "nic 0000:4f:00.0 (15b3:101d): x8 of x16"
-    std::vector<std::string> unread;   // functions with no link reported
+    size_t links = 0;                 // distinct functions whose link was compared
+    std::vector<std::string> faults;  // "nic 0000:4f:00.0 (15b3:101d): x8 of x16"
+    std::vector<std::string> unread;  // functions with no link reported
 };
 
 // The links on the paths of `addresses` (devices of the host, as placement

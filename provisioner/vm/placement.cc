@@ -53,11 +53,12 @@ Result<std::vector<VmPlacement>> choose_vms(const HostTopology& host, const Plac
     }
     if (req.split == Split::count) {
         if (!host.gpus.empty()) {
-            return refuse(req, "vm.gpus", {"the host has " + std::to_string(host.gpus.size()) +
-                                        " GPUs: split them whole or by numa, count is for hosts without GPUs"});
+            return refuse(req, "vm.gpus",
+                          {"the host has " + std::to_string(host.gpus.size()) +
+                           " GPUs: split them whole or by numa, count is for hosts without GPUs"});
         }
-        const auto first = std::find_if(host.nodes.begin(), host.nodes.end(),
-                                        [](const NumaNode& n) { return !n.cpus.empty(); });
+        const auto first =
+            std::find_if(host.nodes.begin(), host.nodes.end(), [](const NumaNode& n) { return !n.cpus.empty(); });
         if (first == host.nodes.end()) return refuse(req, "vm.resources", {"no NUMA node has CPUs"});
         if (req.count < 1) return refuse(req, "vm.resources", {"count must be at least 1"});
         for (int i = 0; i < req.count; ++i) vms.push_back(VmPlacement{"part" + std::to_string(i), {VmCell{first->id}}});
@@ -140,7 +141,8 @@ std::vector<SlotPlan> group_by_pairing(const HostTopology& host, const std::vect
                 src.gpus.clear();
                 src.nics.clear();
             }
-        } else if (auto it = slot_of_switch.find(g->pcie_switch); !g->pcie_switch.empty() && it != slot_of_switch.end()) {
+        } else if (auto it = slot_of_switch.find(g->pcie_switch);
+                   !g->pcie_switch.empty() && it != slot_of_switch.end()) {
             into = it->second;
         }
         if (!into) {
@@ -419,9 +421,12 @@ Status assign_memory(const HostTopology& host, const PlacementRequest& req, std:
 
 const char* split_name(Split split) {
     switch (split) {
-        case Split::whole: return "whole";
-        case Split::numa: return "numa";
-        case Split::count: return "count";
+        case Split::whole:
+            return "whole";
+        case Split::numa:
+            return "numa";
+        case Split::count:
+            return "count";
     }
     return "whole";
 }
@@ -435,7 +440,8 @@ Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
     } else if (shape.split == "count") {
         req.split = Split::count;
         req.count = shape.count;
-        if (req.count < 1) return make_error("vm", "vm.shape", "vm." + shape.name + ": split \"count\" needs count >= 1");
+        if (req.count < 1)
+            return make_error("vm", "vm.shape", "vm." + shape.name + ": split \"count\" needs count >= 1");
     } else {
         return make_error("vm", "vm.shape",
                           "vm." + shape.name + ": split \"" + shape.split + "\" is not whole, numa or count");
@@ -445,8 +451,9 @@ Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
     }
     if (req.split == Split::count && req.count > 1 && shape.memory_gib == 0) {
         // 0 means "all of the node's free memory", which only one VM can have.
-        return make_error("vm", "vm.shape", "vm." + shape.name + ": split \"count\" with " + std::to_string(req.count) +
-                                             " VMs needs memory_gib per VM");
+        return make_error("vm", "vm.shape",
+                          "vm." + shape.name + ": split \"count\" with " + std::to_string(req.count) +
+                              " VMs needs memory_gib per VM");
     }
     req.vcpus = shape.vcpus;
     req.memory_gib = shape.memory_gib;
@@ -525,10 +532,8 @@ nlohmann::json to_json(const Placement& p) {
         for (const auto& c : vm.cells) {
             json slots = json::array();
             for (const auto& s : c.slots) {
-                slots.push_back({{"host_switch", s.host_switch},
-                                 {"gpus", s.gpus},
-                                 {"nics", s.nics},
-                                 {"companions", s.companions}});
+                slots.push_back(
+                    {{"host_switch", s.host_switch}, {"gpus", s.gpus}, {"nics", s.nics}, {"companions", s.companions}});
             }
             cells.push_back({{"host_node", c.host_node},
                              {"cpus", format_cpulist(c.cpus)},

@@ -22,7 +22,8 @@ void cpio_entry(std::string& out, const std::string& name, unsigned mode, const 
                 unsigned rdev_major = 0, unsigned rdev_minor = 0) {
     char hdr[111];
     std::snprintf(hdr, sizeof hdr, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X", ino, mode, 0u, 0u, 1u,
-                  0u, static_cast<unsigned>(data.size()), 0u, 0u, rdev_major, rdev_minor, static_cast<unsigned>(name.size() + 1), 0u);
+                  0u, static_cast<unsigned>(data.size()), 0u, 0u, rdev_major, rdev_minor,
+                  static_cast<unsigned>(name.size() + 1), 0u);
     out.append(hdr, 110);
     out += name;
     out += '\0';

@@ -4,13 +4,15 @@
 // kiln.poweroff on the kernel command line it powers off by itself.
 // Used by the accelerator probe and by the lifecycle tests.
 #include <fcntl.h>
-#include <cstring>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <unistd.h>
+#include <cstring>
 
 namespace {
-void say(const char* s) { (void)!write(1, s, std::strlen(s)); }
+void say(const char* s) {
+    (void)!write(1, s, std::strlen(s));
+}
 }  // namespace
 
 int main() {

@@ -13,7 +13,8 @@ std::string last_line(const std::string& s) {
     size_t end = s.find_last_not_of("\r\n");
     if (end == std::string::npos) return "";
     const size_t start = s.find_last_of('\n', end);
-    std::string line = s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
+    std::string line =
+        s.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1);
     if (line.size() > 200) line = line.substr(0, 200) + "...";
     return line;
 }

@@ -20,8 +20,8 @@
 namespace kiln::vm {
 
 struct ReadyMarker {
-    std::string line;                                   // the whole line, marker included
-    nlohmann::json detail = nlohmann::json::object();   // the JSON after the marker; {} when absent or unparsable
+    std::string line;                                  // the whole line, marker included
+    nlohmann::json detail = nlohmann::json::object();  // the JSON after the marker; {} when absent or unparsable
 };
 
 // The last marker line in serial output (a console may also carry kernel

@@ -17,7 +17,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string prefix_of(const std::string& node) { return "kiln-" + node + "-vm"; }
+std::string prefix_of(const std::string& node) {
+    return "kiln-" + node + "-vm";
+}
 
 // "sha256:" plus 12 hex digits reads well in a plan line; file identities whole.
 std::string short_identity(const std::string& id) {
@@ -36,7 +38,9 @@ std::string action_target(const engine::Action& a) {
     return c == std::string::npos ? "" : a.id.substr(c + 1);
 }
 
-std::string action_kind(const engine::Action& a) { return a.id.substr(0, a.id.find(':')); }
+std::string action_kind(const engine::Action& a) {
+    return a.id.substr(0, a.id.find(':'));
+}
 
 // Each setpci read or write on the host.
 constexpr std::chrono::milliseconds kPciCommandTimeout{std::chrono::seconds(30)};
@@ -80,7 +84,9 @@ VmStageDeps default_vm_stage_deps() {
     return d;
 }
 
-Result<std::unique_ptr<Hypervisor>> VmStage::connect(const NodeVms& vms) { return deps_.connect(vms.uri); }
+Result<std::unique_ptr<Hypervisor>> VmStage::connect(const NodeVms& vms) {
+    return deps_.connect(vms.uri);
+}
 
 VmStage::AcsScope VmStage::acs_scope(const NodeVms& vms) const {
     AcsScope scope;
@@ -186,8 +192,8 @@ Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, con
     // fraction of its bandwidth: hardware to fix, not a VM to start.
     const json links = observed.state.value("pcie_links", json::object());
     if (const json faults = links.value("faults", json::array()); !faults.empty()) {
-        std::string text = "node " + ctx.node().name + ": " + std::to_string(faults.size()) +
-                           " PCIe link" + (faults.size() == 1 ? "" : "s") + " below capability: ";
+        std::string text = "node " + ctx.node().name + ": " + std::to_string(faults.size()) + " PCIe link" +
+                           (faults.size() == 1 ? "" : "s") + " below capability: ";
         for (size_t i = 0; i < faults.size(); ++i) text += (i ? "; " : "") + faults[i].get<std::string>();
         Error e = make_error("vm", "vm.pcie_link_degraded", text + " (reseat or replace the part, then kiln apply)");
         e.quarantine = true;
@@ -198,7 +204,8 @@ Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, con
     if (const json changes = acs.value("changes", json::array()); !changes.empty()) {
         std::string text = "clear ACS P2P redirect (RR, CR; SV kept) on " + std::to_string(changes.size()) + " of " +
                            std::to_string(acs.value("ports", 0)) + " switch ports on the GPUDirect paths: ";
-        for (size_t i = 0; i < changes.size() && i < 3; ++i) text += (i ? "; " : "") + changes[i]["text"].get<std::string>();
+        for (size_t i = 0; i < changes.size() && i < 3; ++i)
+            text += (i ? "; " : "") + changes[i]["text"].get<std::string>();
         if (changes.size() > 3) text += "; and " + std::to_string(changes.size() - 3) + " more";
         out.push_back({"host-acs:" + ctx.node().name, text, {{"changes", changes}}});
     }
@@ -222,7 +229,8 @@ Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, con
                                short_identity(wants) + "), so its overlay disk is replaced",
                            {{"had_base", had}, {"wants_base", wants}}});
         } else if (v.value("hash", "") != v["desired_hash"].get<std::string>()) {
-            out.push_back({"redefine:" + name, "redefine " + name + " (its definition differs from the wanted one)",
+            out.push_back({"redefine:" + name,
+                           "redefine " + name + " (its definition differs from the wanted one)",
                            {{"had", v.value("hash", "")}, {"wants", v["desired_hash"]}}});
             out.push_back({"start:" + name, "start " + name});
         } else if (v.value("state", "") != "running") {
@@ -249,8 +257,9 @@ Status VmStage::prepare_files(engine::StageContext& ctx, const NodeVms& vms, siz
     if (ec) return make_error("vm", "vm.files", "cannot create " + vms.dir + ": " + ec.message());
     if (new_disk || !fs::exists(v.files.overlay, ec)) {
         if (vms.shape->base_image.empty()) {
-            return make_error("vm", "vm.config", vms.shape->pos.str() + ": vm." + vms.shape->name +
-                                                  ".base_image: not set; the VMs need a guest image to boot");
+            return make_error("vm", "vm.config",
+                              vms.shape->pos.str() + ": vm." + vms.shape->name +
+                                  ".base_image: not set; the VMs need a guest image to boot");
         }
         ctx.progress(v.name + ": overlay on " + vms.shape->base_image);
         if (auto s = create_overlay(*deps_.runner, vms.shape->base_image, v.files.overlay); !s) return s;
@@ -316,7 +325,8 @@ Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const Node
     }
     DomainManager dm(hv, *deps_.runner);
     for (const auto& name : names) {
-        if (index_of(vms, name) < 0) return make_error("vm", "vm.plan", "ready names " + name + ", which this node does not want");
+        if (index_of(vms, name) < 0)
+            return make_error("vm", "vm.plan", "ready names " + name + ", which this node does not want");
         ctx.progress(name + ": waiting for " + kReadyMarker);
         ReadyWait w;
         w.timeout = vms.shape->boot_timeout;
@@ -396,12 +406,14 @@ Status VmStage::verify(engine::StageContext& ctx) {
         }
         auto xml = (*hv)->definition(v.name);
         if (!xml) return xml.error();
-        if (stamped_hash(*xml) != v.desired_hash) return make_error("vm", "vm.verify", v.name + " is not the wanted definition");
+        if (stamped_hash(*xml) != v.desired_hash)
+            return make_error("vm", "vm.verify", v.name + " is not the wanted definition");
         auto seen = observe_ready(**hv, v.name);
         if (!seen) return seen.error();
         if (!seen->marker) {
-            return make_error("vm", "vm.verify", v.name + " is running but has not printed " + std::string(kReadyMarker) +
-                                                  " (" + seen->source + ": " + seen->not_yet + ")");
+            return make_error("vm", "vm.verify",
+                              v.name + " is running but has not printed " + std::string(kReadyMarker) + " (" +
+                                  seen->source + ": " + seen->not_yet + ")");
         }
     }
     const AcsScope acs = acs_scope(*vms);

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-
 #include "tests/bmc/bmc_test_util.h"
 #include "tests/support/proc_status.h"
 
@@ -269,9 +268,9 @@ int service_root_status(const std::string& url) {
 TEST_CASE("kiln-bmc serves 2,000 BMCs from a bounded set of threads, each its own BMC") {
     BmcChild child;
     const int count = 2000;
-    REQUIRE(child.start({"--mockup", test::mockup_path("dmtf-public-rackmount1"), "--port", "0", "--bmc-count",
-                         std::to_string(count)},
-                        kEnv, count));
+    REQUIRE(child.start(
+        {"--mockup", test::mockup_path("dmtf-public-rackmount1"), "--port", "0", "--bmc-count", std::to_string(count)},
+        kEnv, count));
     REQUIRE(child.urls().size() == static_cast<size_t>(count));
     // One loop thread per BMC up to 64, then shared (was: a thread each).
     const int threads = kiln::test::proc_threads(child.pid());
@@ -283,18 +282,18 @@ TEST_CASE("kiln-bmc serves 2,000 BMCs from a bounded set of threads, each its ow
     CHECK(answered == count);
     // The BMCs share the mockup's bodies until one changes its own.
     const json basic = {{"Authorization", test::basic_auth("admin", test::kPassword)}};
-    auto patched = test::probe(child.urls().back(), json::array({{{"method", "PATCH"},
-                                                                  {"path", "/redfish/v1/Systems/437XR1138R2"},
-                                                                  {"headers", basic},
-                                                                  {"body", {{"AssetTag", "only-the-last"}}}},
-                                                                 {{"method", "GET"},
-                                                                  {"path", "/redfish/v1/Systems/437XR1138R2"},
-                                                                  {"headers", basic}}}));
+    auto patched = test::probe(
+        child.urls().back(),
+        json::array({{{"method", "PATCH"},
+                      {"path", "/redfish/v1/Systems/437XR1138R2"},
+                      {"headers", basic},
+                      {"body", {{"AssetTag", "only-the-last"}}}},
+                     {{"method", "GET"}, {"path", "/redfish/v1/Systems/437XR1138R2"}, {"headers", basic}}}));
     CHECK(patched[0]["status"] == 200);
     CHECK(patched[1]["body"]["AssetTag"] == "only-the-last");
-    auto first = test::probe(child.urls().front(), json::array({{{"method", "GET"},
-                                                                 {"path", "/redfish/v1/Systems/437XR1138R2"},
-                                                                 {"headers", basic}}}));
+    auto first = test::probe(
+        child.urls().front(),
+        json::array({{{"method", "GET"}, {"path", "/redfish/v1/Systems/437XR1138R2"}, {"headers", basic}}}));
     CHECK(first[0]["body"]["AssetTag"] == "Chicago-45Z-2381");
     CHECK(kiln::test::proc_threads(child.pid()) <= 64 + 4);
     CHECK(child.stop() == 0);

@@ -22,8 +22,8 @@ const std::map<std::string, std::string> kEnv = {{"KILN_BMC_PASSWORD", test::kPa
 const std::string kUser = std::string("admin:") + test::kPassword;
 
 std::vector<std::string> args_for(const std::string& mockup, std::vector<std::string> more = {}) {
-    std::vector<std::string> a = {"--mockup",       test::mockup_path(mockup), "--port", "0", "--task-seconds",
-                                  "0.3",            "--restart-seconds",       "0.3"};
+    std::vector<std::string> a = {"--mockup", test::mockup_path(mockup), "--port", "0", "--task-seconds",
+                                  "0.3",      "--restart-seconds",       "0.3"};
     a.insert(a.end(), more.begin(), more.end());
     return a;
 }
@@ -72,7 +72,8 @@ json follow_monitor(const BmcChild& child, const std::string& monitor) {
 TEST_CASE("kiln-bmc takes a multipart push from curl -F and the version changes") {
     ScratchDir spool, files;
     BmcChild child;
-    start_or_fail(child, args_for("dmtf-public-rackmount1", {"--spool-dir", spool.path(), "--image-max-bytes", "4096"}));
+    start_or_fail(child,
+                  args_for("dmtf-public-rackmount1", {"--spool-dir", spool.path(), "--image-max-bytes", "4096"}));
     const std::string image = files.file("bmc.bin");
     std::ofstream(image) << test::kiln_image("BMC", "7.10", 2000);
     const std::string push = child.url() + "/redfish/v1/UpdateService/update-multipart";
@@ -80,9 +81,10 @@ TEST_CASE("kiln-bmc takes a multipart push from curl -F and the version changes"
     auto refused = curl({"-F", "UpdateFile=@" + image, push});
     CHECK(status_of(refused) == 401);
 
-    auto r = curl({"-i", "-u", kUser, "-F",
-                   R"(UpdateParameters={"Targets":["/redfish/v1/UpdateService/FirmwareInventory/BMC"]};type=application/json)",
-                   "-F", "UpdateFile=@" + image, push});
+    auto r = curl(
+        {"-i", "-u", kUser, "-F",
+         R"(UpdateParameters={"Targets":["/redfish/v1/UpdateService/FirmwareInventory/BMC"]};type=application/json)",
+         "-F", "UpdateFile=@" + image, push});
     INFO(r.out << r.err);
     REQUIRE(status_of(r) == 202);
     const auto loc = r.out.find("Location: ");
@@ -118,9 +120,9 @@ TEST_CASE("kiln-bmc runs a SimpleUpdate for python3-sushy in both mockups") {
     struct Case {
         std::string mockup, target, version_after;
     };
-    for (const auto& [mockup, target, version_after] : std::vector<Case>{
-             {"dmtf-public-rackmount1", "/redfish/v1/UpdateService/FirmwareInventory/BIOS", "2.4.1"},
-             {"hpe-dl325", "/redfish/v1/UpdateService/FirmwareInventory/2", "A43 v2.4.1"}}) {
+    for (const auto& [mockup, target, version_after] :
+         std::vector<Case>{{"dmtf-public-rackmount1", "/redfish/v1/UpdateService/FirmwareInventory/BIOS", "2.4.1"},
+                           {"hpe-dl325", "/redfish/v1/UpdateService/FirmwareInventory/2", "A43 v2.4.1"}}) {
         INFO(mockup);
         BmcChild child;
         start_or_fail(child, args_for(mockup));
@@ -147,7 +149,7 @@ TEST_CASE("kiln-bmc runs a SimpleUpdate for redfishtool") {
     BmcChild child;
     start_or_fail(child, args_for("dmtf-public-rackmount1"));
     auto tool = [&](std::vector<std::string> args) {
-        std::vector<std::string> argv = {"redfishtool", "-r", child.host_port(), "-u", "admin", "-p", test::kPassword,
+        std::vector<std::string> argv = {"redfishtool", "-r",   child.host_port(), "-u", "admin", "-p", test::kPassword,
                                          "-S",          "Never"};
         argv.insert(argv.end(), args.begin(), args.end());
         auto r = test::run_program(argv);
@@ -159,9 +161,8 @@ TEST_CASE("kiln-bmc runs a SimpleUpdate for redfishtool") {
     CHECK(tool({"raw", "GET", "/redfish/v1/Systems/437XR1138R2/Bios"})["Attributes"].contains("ProcTurboMode"));
     tool({"Systems", "-1", "setBootOverride", "Once", "Cd"});
     CHECK(tool({"Systems", "-1"})["Boot"]["BootSourceOverrideTarget"] == "Cd");
-    const json started =
-        tool({"raw", "POST", "/redfish/v1/UpdateService/Actions/SimpleUpdate", "-d",
-              json{{"ImageURI", images.url("/bios.bin")}, {"TransferProtocol", "HTTP"}}.dump()});
+    const json started = tool({"raw", "POST", "/redfish/v1/UpdateService/Actions/SimpleUpdate", "-d",
+                               json{{"ImageURI", images.url("/bios.bin")}, {"TransferProtocol", "HTTP"}}.dump()});
     REQUIRE(started.contains("TaskMonitor"));
     const json task = follow_monitor(child, started["TaskMonitor"]);
     CHECK(task["TaskState"] == "Completed");
@@ -171,8 +172,8 @@ TEST_CASE("kiln-bmc runs a SimpleUpdate for redfishtool") {
 
 TEST_CASE("kiln-bmc faults reach the wire: dropped connections and 503, set at start and at run time") {
     BmcChild child;
-    start_or_fail(child, args_for("dmtf-public-rackmount1", {"--fault-drop", "1", "--fault-unavailable", "1",
-                                                             "--fault-retry-after", "3"}));
+    start_or_fail(child, args_for("dmtf-public-rackmount1",
+                                  {"--fault-drop", "1", "--fault-unavailable", "1", "--fault-retry-after", "3"}));
     const std::string system = child.url() + "/redfish/v1/Systems/437XR1138R2";
     auto dropped = curl({"-u", kUser, system});
     CHECK(dropped.exit_code == 52);  // curl: empty reply from server
@@ -226,9 +227,9 @@ TEST_CASE("kiln-bmc downloads https ImageURIs verified against --image-ca") {
         std::vector<std::string> more;
         if (with_ca) more = {"--image-ca", cert};
         start_or_fail(child, args_for("dmtf-public-rackmount1", more));
-        auto r = curl({"-i", "-u", kUser, "-H", "Content-Type: application/json", "-d",
-                       json{{"ImageURI", image_uri}}.dump(),
-                       child.url() + "/redfish/v1/UpdateService/Actions/SimpleUpdate"});
+        auto r =
+            curl({"-i", "-u", kUser, "-H", "Content-Type: application/json", "-d", json{{"ImageURI", image_uri}}.dump(),
+                  child.url() + "/redfish/v1/UpdateService/Actions/SimpleUpdate"});
         REQUIRE(status_of(r) == 202);
         const auto loc = r.out.find("Location: ");
         const json task = follow_monitor(child, r.out.substr(loc + 10, r.out.find('\r', loc) - loc - 10));
@@ -250,7 +251,8 @@ TEST_CASE("kiln-bmc generates a self-signed certificate and keeps it across rest
         const std::string printed = child.output().substr(at + 7, 64);
         if (run == 0) fingerprint = printed;
         CHECK(printed == fingerprint);  // the same certificate the second time
-        auto verified = curl({"--cacert", dir.file("kiln-bmc-cert.pem"), "-u", kUser, child.url() + "/redfish/v1/Systems/1"});
+        auto verified =
+            curl({"--cacert", dir.file("kiln-bmc-cert.pem"), "-u", kUser, child.url() + "/redfish/v1/Systems/1"});
         INFO(verified.err);
         CHECK(status_of(verified) == 200);
         CHECK(child.stop() == 0);
@@ -269,9 +271,9 @@ TEST_CASE("kiln-bmc generates a self-signed certificate and keeps it across rest
 
 TEST_CASE("kiln-bmc applies start-time faults to the BMCs --fault-bmcs names") {
     BmcChild child;
-    if (!child.start(args_for("dmtf-public-rackmount1", {"--bmc-count", "2", "--fault-unavailable", "5",
-                                                         "--fault-bmcs", "1"}),
-                     kEnv, 2)) {
+    if (!child.start(
+            args_for("dmtf-public-rackmount1", {"--bmc-count", "2", "--fault-unavailable", "5", "--fault-bmcs", "1"}),
+            kEnv, 2)) {
         FAIL("kiln-bmc did not come up: " << child.output() << child.errors());
     }
     const std::string path = "/redfish/v1/Systems/437XR1138R2";

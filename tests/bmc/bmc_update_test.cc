@@ -189,7 +189,8 @@ TEST_CASE("bmc update SimpleUpdate downloads the image and its task runs New, Ru
     CHECK(bmc.get("/redfish/v1/UpdateService")["MultipartHttpPushUri"] == kPush);
     // It takes @Redfish.OperationApplyTime, and says so on the action.
     CHECK(bmc.get("/redfish/v1/UpdateService")["Actions"]["#UpdateService.SimpleUpdate"]
-                 ["@Redfish.OperationApplyTimeSupport"]["SupportedValues"] == json::array({"Immediate", "OnReset"}));
+                                              ["@Redfish.OperationApplyTimeSupport"]["SupportedValues"] ==
+          json::array({"Immediate", "OnReset"}));
 
     auto r = bmc.call("POST", kSimpleUpdate,
                       {{"ImageURI", images.url("/bios.bin")},
@@ -318,8 +319,8 @@ TEST_CASE("bmc update tasks fail with named messages") {
         CHECK(message_ids(t).find("Update.1.0.VerificationFailed") != std::string::npos);
     }
     SECTION("the image does not fit the target") {
-        const json t = run({{"ImageURI", images.url("/bmc.bin")},
-                            {"Targets", {"/redfish/v1/UpdateService/FirmwareInventory/BIOS"}}});
+        const json t = run(
+            {{"ImageURI", images.url("/bmc.bin")}, {"Targets", {"/redfish/v1/UpdateService/FirmwareInventory/BIOS"}}});
         CHECK(t["TaskState"] == "Exception");
         CHECK(message_ids(t).find("Update.1.0.ApplyFailed") != std::string::npos);
         CHECK(bmc.get("/redfish/v1/Managers/BMC")["FirmwareVersion"] == "1.45.455b66-rev4");
@@ -368,7 +369,8 @@ TEST_CASE("bmc update multipart push without UpdateFile or as plain JSON is refu
     CHECK(bad_params.status == 202);  // UpdateParameters may be left out
     CHECK(files_in(bmc.spool.path()) == 0);
     CHECK(bmc.state->admit_upload("POST", kPush, {}).value().status == 401);
-    CHECK_FALSE(bmc.state->admit_upload("POST", kPush, {{"Authorization", test::basic_auth("admin", test::kPassword)}}));
+    CHECK_FALSE(
+        bmc.state->admit_upload("POST", kPush, {{"Authorization", test::basic_auth("admin", test::kPassword)}}));
     CHECK(bmc.state->admit_upload("POST", "/redfish/v1/Systems", {}).value().status == 415);
 }
 
@@ -471,8 +473,8 @@ TEST_CASE("bmc fault restart_mid_update ends the sessions half way and the task 
 
 TEST_CASE("bmc fault unavailable answers 503 with Retry-After for N requests, drop closes N connections") {
     Bmc bmc(kDmtf);
-    auto set = bmc.state->handle(
-        request("PATCH", "/kiln-bmc/faults", R"({"unavailable_requests": 2, "retry_after_s": 7, "drop_connections": 1})"));
+    auto set = bmc.state->handle(request("PATCH", "/kiln-bmc/faults",
+                                         R"({"unavailable_requests": 2, "retry_after_s": 7, "drop_connections": 1})"));
     REQUIRE(set.status == 200);
     CHECK(body_of(set)["unavailable_requests"] == 2);
     auto dropped = bmc.call("GET", kSystem);
@@ -538,9 +540,10 @@ TEST_CASE("bmc virtual media insert, boot override Cd and a reset boot the inser
     CHECK(error_id(bad) == "Base.1.8.ActionParameterMissing");
     CHECK(bmc.call("POST", insert, {{"Image", "http://127.0.0.1:9/os.iso?token=s3cret"}, {"Inserted", "yes"}}).status ==
           400);
-    REQUIRE(bmc.call("POST", insert,
-                     {{"Image", "http://127.0.0.1:9/os.iso?token=s3cret"}, {"Inserted", true}, {"WriteProtected", true}})
-                .status == 204);
+    REQUIRE(
+        bmc.call("POST", insert,
+                 {{"Image", "http://127.0.0.1:9/os.iso?token=s3cret"}, {"Inserted", true}, {"WriteProtected", true}})
+            .status == 204);
     const json inserted = bmc.get(cd);
     CHECK(inserted["Inserted"] == true);
     CHECK(inserted["WriteProtected"] == true);
@@ -565,8 +568,9 @@ TEST_CASE("bmc virtual media insert, boot override Cd and a reset boot the inser
 TEST_CASE("bmc virtual media on the HPE manager") {
     Bmc bmc(kHpe);
     const std::string vm = "/redfish/v1/Managers/1/VirtualMedia/2";
-    REQUIRE(bmc.call("POST", vm + "/Actions/VirtualMedia.InsertMedia", {{"Image", "http://127.0.0.1:9/a.iso"}}).status ==
-            204);
+    REQUIRE(
+        bmc.call("POST", vm + "/Actions/VirtualMedia.InsertMedia", {{"Image", "http://127.0.0.1:9/a.iso"}}).status ==
+        204);
     CHECK(bmc.get(vm)["Inserted"] == true);
     CHECK(bmc.call("POST", vm + "/Actions/VirtualMedia.EjectMedia", json::object()).status == 204);
     CHECK(bmc.get(vm)["Inserted"] == false);
@@ -578,7 +582,8 @@ TEST_CASE("bmc virtual media on the HPE manager") {
 TEST_CASE("bmc vendor dell: a BIOS update waits Scheduled in the job queue until a host reset runs it") {
     Bmc bmc(kDmtf, "", {}, 10, VendorMode::Dell);
     CHECK(bmc.get("/redfish/v1")["Vendor"] == "Dell");
-    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage",
+                             {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
     REQUIRE(accepted.status == 202);
     const std::string monitor = accepted.header("Location");
     const std::string id = body_of(accepted)["Id"];
@@ -607,15 +612,16 @@ TEST_CASE("bmc vendor dell: clearing the job queue cancels an update waiting for
     Bmc bmc(kDmtf, "", {}, 10, VendorMode::Dell);
     const std::string clear = "/redfish/v1/Managers/BMC/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue";
     const std::string jobs = "/redfish/v1/Managers/BMC/Oem/Dell/Jobs";
-    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    auto accepted = bmc.push("KILN-FW BIOS P79 v1.50\nimage",
+                             {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
     REQUIRE(accepted.status == 202);
     const std::string id = body_of(accepted)["Id"];
     bmc.wall.t += 11;
     REQUIRE(bmc.get(jobs + "/" + id)["JobState"] == "Scheduled");
 
-    CHECK(bmc.call("POST", clear, json::object()).status == 400);  // no JobID
+    CHECK(bmc.call("POST", clear, json::object()).status == 400);             // no JobID
     CHECK(bmc.call("POST", clear, {{"JobID", "JID_424242"}}).status == 400);  // no such job
-    CHECK(bmc.get(jobs)["Members"].size() == 1);  // a refusal deletes nothing
+    CHECK(bmc.get(jobs)["Members"].size() == 1);                              // a refusal deletes nothing
     REQUIRE(bmc.call("POST", clear, {{"JobID", "JID_CLEARALL"}}).status == 200);
     CHECK(bmc.get(jobs)["Members"].empty());
     CHECK(bmc.call("GET", jobs + "/" + id).status == 404);
@@ -628,8 +634,10 @@ TEST_CASE("bmc vendor dell: deleting one job by its id leaves the others") {
     Bmc bmc(kDmtf, "", {}, 10, VendorMode::Dell);
     const std::string clear = "/redfish/v1/Managers/BMC/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue";
     const std::string jobs = "/redfish/v1/Managers/BMC/Oem/Dell/Jobs";
-    auto first = bmc.push("KILN-FW BIOS P79 v1.50\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
-    auto second = bmc.push("KILN-FW BIOS P79 v1.51\nimage", {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    auto first = bmc.push("KILN-FW BIOS P79 v1.50\nimage",
+                          {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
+    auto second = bmc.push("KILN-FW BIOS P79 v1.51\nimage",
+                           {{"Targets", json::array({"/redfish/v1/UpdateService/FirmwareInventory/BIOS"})}});
     REQUIRE(first.status == 202);
     REQUIRE(second.status == 202);
     bmc.wall.t += 11;
@@ -671,7 +679,8 @@ TEST_CASE("bmc vendor lenovo and ami: where the BIOS settings go") {
         CHECK(bmc.call("PATCH", bios + "/Settings", change).status == 404);
         REQUIRE(bmc.call("PATCH", bios + "/Pending", change).status == 200);
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Enabled");  // pending until the reset
-        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status ==
+                204);
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
     }
     SECTION("ami: no settings object, the Bios takes the PATCH and the next POST applies it") {
@@ -682,10 +691,12 @@ TEST_CASE("bmc vendor lenovo and ami: where the BIOS settings go") {
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Enabled");  // until the reset
         // A misspelt attribute is refused there and then, as with a settings object.
         CHECK(bmc.call("PATCH", bios, {{"Attributes", {{"ProcHyperthreadding", "Disabled"}}}}).status == 400);
-        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status ==
+                204);
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
         // Applied once: a second reset changes nothing more.
-        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status == 204);
+        REQUIRE(bmc.call("POST", kSystem + "/Actions/ComputerSystem.Reset", {{"ResetType", "ForceRestart"}}).status ==
+                204);
         CHECK(bmc.get(bios)["Attributes"]["ProcHyperthreading"] == "Disabled");
     }
 }
@@ -705,8 +716,10 @@ TEST_CASE("bmc vendor hpe keeps iLO's version form, and modes are read from the 
 TEST_CASE("bmc a member related to no system sets the BiosVersion of no system behind a multi-node BMC") {
     MockupTree tree;
     auto system = [](const std::string& id) {
-        return json{{"@odata.id", "/redfish/v1/Systems/" + id}, {"@odata.type", "#ComputerSystem.v1_5_0.ComputerSystem"},
-                    {"Id", id}, {"BiosVersion", "1.0"}};
+        return json{{"@odata.id", "/redfish/v1/Systems/" + id},
+                    {"@odata.type", "#ComputerSystem.v1_5_0.ComputerSystem"},
+                    {"Id", id},
+                    {"BiosVersion", "1.0"}};
     };
     tree.resources["/redfish/v1"] = {{"@odata.id", "/redfish/v1"}};
     tree.resources["/redfish/v1/Systems/Node0"] = system("Node0");

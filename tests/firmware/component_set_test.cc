@@ -103,13 +103,15 @@ TEST_CASE("eight GPU members: plan counts them, apply flashes the five off exact
     kiln::test::TempDir dir;
     const std::string tree = gpu_tree(dir, 3);
     BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", tree, "--port", "0", "--task-seconds", "0.2"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    REQUIRE(
+        bmc.start({"--mockup", tree, "--port", "0", "--task-seconds", "0.2"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
     // By name (one Name for all eight), or by pattern: the same set.
     const bool by_pattern = GENERATE(false, true);
     INFO((by_pattern ? "by pattern" : "by name"));
-    const std::string fleet_path = write_fleet(
-        dir, {.bmc_urls = {bmc.url()},
-              .firmware_toml = by_pattern ? gpu_component(dir, "GPU", "GPU_SXM_*") : gpu_component(dir, "GPU SXM Firmware", "")});
+    const std::string fleet_path =
+        write_fleet(dir, {.bmc_urls = {bmc.url()},
+                          .firmware_toml = by_pattern ? gpu_component(dir, "GPU", "GPU_SXM_*")
+                                                      : gpu_component(dir, "GPU SXM Firmware", "")});
 
     kiln::CommandSpec spec;
     spec.argv = {KILN_BINARY, "plan", fleet_path, "--stage", "firmware"};
@@ -132,7 +134,8 @@ TEST_CASE("eight GPU members: plan counts them, apply flashes the five off exact
     std::vector<std::string> targets = updates[0]["targets"].get<std::vector<std::string>>();
     std::sort(targets.begin(), targets.end());
     std::vector<std::string> want;
-    for (int i = 4; i <= 8; ++i) want.push_back("/redfish/v1/UpdateService/FirmwareInventory/GPU_SXM_" + std::to_string(i));
+    for (int i = 4; i <= 8; ++i)
+        want.push_back("/redfish/v1/UpdateService/FirmwareInventory/GPU_SXM_" + std::to_string(i));
     CHECK(targets == want);  // the three already there were not flashed again
 
     // Every member now at the version; a second run does nothing.
@@ -151,9 +154,9 @@ TEST_CASE("verify fails while one of eight GPU members is off the version, namin
         write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = gpu_component(dir, "GPU SXM Firmware", "")}));
     FirmwareStage stage(nullptr, fast_options());
     engine::StopToken stop;
-    engine::StageContext ctx(fleet, fleet.nodes[0], "firmware", stop,
-                             engine::StageContext::Clock::now() + std::chrono::minutes(1),
-                             [](const std::string&, int) {}, [](const std::string&, const std::string&) {});
+    engine::StageContext ctx(
+        fleet, fleet.nodes[0], "firmware", stop, engine::StageContext::Clock::now() + std::chrono::minutes(1),
+        [](const std::string&, int) {}, [](const std::string&, const std::string&) {});
     auto v = stage.verify(ctx);
     REQUIRE_FALSE(v);
     CHECK(v.error().code == "firmware.verify");

@@ -32,7 +32,9 @@ class FakeBmc : public net::HttpClient {
 public:
     // Routes are keyed "METHOD /path" (path without origin).
     void on(const std::string& method, const std::string& path, std::vector<Reply> replies);
-    void on(const std::string& method, const std::string& path, Reply reply) { on(method, path, std::vector<Reply>{reply}); }
+    void on(const std::string& method, const std::string& path, Reply reply) {
+        on(method, path, std::vector<Reply>{reply});
+    }
     Result<net::HttpResponse> send(const net::HttpRequest& request) override;
     // Called with every request (and its path) before it is routed: lets a
     // test change the BMC's state when an action arrives.

@@ -59,7 +59,8 @@ config::LoadResult load_host_os(const std::string& tables, const std::string& de
                                                    "[[racks]]\nname = \"r\"\n[defaults]\nrole = \"fw\"\n" + defaults +
                                                    "bmc = { url = \"http://127.0.0.1:1\" }\n"
                                                    "[[nodes]]\nname = \"n0\"\nrack = \"r\"\n"
-                                                   "[[nodes]]\nname = \"n1\"\nrack = \"r\"\n" + node1);
+                                                   "[[nodes]]\nname = \"n1\"\nrack = \"r\"\n" +
+                                                   node1);
     config::LoadOptions opts;
     opts.known_stages = {"firmware"};
     return config::load_fleet(path, opts);
@@ -96,24 +97,27 @@ TEST_CASE("host_os images are read and nodes take them from defaults or their ow
 }
 
 TEST_CASE("bad host_os tables and references are refused at FILE LINE COL with their key") {
-    auto r = load_host_os("[host_os.a]\nimage = \"\"\nsha256 = \"abc\"\nurl = \"http://x/y.iso\"\n[host_os.b]\nsha256 = \"" +
-                              kSha + "\"\n",
-                          "host_os = \"missing\"\n", "host_os = 3\n");
+    auto r =
+        load_host_os("[host_os.a]\nimage = \"\"\nsha256 = \"abc\"\nurl = \"http://x/y.iso\"\n[host_os.b]\nsha256 = \"" +
+                         kSha + "\"\n",
+                     "host_os = \"missing\"\n", "host_os = 3\n");
     REQUIRE_FALSE(r.fleet);
     std::string all = all_errors(r);
     INFO(all);
     CHECK(all.find("fleet.toml:5:9: host_os.a.image: expected a non-empty string") != std::string::npos);
     CHECK(all.find("fleet.toml:6:10: host_os.a.sha256: expected 64 hex digits, found 3 characters") !=
           std::string::npos);
-    CHECK(all.find("host_os.a.url") != std::string::npos);                    // unknown key
+    CHECK(all.find("host_os.a.url") != std::string::npos);  // unknown key
     CHECK(all.find("fleet.toml:8:1: host_os.b.image: required key is missing") != std::string::npos);
     CHECK(all.find("defaults.host_os: no host_os profile 'missing'; defined: a, b") != std::string::npos);
     CHECK(all.find("nodes[1].host_os: expected string") != std::string::npos);
 }
 
 TEST_CASE("a firmware profile's apply_time is Immediate unless it says OnReset") {
-    const std::string comp = "[[firmware.p.components]]\nname = \"BIOS\"\nversion = \"2\"\nartifact = \"a.bin\"\n"
-                             "sha256 = \"" + kSha + "\"\n";
+    const std::string comp =
+        "[[firmware.p.components]]\nname = \"BIOS\"\nversion = \"2\"\nartifact = \"a.bin\"\n"
+        "sha256 = \"" +
+        kSha + "\"\n";
     auto d = load_host_os("[firmware.p]\n" + comp, "firmware = \"p\"\n", "");
     INFO(all_errors(d));
     REQUIRE(d.fleet);

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/sha256.h"
@@ -16,7 +16,8 @@ namespace kiln::firmware::test {
 
 std::string write_fleet(const kiln::test::TempDir& dir, const FleetSpec& spec) {
     setenv("KILN_FW_TEST_PASSWORD", kBmcPassword, 1);
-    dir.write("pipelines/fw.toml", "schema = 1\nname = \"fw\"\ndescription = \"firmware only\"\nstages = [\"firmware\"]\n");
+    dir.write("pipelines/fw.toml",
+              "schema = 1\nname = \"fw\"\ndescription = \"firmware only\"\nstages = [\"firmware\"]\n");
     std::string t = "schema = 1\n[fleet]\nname = \"fwtest\"\n[limits]\nparallel = 8\nretries = 0\n";
     t += "[[racks]]\nname = \"r1\"\n";
     t += spec.firmware_toml + "\n" + spec.bios_toml + "\n" + spec.extra_toml + "\n";
@@ -97,18 +98,19 @@ nlohmann::json bmc_get(const std::string& url, const std::string& path) {
 
 std::string gpu_tree(const kiln::test::TempDir& dir, int at_new) {
     const std::string tree = dir.file("gpu-tree");
-    std::filesystem::copy(kiln::bmc::test::mockup_path("dmtf-public-rackmount1"), tree, std::filesystem::copy_options::recursive);
+    std::filesystem::copy(kiln::bmc::test::mockup_path("dmtf-public-rackmount1"), tree,
+                          std::filesystem::copy_options::recursive);
     const std::string inv_dir = tree + "/UpdateService/FirmwareInventory";
     nlohmann::json coll = nlohmann::json::parse(std::ifstream(inv_dir + "/index.json"));
     for (int i = 1; i <= 8; ++i) {
         const std::string id = "GPU_SXM_" + std::to_string(i);
         const std::string uri = "/redfish/v1/UpdateService/FirmwareInventory/" + id;
         nlohmann::json member = {{"@odata.type", "#SoftwareInventory.v1_9_0.SoftwareInventory"},
-                       {"@odata.id", uri},
-                       {"Id", id},
-                       {"Name", "GPU SXM Firmware"},
-                       {"Updateable", true},
-                       {"Version", i <= at_new ? "92.00.20.00.01" : "92.00.19.00.11"}};
+                                 {"@odata.id", uri},
+                                 {"Id", id},
+                                 {"Name", "GPU SXM Firmware"},
+                                 {"Updateable", true},
+                                 {"Version", i <= at_new ? "92.00.20.00.01" : "92.00.19.00.11"}};
         std::filesystem::create_directories(inv_dir + "/" + id);
         std::ofstream(inv_dir + "/" + id + "/index.json") << member.dump(2);
         coll["Members"].push_back({{"@odata.id", uri}});
@@ -125,6 +127,5 @@ std::string gpu_component(const kiln::test::TempDir& dir, const std::string& nam
     if (!match.empty()) t += "match = \"" + match + "\"\n";
     return t + "artifact = \"" + path + "\"\nsha256 = \"" + sha256_hex(content) + "\"\n";
 }
-
 
 }  // namespace kiln::firmware::test

@@ -21,10 +21,10 @@ namespace kiln::firmware::test {
 constexpr const char* kBmcPassword = "fw-test-pass-7Q2";  // test data; reaches kiln through the environment
 
 struct FleetSpec {
-    std::vector<std::string> bmc_urls;  // one node per URL: node-0, node-1, ...
-    std::string firmware_toml;          // [firmware.p] section(s), or ""
-    std::string bios_toml;              // [bios.b] section, or ""
-    std::string extra_toml;             // more sections ([host_os.os] is then every node's host_os)
+    std::vector<std::string> bmc_urls;     // one node per URL: node-0, node-1, ...
+    std::string firmware_toml;             // [firmware.p] section(s), or ""
+    std::string bios_toml;                 // [bios.b] section, or ""
+    std::string extra_toml;                // more sections ([host_os.os] is then every node's host_os)
     std::vector<std::string> bmc_systems;  // node i's bmc.system, when given and not ""
 };
 

@@ -91,8 +91,8 @@ TEST_CASE("the stage converges HPE BIOS intents on kiln-bmc through the settings
     BmcChild bmc;
     start(bmc, "hpe-dl325");
     kiln::test::TempDir dir;
-    auto path = write_fleet(dir, {.bmc_urls = {bmc.url()},
-                                  .bios_toml = "[bios.b]\nsriov = false\niommu = true\nacs = false\n"});
+    auto path = write_fleet(
+        dir, {.bmc_urls = {bmc.url()}, .bios_toml = "[bios.b]\nsriov = false\niommu = true\nacs = false\n"});
     auto fleet = load_fleet_or_fail(path);
     FirmwareStage stage(nullptr, fast_options());
 
@@ -124,7 +124,8 @@ TEST_CASE("an unknown raw BIOS attribute is refused at plan time naming the flee
     BmcChild bmc;
     start(bmc, "dmtf-public-rackmount1");
     kiln::test::TempDir dir;
-    auto path = write_fleet(dir, {.bmc_urls = {bmc.url()}, .bios_toml = "[bios.b]\nattributes = { ProcTurbo = \"Enabled\" }\n"});
+    auto path = write_fleet(
+        dir, {.bmc_urls = {bmc.url()}, .bios_toml = "[bios.b]\nattributes = { ProcTurbo = \"Enabled\" }\n"});
     auto fleet = load_fleet_or_fail(path);
     FirmwareStage stage(nullptr, fast_options());
     auto run = run_stage(stage, fleet, fleet.nodes[0]);
@@ -321,7 +322,6 @@ private:
     std::mutex mu_;
 };
 
-
 }  // namespace
 
 TEST_CASE("after a firmware apply no password or session token is in the journal events or errors") {
@@ -330,8 +330,8 @@ TEST_CASE("after a firmware apply no password or session token is in the journal
     kiln::test::TempDir dir;
     // node-0 converges; node-1 points at a BMC path that fails (no such
     // system tree), so error messages are produced and checked too.
-    auto path = write_fleet(dir, {.bmc_urls = {bmc.url(), bmc.url() + "/broken"},
-                                  .bios_toml = "[bios.b]\nsriov = false\n"});
+    auto path =
+        write_fleet(dir, {.bmc_urls = {bmc.url(), bmc.url() + "/broken"}, .bios_toml = "[bios.b]\nsriov = false\n"});
     auto fleet = load_fleet_or_fail(path);
     fleet.nodes[1].bmc.username = "nobody";  // refused login: an error path
     auto http = std::make_shared<RecordingHttp>();
@@ -388,9 +388,9 @@ std::string image_toml(const kiln::test::TempDir& dir, const std::string& compon
 }
 
 void start_updating(BmcChild& bmc, const std::string& mockup) {
-    REQUIRE(bmc.start({"--mockup", mockup_path(mockup), "--port", "0", "--task-seconds", "0.3", "--restart-seconds",
-                       "0.5"},
-                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    REQUIRE(
+        bmc.start({"--mockup", mockup_path(mockup), "--port", "0", "--task-seconds", "0.3", "--restart-seconds", "0.5"},
+                  {{"KILN_BMC_PASSWORD", kBmcPassword}}));
 }
 
 }  // namespace
@@ -483,8 +483,9 @@ TEST_CASE("a BMC restart in the middle of an update and 503s and dropped connect
     kiln::test::TempDir dir;
     std::string fw = "[firmware.p]\n" + image_toml(dir, "BIOS", "A43 v2.60", "bios.bin");
     auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = fw}));
-    bmc_control(bmc, "PATCH", "faults",
-                {{"restart_mid_update", 1}, {"unavailable_requests", 2}, {"retry_after_s", 1}, {"drop_connections", 2}});
+    bmc_control(
+        bmc, "PATCH", "faults",
+        {{"restart_mid_update", 1}, {"unavailable_requests", 2}, {"retry_after_s", 1}, {"drop_connections", 2}});
     FirmwareStage stage(nullptr, fast_options());
     auto run = run_stage(stage, fleet, fleet.nodes[0]);
     INFO((run.error ? run.error->str() : std::string("ok")));
@@ -627,10 +628,10 @@ TEST_CASE("host OS boot on kiln-bmc arms a one-time Cd boot inserts the image an
     INFO((first.error ? first.error->str() : std::string("ok")));
     REQUIRE_FALSE(first.error);
     CHECK(first.actions == std::vector<std::string>{"boot:os:" + os.sha256.substr(0, 12)});
-    CHECK(http->writes() == std::vector<std::string>{
-                                "PATCH /redfish/v1/Systems/1",
-                                "POST /redfish/v1/Managers/1/VirtualMedia/2/Actions/VirtualMedia.InsertMedia",
-                                "POST /redfish/v1/Systems/1/Actions/ComputerSystem.Reset"});
+    CHECK(http->writes() ==
+          std::vector<std::string>{"PATCH /redfish/v1/Systems/1",
+                                   "POST /redfish/v1/Managers/1/VirtualMedia/2/Actions/VirtualMedia.InsertMedia",
+                                   "POST /redfish/v1/Systems/1/Actions/ComputerSystem.Reset"});
     auto media = bmc_call(bmc, "GET", "/redfish/v1/Managers/1/VirtualMedia/2");
     CHECK(media["Inserted"] == true);
     CHECK(media["WriteProtected"] == true);
@@ -698,8 +699,8 @@ TEST_CASE("a host reset the BMC answers with a task is followed parked and sent 
         files.firmware_toml =
             "[firmware.p]\napply_time = \"OnReset\"\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin");
     }
-    REQUIRE(bmc.start({"--mockup", mockup_path(mockup), "--port", "0", "--task-seconds", "0.3",
-                       "--reset-task-seconds", "1", "--post-seconds", "2.5"},
+    REQUIRE(bmc.start({"--mockup", mockup_path(mockup), "--port", "0", "--task-seconds", "0.3", "--reset-task-seconds",
+                       "1", "--post-seconds", "2.5"},
                       {{"KILN_BMC_PASSWORD", kBmcPassword}}));
     files.bmc_urls = {bmc.url()};
     auto fleet = load_fleet_or_fail(write_fleet(dir, files));
@@ -736,7 +737,8 @@ TEST_CASE("host OS boot replaces the inserted image and powers on a host that is
     INFO((run.error ? run.error->str() : std::string("ok")));
     REQUIRE_FALSE(run.error);
     CHECK(http->writes() ==
-          std::vector<std::string>{"PATCH " + sys_uri, "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
+          std::vector<std::string>{"PATCH " + sys_uri,
+                                   "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
                                    "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia",
                                    "POST " + sys_uri + "/Actions/ComputerSystem.Reset"});
     auto boot = bmc_control(bmc, "GET", "state")["last_boot"];
@@ -769,7 +771,8 @@ TEST_CASE("host OS media and boot override writes the BMC answers with tasks are
     for (const char* step : {"arm", "eject", "insert"})
         CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: host OS media: " + step + " ") != std::string::npos);
     CHECK(http->writes() ==
-          std::vector<std::string>{"PATCH " + sys_uri, "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
+          std::vector<std::string>{"PATCH " + sys_uri,
+                                   "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
                                    "POST " + sys_uri + "/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia",
                                    "POST " + sys_uri + "/Actions/ComputerSystem.Reset"});
     CHECK(bmc_control(bmc, "GET", "state")["resets"] == 1);
@@ -838,7 +841,8 @@ TEST_CASE("a BMC whose VirtualMedia has no InsertMedia action gets the image by 
     };
     bmc.on("GET", sys, system("None", "Disabled"));
     bmc.on("GET", sys + "/VirtualMedia", json_reply({{"Members", {{{"@odata.id", cd}}}}}));
-    bmc.on("GET", cd, json_reply({{"MediaTypes", {"CD"}}, {"Image", nullptr}, {"Inserted", false}}, 200, {{"ETag", "\"e1\""}}));
+    bmc.on("GET", cd,
+           json_reply({{"MediaTypes", {"CD"}}, {"Image", nullptr}, {"Inserted", false}}, 200, {{"ETag", "\"e1\""}}));
     bmc.on("PATCH", sys, json_reply({}, 200));
     bmc.on("PATCH", cd, json_reply({}, 200));
     bmc.on("POST", sys + "/Actions/ComputerSystem.Reset", Reply{204, "", {}, ""});
@@ -846,9 +850,11 @@ TEST_CASE("a BMC whose VirtualMedia has no InsertMedia action gets the image by 
         if (req.method == "PATCH" && path == sys) bmc.on("GET", sys, system("Cd", "Once"));
         if (req.method == "PATCH" && path == cd) {
             auto body = json::parse(req.body);
-            bmc.on("GET", cd, json_reply({{"MediaTypes", {"CD"}}, {"Image", body["Image"]}, {"Inserted", body["Inserted"]}}));
+            bmc.on("GET", cd,
+                   json_reply({{"MediaTypes", {"CD"}}, {"Image", body["Image"]}, {"Inserted", body["Inserted"]}}));
         }
-        if (req.method == "POST" && path == sys + "/Actions/ComputerSystem.Reset") bmc.on("GET", sys, system("Cd", "Disabled"));
+        if (req.method == "POST" && path == sys + "/Actions/ComputerSystem.Reset")
+            bmc.on("GET", sys, system("Cd", "Disabled"));
     };
     auto os = host_os(dir, "iso bytes");
     auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"}, .extra_toml = os.toml}));
@@ -862,7 +868,8 @@ TEST_CASE("a BMC whose VirtualMedia has no InsertMedia action gets the image by 
     for (const auto& r : bmc.requests()) {
         if (r.method == "PATCH" && r.url.find("/VirtualMedia/CD") != std::string::npos) media = json::parse(r.body);
         if (r.method == "PATCH" && ends_with(r.url, sys)) {
-            CHECK(json::parse(r.body) == json{{"Boot", {{"BootSourceOverrideTarget", "Cd"}, {"BootSourceOverrideEnabled", "Once"}}}});
+            CHECK(json::parse(r.body) ==
+                  json{{"Boot", {{"BootSourceOverrideTarget", "Cd"}, {"BootSourceOverrideEnabled", "Once"}}}});
             for (const auto& [k, v] : r.headers)
                 if (k == "If-Match") boot_if_match = v;
         }
@@ -886,8 +893,9 @@ TEST_CASE("an update with apply_time OnReset is staged by the BMC and activated 
     INFO((first.error ? first.error->str() : std::string("ok")));
     REQUIRE_FALSE(first.error);
     CHECK(first.actions == std::vector<std::string>{"flash:BIOS:P79 v1.46"});
-    CHECK(http->writes() == std::vector<std::string>{"POST /redfish/v1/UpdateService/Actions/SimpleUpdate",
-                                                     "POST /redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset"});
+    CHECK(http->writes() ==
+          std::vector<std::string>{"POST /redfish/v1/UpdateService/Actions/SimpleUpdate",
+                                   "POST /redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset"});
     auto state = bmc_control(bmc, "GET", "state");
     REQUIRE(state["updates"].size() == 1);
     CHECK(state["pending_updates"].empty());
@@ -934,7 +942,8 @@ TEST_CASE("an update staged OnReset by a run killed before its reset is activate
     INFO((run.error ? run.error->str() : std::string("ok")));
     REQUIRE_FALSE(run.error);
     CHECK(run.actions == std::vector<std::string>{"flash:BIOS:P79 v1.46"});
-    CHECK(http->writes() == std::vector<std::string>{"POST /redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset"});
+    CHECK(http->writes() ==
+          std::vector<std::string>{"POST /redfish/v1/Systems/437XR1138R2/Actions/ComputerSystem.Reset"});
     CHECK(bmc_control(bmc, "GET", "state")["updates"].size() == 1);
     bool noted = false;
     for (const auto& e : run.events) noted |= e.find("staged on the BMC by an earlier run") != std::string::npos;

@@ -24,7 +24,9 @@ using nlohmann::json;
 
 namespace {
 
-Endpoint endpoint() { return Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}}; }
+Endpoint endpoint() {
+    return Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}};
+}
 
 std::string nested(int levels) {
     return std::string(static_cast<size_t>(levels), '[') + std::string(static_cast<size_t>(levels), ']');
@@ -94,9 +96,10 @@ TEST_CASE("an unsigned integer past long long is refused by the typed read") {
 
 TEST_CASE("BMC text is made valid one-line UTF-8 and clipped between characters") {
     CHECK(valid_utf8("caf\xc3\xa9") == "caf\xc3\xa9");
-    CHECK(valid_utf8("a\xff" "b") == "a?b");
-    CHECK(valid_utf8("\xc0\x80") == "??");            // overlong NUL
-    CHECK(valid_utf8("\xed\xa0\x80") == "???");       // a surrogate
+    CHECK(valid_utf8("a\xff"
+                     "b") == "a?b");
+    CHECK(valid_utf8("\xc0\x80") == "??");       // overlong NUL
+    CHECK(valid_utf8("\xed\xa0\x80") == "???");  // a surrogate
     CHECK(valid_utf8("line\nbreak\x1b[0m") == "line?break?[0m");
     CHECK(valid_utf8("\xf4\x90\x80\x80") == "????");  // past U+10FFFF
     std::string e(300, 'x');
@@ -175,16 +178,16 @@ TEST_CASE("kiln apply --stage firmware survives a BMC answering an overflowing n
     auto r = kiln::ProcessRunner().run(spec);
     REQUIRE(r);
     INFO(r->out << r->err);
-    CHECK(r->signal == 0);      // before the fix: SIGABRT from an uncaught std::out_of_range
-    CHECK(r->exit_code == 1);   // a node failed, and kiln said so
+    CHECK(r->signal == 0);     // before the fix: SIGABRT from an uncaught std::out_of_range
+    CHECK(r->exit_code == 1);  // a node failed, and kiln said so
     const std::string all = r->out + r->err;
     CHECK(all.find("node-1") != std::string::npos);
     CHECK(all.find("GET /redfish/v1/Systems: JSON holds a number out of range") != std::string::npos);
     CHECK(bad_http.requests() > 0);
     CHECK(good_http.requests() > 0);
 
-    auto status = kiln::ProcessRunner().run(
-        kiln::CommandSpec{.argv = {KILN_BINARY, "status", fleet, "--json"}, .env = spec.env});
+    auto status =
+        kiln::ProcessRunner().run(kiln::CommandSpec{.argv = {KILN_BINARY, "status", fleet, "--json"}, .env = spec.env});
     REQUIRE(status);
     INFO(status->out);
     auto st = json::parse(status->out, nullptr, false);

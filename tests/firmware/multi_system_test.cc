@@ -63,10 +63,10 @@ TEST_CASE("nodes on one blade enclosure BMC each read their own system") {
     // node-0 names blade 0 and wants 1.58; node-1 names blade 2 and wants
     // 1.60: both converged only when each reads its own system.
     kiln::test::TempDir d0, d1;
-    const std::string f0 = write_fleet(d0, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component("P86 v1.58"),
-                                            .bmc_systems = {kBlade0}});
-    const std::string f1 = write_fleet(d1, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component("P86 v1.60"),
-                                            .bmc_systems = {kBlade2}});
+    const std::string f0 = write_fleet(
+        d0, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component("P86 v1.58"), .bmc_systems = {kBlade0}});
+    const std::string f1 = write_fleet(
+        d1, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component("P86 v1.60"), .bmc_systems = {kBlade2}});
     for (const auto& [fleet, system, bios] : {std::tuple{f0, kBlade0, std::string("P86 v1.58 (10/15/2015)")},
                                               std::tuple{f1, kBlade2, std::string("P86 v1.60 (03/01/2016)")}}) {
         auto inv = run_kiln({"firmware", "inventory", fleet, "--json"});
@@ -83,10 +83,12 @@ TEST_CASE("nodes on one blade enclosure BMC each read their own system") {
 
     // A system the BMC does not list: the node fails naming it and the members.
     kiln::test::TempDir d2;
-    const std::string bad = write_fleet(d2, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component("P86 v1.58"),
+    const std::string bad = write_fleet(d2, {.bmc_urls = {bmc.url()},
+                                             .firmware_toml = bios_component("P86 v1.58"),
                                              .bmc_systems = {"/redfish/v1/Systems/Blade9"}});
     auto plan = run_kiln({"plan", bad, "--stage", "firmware"});
     INFO(plan.out << plan.err);
     CHECK(plan.exit_code == 1);
-    CHECK((plan.out + plan.err).find("the node's system /redfish/v1/Systems/Blade9 is not a member") != std::string::npos);
+    CHECK((plan.out + plan.err).find("the node's system /redfish/v1/Systems/Blade9 is not a member") !=
+          std::string::npos);
 }

@@ -25,7 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-redfish::Endpoint endpoint() { return redfish::Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}}; }
+redfish::Endpoint endpoint() {
+    return redfish::Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}};
+}
 
 // minimal_tree() plus a chassis whose NetworkAdapters link is `adapters`
 // (its collection and members are up to the test).
@@ -51,13 +53,15 @@ const FirmwareItem* component(const BmcInventory& inv, const std::string& id) {
     return nullptr;
 }
 
-std::string fixture(const std::string& tree) { return std::string(KILN_FIXTURE_REDFISH) + "/" + tree; }
+std::string fixture(const std::string& tree) {
+    return std::string(KILN_FIXTURE_REDFISH) + "/" + tree;
+}
 
 engine::Observation observe_or_fail(engine::Stage& stage, const config::Fleet& fleet, const config::Node& node) {
     engine::StopToken stop;
-    engine::StageContext ctx(fleet, node, stage.name(), stop,
-                             engine::StageContext::Clock::now() + std::chrono::minutes(1),
-                             [](const std::string&, int) {}, [](const std::string&, const std::string&) {});
+    engine::StageContext ctx(
+        fleet, node, stage.name(), stop, engine::StageContext::Clock::now() + std::chrono::minutes(1),
+        [](const std::string&, int) {}, [](const std::string&, const std::string&) {});
     auto obs = stage.observe(ctx);
     INFO((obs ? std::string("ok") : obs.error().str()));
     REQUIRE(obs);
@@ -195,9 +199,13 @@ TEST_CASE("a NIC seen in FirmwareInventory and under NetworkAdapters is one comp
                          {{"@odata.id", "/redfish/v1/Chassis/C1/NetworkAdapters/NIC2"}}}}}));
     // The same adapter with its version zero-padded; a second adapter.
     bmc.on("GET", "/redfish/v1/Chassis/C1/NetworkAdapters/NIC1",
-           json_reply({{"Id", "NIC1"}, {"Name", "ConnectX-6 Dx"}, {"Controllers", {{{"FirmwarePackageVersion", "22.031.01014"}}}}}));
+           json_reply({{"Id", "NIC1"},
+                       {"Name", "ConnectX-6 Dx"},
+                       {"Controllers", {{{"FirmwarePackageVersion", "22.031.01014"}}}}}));
     bmc.on("GET", "/redfish/v1/Chassis/C1/NetworkAdapters/NIC2",
-           json_reply({{"Id", "NIC2"}, {"Name", "ConnectX-6 Dx"}, {"Controllers", {{{"FirmwarePackageVersion", "22.30.1004"}}}}}));
+           json_reply({{"Id", "NIC2"},
+                       {"Name", "ConnectX-6 Dx"},
+                       {"Controllers", {{{"FirmwarePackageVersion", "22.30.1004"}}}}}));
     auto inv = inventory(bmc);
     REQUIRE(inv);
     CHECK(inv->warnings.empty());
@@ -217,13 +225,15 @@ TEST_CASE("the stage fails a node only when its profile needs the part that was 
     auto http = std::shared_ptr<net::HttpClient>(&bmc, [](net::HttpClient*) {});
 
     SECTION("a profile that needs only the BIOS converges, with the warning as a note") {
-        auto fleet = load_fleet_or_fail(
-            write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"}, .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "1.0")}));
+        auto fleet =
+            load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"},
+                                                 .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "1.0")}));
         FirmwareStage stage(http);
         auto obs = observe_or_fail(stage, fleet, fleet.nodes[0]);
         REQUIRE(obs.notes.size() == 1);
-        CHECK(obs.notes[0].find("inventory part not read: network_adapters: GET /redfish/v1/Chassis/C1/NetworkAdapters: "
-                                "HTTP 404") == 0);
+        CHECK(
+            obs.notes[0].find("inventory part not read: network_adapters: GET /redfish/v1/Chassis/C1/NetworkAdapters: "
+                              "HTTP 404") == 0);
         auto run = run_stage(stage, fleet, fleet.nodes[0]);
         INFO((run.error ? run.error->str() : std::string("ok")));
         CHECK_FALSE(run.error);
@@ -231,21 +241,24 @@ TEST_CASE("the stage fails a node only when its profile needs the part that was 
     }
     SECTION("a profile that needs a NIC fails naming the NIC and the part not read") {
         auto fleet = load_fleet_or_fail(
-            write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"}, .firmware_toml = "[firmware.p]\n" + component_toml("NIC1", "22.31.1014")}));
+            write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"},
+                              .firmware_toml = "[firmware.p]\n" + component_toml("NIC1", "22.31.1014")}));
         FirmwareStage stage(http);
         auto run = run_stage(stage, fleet, fleet.nodes[0]);
         REQUIRE(run.error);
         CHECK(run.error->code == "firmware.component");
         CHECK(run.error->message.find("component 'NIC1'") != std::string::npos);
-        CHECK(run.error->message.find("not read: network_adapters: GET /redfish/v1/Chassis/C1/NetworkAdapters: HTTP 404") !=
+        CHECK(run.error->message.find(
+                  "not read: network_adapters: GET /redfish/v1/Chassis/C1/NetworkAdapters: HTTP 404") !=
               std::string::npos);
     }
     SECTION("no BIOS read when the node has no BIOS profile") {
         bmc.on("GET", "/redfish/v1/Systems/S1",
                json_reply({{"BiosVersion", "1.0"}, {"Bios", {{"@odata.id", "/redfish/v1/Systems/S1/Bios"}}}}));
         bmc.on("GET", "/redfish/v1/Systems/S1/Bios", json_reply({{"Attributes", {{"SriovGlobalEnable", "Enabled"}}}}));
-        auto fleet = load_fleet_or_fail(
-            write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"}, .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "1.0")}));
+        auto fleet =
+            load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {"http://bmc.test:8000"},
+                                                 .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "1.0")}));
         FirmwareStage stage(http);
         auto run = run_stage(stage, fleet, fleet.nodes[0]);
         CHECK_FALSE(run.error);
@@ -261,13 +274,15 @@ TEST_CASE("the stage fails a node only when its profile needs the part that was 
         auto run = run_stage(stage, fleet, fleet.nodes[0]);
         REQUIRE(run.error);
         CHECK(run.error->code == "firmware.bios");
-        CHECK(run.error->message.find("bios: GET /redfish/v1/Systems/S1/Bios: /Attributes: missing") != std::string::npos);
+        CHECK(run.error->message.find("bios: GET /redfish/v1/Systems/S1/Bios: /Attributes: missing") !=
+              std::string::npos);
     }
 }
 
 // ---- kiln-bmc serving DMTF's public trees, through the kiln CLI -----------
 
-TEST_CASE("kiln firmware inventory and plan on DMTF's tower with its NetworkAdapters gone show a warning, not a failure") {
+TEST_CASE(
+    "kiln firmware inventory and plan on DMTF's tower with its NetworkAdapters gone show a warning, not a failure") {
     kiln::test::TempDir dir;
     const std::string tree = dir.file("tower");
     fs::copy(fixture("dmtf-public-tower"), tree, fs::copy_options::recursive);
@@ -277,7 +292,8 @@ TEST_CASE("kiln firmware inventory and plan on DMTF's tower with its NetworkAdap
 
     // The tower's own BIOS as the profile wants it, written without the
     // build date the system resource shows.
-    const std::string fleet = write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "P79 v1.45")});
+    const std::string fleet = write_fleet(
+        dir, {.bmc_urls = {bmc.url()}, .firmware_toml = "[firmware.p]\n" + component_toml("BIOS", "P79 v1.45")});
     auto inv = run_kiln({"firmware", "inventory", fleet});
     INFO(inv.out << inv.err);
     CHECK(inv.exit_code == 0);
@@ -294,8 +310,9 @@ TEST_CASE("kiln firmware inventory and plan on DMTF's tower with its NetworkAdap
     // A profile that needs the NIC that was under NetworkAdapters (its Name
     // in the full tree): an error naming both.
     kiln::test::TempDir dir2;
-    const std::string nic_fleet =
-        write_fleet(dir2, {.bmc_urls = {bmc.url()}, .firmware_toml = "[firmware.p]\n" + component_toml("Network Adapter", "7.4.10")});
+    const std::string nic_fleet = write_fleet(
+        dir2,
+        {.bmc_urls = {bmc.url()}, .firmware_toml = "[firmware.p]\n" + component_toml("Network Adapter", "7.4.10")});
     auto nic = run_kiln({"plan", nic_fleet, "--stage", "firmware"});
     INFO(nic.out << nic.err);
     CHECK(nic.exit_code == 1);

@@ -25,7 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Endpoint endpoint() { return Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}}; }
+Endpoint endpoint() {
+    return Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}};
+}
 
 Response accepted(const std::string& monitor) {
     Response r;
@@ -50,13 +52,15 @@ TEST_CASE("task states compare case-insensitively and Dell's Scheduled is a stag
     CHECK(task_phase("Exception", "") == TaskPhase::Failed);
 }
 
-TEST_CASE("a Dell update task that ends Scheduled, or runs with its job Scheduled, is followed to that and no further") {
+TEST_CASE(
+    "a Dell update task that ends Scheduled, or runs with its job Scheduled, is followed to that and no further") {
     FakeBmc bmc;
     bmc.minimal_tree();
     auto c = client_of(bmc);
     SECTION("TaskState Scheduled") {
         bmc.on("GET", "/redfish/v1/TaskService/Tasks/JID_1",
-               {json_reply({{"TaskState", "Running"}}, 202), json_reply({{"TaskState", "Scheduled"}, {"TaskStatus", "OK"}})});
+               {json_reply({{"TaskState", "Running"}}, 202),
+                json_reply({{"TaskState", "Scheduled"}, {"TaskStatus", "OK"}})});
         auto r = follow_task(c, accepted("/redfish/v1/TaskService/Tasks/JID_1"));
         REQUIRE(r);
         CHECK(r->state == "Scheduled");
@@ -103,8 +107,9 @@ TEST_CASE("allowable reset types and transfer protocols are read from @Redfish.A
                           {{"target", "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"},
                            {"@Redfish.ActionInfo", "/redfish/v1/UpdateService/SimpleUpdateActionInfo"}}}}}}));
     bmc.on("GET", "/redfish/v1/UpdateService/SimpleUpdateActionInfo",
-           json_reply({{"Parameters",
-                        {{{"Name", "ImageURI"}}, {{"Name", "TransferProtocol"}, {"AllowableValues", {"HTTPS", "SFTP"}}}}}}));
+           json_reply(
+               {{"Parameters",
+                 {{{"Name", "ImageURI"}}, {{"Name", "TransferProtocol"}, {"AllowableValues", {"HTTPS", "SFTP"}}}}}}));
     auto c = client_of(bmc);
     auto inv = kiln::firmware::read_inventory(c);
     REQUIRE(inv);
@@ -134,14 +139,16 @@ TEST_CASE("a BIOS change on a BMC whose ActionInfo allows only On and ForceOff r
     reset["@Redfish.ActionInfo"] = "/redfish/v1/Systems/437XR1138R2/ResetActionInfo";
     std::ofstream(sys + "/index.json") << system.dump(2);
     fs::create_directories(sys + "/ResetActionInfo");
-    std::ofstream(sys + "/ResetActionInfo/index.json")
-        << json{{"@odata.id", "/redfish/v1/Systems/437XR1138R2/ResetActionInfo"},
-                {"@odata.type", "#ActionInfo.v1_1_2.ActionInfo"},
-                {"Id", "ResetActionInfo"},
-                {"Name", "Reset Action Info"},
-                {"Parameters", {{{"Name", "ResetType"}, {"Required", true}, {"DataType", "String"},
-                                 {"AllowableValues", {"On", "ForceOff"}}}}}}
-               .dump(2);
+    std::ofstream(sys + "/ResetActionInfo/index.json") << json{
+        {"@odata.id", "/redfish/v1/Systems/437XR1138R2/ResetActionInfo"},
+        {"@odata.type", "#ActionInfo.v1_1_2.ActionInfo"},
+        {"Id", "ResetActionInfo"},
+        {"Name", "Reset Action Info"},
+        {"Parameters",
+         {{{"Name", "ResetType"},
+           {"Required", true},
+           {"DataType", "String"},
+           {"AllowableValues", {"On", "ForceOff"}}}}}}.dump(2);
 
     BmcChild bmc;
     REQUIRE(bmc.start({"--mockup", tree, "--port", "0"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));

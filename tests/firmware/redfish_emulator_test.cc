@@ -23,7 +23,9 @@ void start(BmcChild& bmc, const std::string& mockup) {
     REQUIRE(bmc.start({"--mockup", mockup_path(mockup), "--port", "0"}, {{"KILN_BMC_PASSWORD", kPassword}}));
 }
 
-Endpoint endpoint(const BmcChild& bmc) { return Endpoint{bmc.url(), "admin", kPassword, {}}; }
+Endpoint endpoint(const BmcChild& bmc) {
+    return Endpoint{bmc.url(), "admin", kPassword, {}};
+}
 
 // The BMC's own view of its sessions, read with Basic auth.
 std::vector<std::string> open_sessions(net::HttpClient& http, const BmcChild& bmc) {

@@ -23,7 +23,9 @@ using std::chrono::milliseconds;
 
 namespace {
 
-Endpoint endpoint() { return Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}}; }
+Endpoint endpoint() {
+    return Endpoint{"http://bmc.test:8000", "admin", "s3cret-pw", {}};
+}
 
 // Records every wait instead of sleeping.
 struct Waits {
@@ -140,8 +142,9 @@ TEST_CASE("Basic auth when the service root offers no sessions") {
 TEST_CASE("a 412 re-reads the resource and retries the PATCH once with the fresh ETag") {
     FakeBmc bmc;
     bmc.minimal_tree();
-    bmc.on("GET", "/redfish/v1/Systems/S1",
-           {json_reply({{"Id", "S1"}}, 200, {{"ETag", "\"A\""}}), json_reply({{"Id", "S1"}}, 200, {{"ETag", "\"B\""}})});
+    bmc.on(
+        "GET", "/redfish/v1/Systems/S1",
+        {json_reply({{"Id", "S1"}}, 200, {{"ETag", "\"A\""}}), json_reply({{"Id", "S1"}}, 200, {{"ETag", "\"B\""}})});
     bmc.on("PATCH", "/redfish/v1/Systems/S1", {json_reply({}, 412), Reply{204, "", {}, ""}});
     Client c(std::make_shared<BmcSession>(bmc, endpoint()));
     auto r = c.patch("/redfish/v1/Systems/S1", json{{"AssetTag", "x"}});
@@ -174,8 +177,9 @@ TEST_CASE("busy replies are retried with the BMC's Retry-After and retries are b
 
     // A vendor "busy" MessageId on a 400 counts as busy too.
     bmc.on("GET", "/redfish/v1/Managers",
-           json_reply({{"error", {{"@Message.ExtendedInfo", {{{"MessageId", "Base.1.8.ServiceTemporarilyUnavailable"}}}}}}},
-                      400));
+           json_reply(
+               {{"error", {{"@Message.ExtendedInfo", {{{"MessageId", "Base.1.8.ServiceTemporarilyUnavailable"}}}}}}},
+               400));
     auto m = c.get("/redfish/v1/Managers");
     REQUIRE_FALSE(m);
     CHECK(bmc.count("GET", "/redfish/v1/Managers") == 3);
@@ -211,7 +215,8 @@ TEST_CASE("an action POST is resent after a refused connection but never after a
 TEST_CASE("redirects and links to another host are refused with a clear error") {
     FakeBmc bmc;
     bmc.minimal_tree();
-    bmc.on("GET", "/redfish/v1/Systems", Reply{302, "", {{"Location", "http://elsewhere.test/redfish/v1/Systems"}}, ""});
+    bmc.on("GET", "/redfish/v1/Systems",
+           Reply{302, "", {{"Location", "http://elsewhere.test/redfish/v1/Systems"}}, ""});
     Client c(std::make_shared<BmcSession>(bmc, endpoint()));
     auto r = c.get("/redfish/v1/Systems");
     REQUIRE_FALSE(r);
@@ -282,14 +287,15 @@ TEST_CASE("bad bodies from a BMC give errors naming the resource never a crash")
 }
 
 TEST_CASE("every DSP0266 TaskState is classified") {
-    for (const char* s : {"New", "Starting", "Running", "Pending", "Stopping", "Cancelling", "Service", "Suspended",
-                          "Interrupted"})
+    for (const char* s :
+         {"New", "Starting", "Running", "Pending", "Stopping", "Cancelling", "Service", "Suspended", "Interrupted"})
         CHECK(task_phase(s, "OK") == TaskPhase::Running);
     CHECK(task_phase("Completed", "OK") == TaskPhase::Succeeded);
     CHECK(task_phase("Completed", "Warning") == TaskPhase::Succeeded);
     CHECK(task_phase("Completed", "") == TaskPhase::Succeeded);
     CHECK(task_phase("Completed", "Critical") == TaskPhase::Failed);
-    for (const char* s : {"Exception", "Killed", "Cancelled", "Exploded"}) CHECK(task_phase(s, "OK") == TaskPhase::Failed);
+    for (const char* s : {"Exception", "Killed", "Cancelled", "Exploded"})
+        CHECK(task_phase(s, "OK") == TaskPhase::Failed);
 }
 
 TEST_CASE("a task is followed through 202s a BMC restart and a re-login to its end") {
@@ -301,7 +307,7 @@ TEST_CASE("a task is followed through 202s a BMC restart and a re-login to its e
     bmc.on("GET", "/redfish/v1/TaskService/Tasks/7/Monitor",
            {json_reply({{"TaskState", "Running"}, {"PercentComplete", 10}}, 202, {{"Retry-After", "3"}}),
             Reply{0, "", {}, "http.connect"},  // the BMC restarts
-            json_reply({}, 401),                // and forgot the session
+            json_reply({}, 401),               // and forgot the session
             json_reply({{"TaskState", "Completed"}, {"TaskStatus", "OK"}, {"Messages", json::array()}})});
     Waits waits;
     Client c(std::make_shared<BmcSession>(bmc, endpoint()), waits.waiter());
@@ -338,8 +344,9 @@ TEST_CASE("a running task is polled by its PercentComplete, not every Retry-Afte
         }
         const int percent = static_cast<int>(100 * t.count() / task.count());
         bmc.on("GET", monitor,
-               json_reply({{"TaskState", percent < 10 ? "New" : "Running"}, {"PercentComplete", percent < 10 ? 0 : percent}},
-                          202, {{"Retry-After", "1"}}));
+               json_reply(
+                   {{"TaskState", percent < 10 ? "New" : "Running"}, {"PercentComplete", percent < 10 ? 0 : percent}},
+                   202, {{"Retry-After", "1"}}));
     };
     Waits waits;
     Client c(std::make_shared<BmcSession>(bmc, endpoint()), waits.waiter());
@@ -423,8 +430,8 @@ TEST_CASE("vendors are told apart by the service root and the manager") {
 
 TEST_CASE("BIOS intents map to the vendor's attribute names and the registry's values") {
     json hpe_attrs = {{"Sriov", "Enabled"}, {"ProcAmdIoVt", "Disabled"}};
-    auto r = map_bios_intents(profile_for(Vendor::Hpe), {{"sriov", false}, {"iommu", true}, {"acs", false}}, hpe_attrs,
-                              {});
+    auto r =
+        map_bios_intents(profile_for(Vendor::Hpe), {{"sriov", false}, {"iommu", true}, {"acs", false}}, hpe_attrs, {});
     REQUIRE(r);
     CHECK(r->attributes == json{{"Sriov", "Disabled"}, {"ProcAmdIoVt", "Enabled"}});
     REQUIRE(r->not_applicable.size() == 1);  // HPE has no ACS attribute here

@@ -45,11 +45,12 @@ struct Reader {
     net::CurlHttpClient http;
     redfish::SessionPool pool{http};
     redfish::Client client;
-    explicit Reader(const std::string& url)
-        : client(pool.acquire({url, "admin", kBmcPassword, {}})) {}
+    explicit Reader(const std::string& url) : client(pool.acquire({url, "admin", kBmcPassword, {}})) {}
 };
 
-std::string error_id(const redfish::Response& r) { return r.message_ids(); }
+std::string error_id(const redfish::Response& r) {
+    return r.message_ids();
+}
 
 FirmwareStageOptions fast_options() {
     FirmwareStageOptions o;
@@ -108,9 +109,9 @@ TEST_CASE("kiln-bmc refuses $expand forms its service root does not advertise, a
     BmcChild hpe, bare;
     // The HPE capture: Levels with MaxLevels 1, NoLinks, no ExpandAll.
     REQUIRE(hpe.start({"--mockup", mockup_path("hpe-dl325"), "--port", "0"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
-    REQUIRE(bare.start({"--mockup", without_query_support(dir, mockup_path("dmtf-public-rackmount1"), "bare"), "--port",
-                        "0"},
-                       {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    REQUIRE(bare.start(
+        {"--mockup", without_query_support(dir, mockup_path("dmtf-public-rackmount1"), "bare"), "--port", "0"},
+        {{"KILN_BMC_PASSWORD", kBmcPassword}}));
     Reader h(hpe.url()), b(bare.url());
     auto ok = h.client.get_any("/redfish/v1/Systems?$expand=.($levels=1)");
     REQUIRE(ok);
@@ -193,7 +194,8 @@ TEST_CASE("a converged node's verify takes observe's read instead of reading the
     auto fleet = load_fleet_or_fail(write_fleet(
         dir, {.bmc_urls = {bmc.url()},
               .firmware_toml = "[firmware.p]\n[[firmware.p.components]]\nname = \"BIOS\"\nversion = \"P79 v1.45\"\n"
-                               "artifact = \"/nonexistent/bios.bin\"\nsha256 = \"" + std::string(64, 'b') + "\"\n",
+                               "artifact = \"/nonexistent/bios.bin\"\nsha256 = \"" +
+                               std::string(64, 'b') + "\"\n",
               .bios_toml = "[bios.b]\nattributes = { ProcHyperthreading = \"Enabled\" }\n"}));
     FirmwareStage stage(nullptr, fast_options());
     stage.begin_run(fleet);
@@ -223,9 +225,9 @@ TEST_CASE("kiln apply: eight GPU members with one name are each flashed exactly 
     const bool expand = GENERATE(true, false);
     INFO((expand ? "service offers $expand" : "service offers no $expand"));
     BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", expand ? tree : without_query_support(dir, tree, "bare"), "--port", "0",
-                       "--task-seconds", "0.3"},
-                      {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    REQUIRE(bmc.start(
+        {"--mockup", expand ? tree : without_query_support(dir, tree, "bare"), "--port", "0", "--task-seconds", "0.3"},
+        {{"KILN_BMC_PASSWORD", kBmcPassword}}));
     const std::string fleet =
         write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = gpu_component(dir, "GPU SXM Firmware", "")});
     CHECK(apply(fleet).exit_code == 0);
@@ -270,11 +272,11 @@ TEST_CASE("kiln apply: nodes on a four-blade BMC each verify their own system") 
     CHECK(r.out.find("node-1") != std::string::npos);
     // Blade 2 alone runs 1.60: verified there, and only there.
     kiln::test::TempDir d2, d0;
-    CHECK(apply(write_fleet(d2, {.bmc_urls = {bmc.url()}, .firmware_toml = component("P86 v1.60"),
-                                 .bmc_systems = {blade2}}))
+    CHECK(apply(write_fleet(
+                    d2, {.bmc_urls = {bmc.url()}, .firmware_toml = component("P86 v1.60"), .bmc_systems = {blade2}}))
               .exit_code == 0);
-    auto wrong = apply(write_fleet(d0, {.bmc_urls = {bmc.url()}, .firmware_toml = component("P86 v1.60"),
-                                        .bmc_systems = {blade0}}));
+    auto wrong = apply(
+        write_fleet(d0, {.bmc_urls = {bmc.url()}, .firmware_toml = component("P86 v1.60"), .bmc_systems = {blade0}}));
     CHECK(wrong.exit_code != 0);  // blade 0 runs 1.58, and this BMC cannot update it
     CHECK(bmc_get(bmc.url(), "/kiln-bmc/state")["updates"].empty());
 }
@@ -290,21 +292,25 @@ TEST_CASE("kiln apply: a reset type the ActionInfo does not allow is never sent"
     reset["@Redfish.ActionInfo"] = kRackSystem + "/ResetActionInfo";
     std::ofstream(sys + "/index.json") << system.dump(2);
     fs::create_directories(sys + "/ResetActionInfo");
-    std::ofstream(sys + "/ResetActionInfo/index.json")
-        << json{{"@odata.id", kRackSystem + "/ResetActionInfo"},
-                {"@odata.type", "#ActionInfo.v1_1_2.ActionInfo"},
-                {"Id", "ResetActionInfo"},
-                {"Name", "Reset Action Info"},
-                {"Parameters", {{{"Name", "ResetType"}, {"Required", true}, {"DataType", "String"},
-                                 {"AllowableValues", {"On", "ForceOff"}}}}}}
-               .dump(2);
+    std::ofstream(sys + "/ResetActionInfo/index.json") << json{
+        {"@odata.id", kRackSystem + "/ResetActionInfo"},
+        {"@odata.type", "#ActionInfo.v1_1_2.ActionInfo"},
+        {"Id", "ResetActionInfo"},
+        {"Name", "Reset Action Info"},
+        {"Parameters",
+         {{{"Name", "ResetType"},
+           {"Required", true},
+           {"DataType", "String"},
+           {"AllowableValues", {"On", "ForceOff"}}}}}}.dump(2);
     BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", tree, "--port", "0", "--task-seconds", "0.3"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    REQUIRE(
+        bmc.start({"--mockup", tree, "--port", "0", "--task-seconds", "0.3"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
     // A BIOS update and a BIOS setting: both need the host reset. kiln-bmc
     // answers 400 to a ResetType outside the ActionInfo's list, so the run
     // gets through only if every reset it sent was allowed.
     const std::string fleet =
-        write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_image_component(dir, "P79 v1.50"),
+        write_fleet(dir, {.bmc_urls = {bmc.url()},
+                          .firmware_toml = bios_image_component(dir, "P79 v1.50"),
                           .bios_toml = "[bios.b]\nattributes = { ProcHyperthreading = \"Disabled\" }\n"});
     CHECK(apply(fleet).exit_code == 0);
     CHECK(bmc_get(bmc.url(), kRackSystem + "/Bios")["Attributes"]["ProcHyperthreading"] == "Disabled");
@@ -322,7 +328,8 @@ TEST_CASE("kiln apply: a tree whose NetworkAdapters answer 404 is flashed, with 
     fs::copy(std::string(KILN_FIXTURE_REDFISH) + "/dmtf-public-tower", tree, fs::copy_options::recursive);
     REQUIRE(fs::remove_all(tree + "/Chassis/Tower/NetworkAdapters") > 0);
     BmcChild bmc;
-    REQUIRE(bmc.start({"--mockup", tree, "--port", "0", "--task-seconds", "0.3"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
+    REQUIRE(
+        bmc.start({"--mockup", tree, "--port", "0", "--task-seconds", "0.3"}, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
     const std::string fleet =
         write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_image_component(dir, "P79 v1.50")});
     auto r = apply(fleet);

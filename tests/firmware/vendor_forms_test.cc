@@ -89,9 +89,9 @@ std::shared_ptr<FakeBmc> dell_scheduled(const json& job_end) {
     auto bmc = std::make_shared<FakeBmc>();
     vendor_tree(*bmc, "Dell");
     bmc->on("POST", kSimpleUpdate, json_reply({}, 202, {{"Location", "/redfish/v1/TaskService/Tasks/JID_7"}}));
-    bmc->on("GET", "/redfish/v1/TaskService/Tasks/JID_7",
-            json_reply({{"TaskState", "Running"}, {"Oem", {{"Dell", {{"Id", "JID_7"}, {"JobState", "Scheduled"}}}}}},
-                       202));
+    bmc->on(
+        "GET", "/redfish/v1/TaskService/Tasks/JID_7",
+        json_reply({{"TaskState", "Running"}, {"Oem", {{"Dell", {{"Id", "JID_7"}, {"JobState", "Scheduled"}}}}}}, 202));
     bmc->on("GET", kJob, json_reply({{"Id", "JID_7"}, {"JobState", "Scheduled"}, {"PercentComplete", 0}}));
     bmc->on("POST", kReset, Reply{204, "", {}, ""});
     FakeBmc* raw = bmc.get();
@@ -107,8 +107,11 @@ std::shared_ptr<FakeBmc> dell_scheduled(const json& job_end) {
 }  // namespace
 
 TEST_CASE("a Dell update that ends Scheduled resets the host and completes through the job queue") {
-    auto bmc = dell_scheduled({{"Id", "JID_7"}, {"JobState", "Completed"}, {"PercentComplete", 100},
-                               {"Message", "Job completed successfully."}, {"MessageId", "PR19"}});
+    auto bmc = dell_scheduled({{"Id", "JID_7"},
+                               {"JobState", "Completed"},
+                               {"PercentComplete", 100},
+                               {"Message", "Job completed successfully."},
+                               {"MessageId", "PR19"}});
     auto run = run_on(bmc, "bios-2.0");
     INFO((run->result.error ? run->result.error->str() : std::string("ok")));
     REQUIRE_FALSE(run->result.error);
@@ -122,8 +125,11 @@ TEST_CASE("a Dell update that ends Scheduled resets the host and completes throu
 }
 
 TEST_CASE("a Dell job that fails after the reset fails the node with the job's message") {
-    auto bmc = dell_scheduled({{"Id", "JID_7"}, {"JobState", "Failed"}, {"PercentComplete", 100},
-                               {"Message", "Unable to verify Update Package signature."}, {"MessageId", "RED007"}});
+    auto bmc = dell_scheduled({{"Id", "JID_7"},
+                               {"JobState", "Failed"},
+                               {"PercentComplete", 100},
+                               {"Message", "Unable to verify Update Package signature."},
+                               {"MessageId", "RED007"}});
     auto run = run_on(bmc, "bios-2.0");
     REQUIRE(run->result.error);
     CHECK(run->result.error->code == "redfish.task_failed");
@@ -240,7 +246,8 @@ TEST_CASE("BIOS settings go where the vendor keeps its settings object") {
         CHECK(bmc->count("POST", kReset) == 1);
     }
     SECTION("Dell: the job queue is cleared before the change, other vendors leave it") {
-        const std::string clear = "/redfish/v1/Managers/M1/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue";
+        const std::string clear =
+            "/redfish/v1/Managers/M1/Oem/Dell/DellJobService/Actions/DellJobService.DeleteJobQueue";
         auto dell = bios_tree("Dell", "");
         auto run = run_on(dell, "", kBiosProfile);
         REQUIRE_FALSE(run->result.error);
@@ -276,11 +283,13 @@ TEST_CASE("messages without a MessageId are printed by their text") {
     r.status = 400;
     r.method = "PATCH";
     r.uri = "/redfish/v1/Systems/S1/Bios";
-    r.body = {{"error", {{"@Message.ExtendedInfo", {{{"Message", "The attribute is read-only."}},
-                                                    {{"MessageId", "Base.1.8.PropertyNotWritable"}}}}}}};
+    r.body = {{"error",
+               {{"@Message.ExtendedInfo",
+                 {{{"Message", "The attribute is read-only."}}, {{"MessageId", "Base.1.8.PropertyNotWritable"}}}}}}};
     auto e = redfish::status_error(r);
-    CHECK(e.message == "PATCH /redfish/v1/Systems/S1/Bios: HTTP 400 (\"The attribute is read-only.\", "
-                       "Base.1.8.PropertyNotWritable)");
+    CHECK(e.message ==
+          "PATCH /redfish/v1/Systems/S1/Bios: HTTP 400 (\"The attribute is read-only.\", "
+          "Base.1.8.PropertyNotWritable)");
 }
 
 TEST_CASE("iDRAC job states and job ids") {

@@ -24,8 +24,9 @@ const std::string kJobs = "/redfish/v1/Managers/BMC/Oem/Dell/Jobs";
 
 void start(BmcChild& bmc, const std::string& vendor, std::vector<std::string> more = {},
            const std::string& task_seconds = "0.5") {
-    std::vector<std::string> args = {"--mockup", mockup_path("dmtf-public-rackmount1"), "--port", "0",
-                                     "--vendor", vendor, "--task-seconds", task_seconds};
+    std::vector<std::string> args = {
+        "--mockup",  mockup_path("dmtf-public-rackmount1"), "--port", "0", "--vendor", vendor, "--task-seconds",
+        task_seconds};
     args.insert(args.end(), more.begin(), more.end());
     REQUIRE(bmc.start(args, {{"KILN_BMC_PASSWORD", kBmcPassword}}));
 }
@@ -54,9 +55,10 @@ TEST_CASE("kiln apply: a Dell update that waits Scheduled is run by one host res
     INFO((purged ? "task purged after its first poll" : "task kept"));
     // Purged: the task runs long enough for kiln to poll it once before it goes.
     // Kept: POST runs the job for a second after the reset, as an iDRAC does for minutes.
-    start(bmc, "dell",
-          purged ? std::vector<std::string>{"--fault-purge-tasks", "1"} : std::vector<std::string>{"--post-seconds", "1"},
-          purged ? "3" : "0.5");
+    start(
+        bmc, "dell",
+        purged ? std::vector<std::string>{"--fault-purge-tasks", "1"} : std::vector<std::string>{"--post-seconds", "1"},
+        purged ? "3" : "0.5");
     kiln::test::TempDir dir;
     auto fleet = write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = bios_component(dir, "P79 v1.50")});
     auto r = apply(fleet);

@@ -22,10 +22,10 @@
 #include "tests/support/fleet_builder.h"
 #include "tests/support/temp_dir.h"
 
-using nlohmann::json;
 using kiln::handover::HookRunner;
 using kiln::test::TempDir;
 using kiln::test::WebhookReceiver;
+using nlohmann::json;
 
 namespace {
 

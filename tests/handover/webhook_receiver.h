@@ -72,7 +72,8 @@ private:
             if (header_end == std::string::npos && (header_end = data.find("\r\n\r\n")) != std::string::npos) {
                 ReceivedRequest r;
                 parse_head(data.substr(0, header_end), r);
-                want = header_end + 4 + std::stoul(r.headers.count("content-length") ? r.headers["content-length"] : "0");
+                want =
+                    header_end + 4 + std::stoul(r.headers.count("content-length") ? r.headers["content-length"] : "0");
             }
             if (header_end != std::string::npos && data.size() >= want) break;
         }
@@ -83,7 +84,8 @@ private:
             std::lock_guard l(mu_);
             requests_.push_back(r);
         }
-        std::string resp = "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        std::string resp =
+            "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
         send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
     }
     static void parse_head(const std::string& head, ReceivedRequest& r) {

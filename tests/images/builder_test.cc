@@ -46,13 +46,15 @@ struct Rig {
     }
 
     Recipe recipe(const std::string& extra_layer = "") {
-        const std::string text = std::string("name = \"demo\"\n[inputs]\nkiln-smoke = \"\"\n[base]\nsuite = \"bookworm\"\n"
-                                             "packages = [\"linux-image-amd64\"]\n"
-                                             "[[layers]]\nname = \"rdma\"\npackages = [\"rdma-core\"]\n"
-                                             "kernel_args = [\"iommu=pt\"]\n") +
-                                 extra_layer +
-                                 "[[layers]]\nname = \"smoke\"\n[[layers.files]]\npath = \"/usr/local/bin/kiln-smoke\"\n"
-                                 "input = \"kiln-smoke\"\nmode = \"0755\"\n";
+        const std::string text =
+            std::string(
+                "name = \"demo\"\n[inputs]\nkiln-smoke = \"\"\n[base]\nsuite = \"bookworm\"\n"
+                "packages = [\"linux-image-amd64\"]\n"
+                "[[layers]]\nname = \"rdma\"\npackages = [\"rdma-core\"]\n"
+                "kernel_args = [\"iommu=pt\"]\n") +
+            extra_layer +
+            "[[layers]]\nname = \"smoke\"\n[[layers.files]]\npath = \"/usr/local/bin/kiln-smoke\"\n"
+            "input = \"kiln-smoke\"\nmode = \"0755\"\n";
         auto r = parse_recipe(text, dir.path() + "/demo.toml", {{"kiln-smoke", smoke}});
         for (const auto& e : r.errors) FAIL(e.str());
         return *r.recipe;
@@ -127,8 +129,9 @@ TEST_CASE("builder: a mirror caught mid-sync is worth a retry, a package that do
     // Neither left a cache entry.
     CHECK(rig.cache.list().empty());
 
-    CHECK(mirror_trouble("Err:1 http://mirror.invalid/debian bookworm/main amd64 rdma-core\n"
-                         "E: Failed to fetch http://mirror.invalid/debian/pool/main/r/rdma-core.deb  Hash Sum mismatch"));
+    CHECK(
+        mirror_trouble("Err:1 http://mirror.invalid/debian bookworm/main amd64 rdma-core\n"
+                       "E: Failed to fetch http://mirror.invalid/debian/pool/main/r/rdma-core.deb  Hash Sum mismatch"));
     CHECK(mirror_trouble("W: Temporary failure resolving 'mirror.invalid'"));
     CHECK_FALSE(mirror_trouble("E: Unable to locate package no-such-package-kiln"));
 }
@@ -181,7 +184,8 @@ TEST_CASE("builder: base through mmdebstrap with SOURCE_DATE_EPOCH, overlays on 
 
 TEST_CASE("builder: commands get the image's kernel version, not the appliance's") {
     Rig rig;
-    const std::string layer = "[[layers]]\nname = \"dkms\"\ncommands = [\"dkms autoinstall -k $KILN_KERNEL_VERSION\"]\n";
+    const std::string layer =
+        "[[layers]]\nname = \"dkms\"\ncommands = [\"dkms autoinstall -k $KILN_KERNEL_VERSION\"]\n";
     REQUIRE(rig.builder.build(rig.recipe(layer), rig.opts).ok());
     bool seen = false;
     for (size_t i = 0; i < rig.world.calls.size(); ++i) {
@@ -234,7 +238,8 @@ TEST_CASE("builder: an appliance that hung is killed and its layer built once mo
     CHECK(rig.world.launches == launches_clean + 1);
     CHECK(rig.statuses(*r) == std::vector<std::string>{"base:built", "rdma:built", "smoke:built"});
     bool retried = false;
-    for (const auto& s : said) retried = retried || (s.rfind("base: ", 0) == 0 && s.find("once more") != std::string::npos);
+    for (const auto& s : said)
+        retried = retried || (s.rfind("base: ", 0) == 0 && s.find("once more") != std::string::npos);
     CHECK(retried);
     for (const auto& e : fs::directory_iterator(rig.cache.dir() + "/layers"))
         CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
@@ -267,8 +272,8 @@ TEST_CASE("builder: a host layer that fails leaves no tree and no cache entry, a
     fs::create_directories(live + "/etc");
     rig.world.calls.clear();
     // The fake appliance cannot hand out its tree: the layer fails there.
-    auto r = rig.builder.build(
-        rig.recipe("[[layers]]\nname = \"dkms\"\nbuild_in = \"host\"\npackages = [\"dkms\"]\n"), rig.opts);
+    auto r = rig.builder.build(rig.recipe("[[layers]]\nname = \"dkms\"\nbuild_in = \"host\"\npackages = [\"dkms\"]\n"),
+                               rig.opts);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message.find("tar_out") != std::string::npos);
     CHECK_FALSE(fs::exists(stale));

@@ -104,12 +104,15 @@ public:
     Status rm_rf(const std::string& path) override {
         w_.calls.push_back("rm_rf:" + path);
         for (auto it = w_.files.begin(); it != w_.files.end();) {
-            if (it->first == path || it->first.rfind(path + "/", 0) == 0) it = w_.files.erase(it);
-            else ++it;
+            if (it->first == path || it->first.rfind(path + "/", 0) == 0)
+                it = w_.files.erase(it);
+            else
+                ++it;
         }
         return ok_status();
     }
-    Result<kiln::images::GuestCommandResult> run(const std::string& script, const std::map<std::string, std::string>& env,
+    Result<kiln::images::GuestCommandResult> run(const std::string& script,
+                                                 const std::map<std::string, std::string>& env,
                                                  std::chrono::seconds) override {
         w_.calls.push_back("run:" + script);
         w_.envs.push_back(env);

@@ -13,8 +13,8 @@
 
 #include "images/host_tree.h"
 #include "provisioner/core/command.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/skip.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace kiln::images;
@@ -138,9 +138,10 @@ TEST_CASE("host tree: commands run chrooted with the env, /proc and /dev, and mo
     const std::string& root = m.root;
     HostTree& t = m.tree;
 
-    auto r = t.run("echo \"layer=$KILN_LAYER\"\ntest -r /proc/self/status && echo proc\n"
-                   "test -c /dev/null && echo dev\necho err >&2\ntouch /made-here\nexit 3",
-                   {{"KILN_LAYER", "nvidia"}}, std::chrono::seconds(60));
+    auto r = t.run(
+        "echo \"layer=$KILN_LAYER\"\ntest -r /proc/self/status && echo proc\n"
+        "test -c /dev/null && echo dev\necho err >&2\ntouch /made-here\nexit 3",
+        {{"KILN_LAYER", "nvidia"}}, std::chrono::seconds(60));
     REQUIRE(r);
     CHECK(r->exit_code == 3);
     CHECK(r->output.find("layer=nvidia") != std::string::npos);
@@ -211,8 +212,8 @@ TEST_CASE("host tree: the diff lists what changed, parents first, and what went"
     // A removed directory is one entry, not one per file in it.
     CHECK(d.removed == std::vector<std::string>{"etc/gone", "usr/dir-to-file", "var/old"});
     const std::set<std::string> changed(d.changed.begin(), d.changed.end());
-    for (const char* p : {"etc/edit", "etc/chmod", "usr/dir-to-file", "opt", "opt/new", "opt/new/file",
-                          "opt/new/link", "opt/new/host-link", "opt/new/stderr", "etc", "var", "usr"})
+    for (const char* p : {"etc/edit", "etc/chmod", "usr/dir-to-file", "opt", "opt/new", "opt/new/file", "opt/new/link",
+                          "opt/new/host-link", "opt/new/stderr", "etc", "var", "usr"})
         CHECK(changed.count(p));
     CHECK_FALSE(changed.count("etc/keep"));
     for (const auto& p : d.changed) CHECK(p.find("..") == std::string::npos);

@@ -20,8 +20,8 @@
 #include "images/recipe.h"
 #include "provisioner/core/command.h"
 #include "provisioner/vm/guest_contract.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/skip.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace kiln::images;
@@ -93,9 +93,9 @@ void no_staging_left() {
 TEST_CASE("gpu-guest-lite: a one-file change rebuilds only the last layer, then a rerun builds nothing") {
     Real real;
     TempDir dir;
-    const std::string smoke = dir.write("kiln-smoke", slurp(smoke_input()) + "\n# changed by the rebuild test " +
-                                                          std::to_string(::getpid()) + "-" +
-                                                          std::to_string(std::time(nullptr)) + "\n");
+    const std::string smoke =
+        dir.write("kiln-smoke", slurp(smoke_input()) + "\n# changed by the rebuild test " + std::to_string(::getpid()) +
+                                    "-" + std::to_string(std::time(nullptr)) + "\n");
     // (unique: the layer cache is shared across runs, and this change must
     // be one it has never seen)
     fs::permissions(smoke, fs::perms::owner_all);
@@ -105,8 +105,8 @@ TEST_CASE("gpu-guest-lite: a one-file change rebuilds only the last layer, then 
     o.output = dir.path() + "/lite-changed.qcow2";
     auto r = real.builder.build(*loaded.recipe, o);
     if (!r) FAIL(r.error().str());
-    CHECK(last_build() == std::vector<std::string>{"base:cached", "guest:cached", "soft-roce:cached", "smoke:built",
-                                                   "output:built"});
+    CHECK(last_build() ==
+          std::vector<std::string>{"base:cached", "guest:cached", "soft-roce:cached", "smoke:built", "output:built"});
     CHECK(r->manifest["kernel"].get<std::string>().rfind("6.", 0) == 0);
     CHECK(r->manifest["packages"].contains("cloud-init"));
     CHECK(r->manifest["packages"].contains("qemu-guest-agent"));
@@ -114,8 +114,8 @@ TEST_CASE("gpu-guest-lite: a one-file change rebuilds only the last layer, then 
 
     auto again = real.builder.build(*loaded.recipe, o);
     if (!again) FAIL(again.error().str());
-    CHECK(last_build() == std::vector<std::string>{"base:cached", "guest:cached", "soft-roce:cached", "smoke:cached",
-                                                   "output:cached"});
+    CHECK(last_build() ==
+          std::vector<std::string>{"base:cached", "guest:cached", "soft-roce:cached", "smoke:cached", "output:cached"});
     CHECK(again->manifest["image_sha256"] == r->manifest["image_sha256"]);
 }
 
@@ -216,17 +216,20 @@ TEST_CASE("gpu-guest-lite: host layers build chrooted on the host and land in th
     // Unique content: the cache is shared across runs, and these layers
     // must be built, not found.
     const std::string stamp = std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr));
-    Recipe recipe = lite_plus(dir,
-                              "[[layers]]\nname = \"on-host\"\nbuild_in = \"host\"\npackages = [\"hello\"]\n"
-                              "commands = [\"rm /etc/motd\", \"chmod 0700 /etc/issue.net\",\n"
-                              "  \"ln -s /etc/hostname /etc/kiln-link\",\n"
-                              "  \"mkdir -p /var/lib/kiln && echo " + stamp + " > /var/lib/kiln/marker\",\n"
-                              "  \"install -d -o 65534 -g 65534 /var/lib/kiln-owned\",\n"
-                              "  \"test -r /proc/self/status && test -c /dev/null\"]\n"
-                              "[[layers.files]]\npath = \"/etc/kiln-host-file\"\ncontent = \"written on the host\\n\"\n"
-                              "[[layers]]\nname = \"on-host-too\"\nbuild_in = \"host\"\n"
-                              "commands = [\"rm -r /var/lib/kiln\", \"hello -g carried > /etc/kiln-carried\"]\n",
-                              smoke_input());
+    Recipe recipe =
+        lite_plus(dir,
+                  "[[layers]]\nname = \"on-host\"\nbuild_in = \"host\"\npackages = [\"hello\"]\n"
+                  "commands = [\"rm /etc/motd\", \"chmod 0700 /etc/issue.net\",\n"
+                  "  \"ln -s /etc/hostname /etc/kiln-link\",\n"
+                  "  \"mkdir -p /var/lib/kiln && echo " +
+                      stamp +
+                      " > /var/lib/kiln/marker\",\n"
+                      "  \"install -d -o 65534 -g 65534 /var/lib/kiln-owned\",\n"
+                      "  \"test -r /proc/self/status && test -c /dev/null\"]\n"
+                      "[[layers.files]]\npath = \"/etc/kiln-host-file\"\ncontent = \"written on the host\\n\"\n"
+                      "[[layers]]\nname = \"on-host-too\"\nbuild_in = \"host\"\n"
+                      "commands = [\"rm -r /var/lib/kiln\", \"hello -g carried > /etc/kiln-carried\"]\n",
+                  smoke_input());
     std::vector<std::string> said;
     BuildOptions o;
     o.output = dir.path() + "/on-host.qcow2";
@@ -255,7 +258,7 @@ TEST_CASE("gpu-guest-lite: host layers build chrooted on the host and land in th
     CHECK(g.exists("/usr/bin/hello"));
     CHECK_FALSE(g.exists("/etc/motd"));
     CHECK_FALSE(g.exists("/var/lib/kiln"));  // made by one layer, removed by the next
-    CHECK(g.exists("/etc/issue"));          // the parent's files stay
+    CHECK(g.exists("/etc/issue"));           // the parent's files stay
     auto file = g.read_file("/etc/kiln-host-file");
     REQUIRE(file);
     CHECK(*file == "written on the host\n");

@@ -31,7 +31,9 @@ TEST_CASE("layer keys depend on spec, inputs and parent") {
 
 namespace {
 
-std::string fake_key(int i) { return std::string(63, 'a' + (i % 6)) + std::to_string(i % 10); }
+std::string fake_key(int i) {
+    return std::string(63, 'a' + (i % 6)) + std::to_string(i % 10);
+}
 
 CacheEntry add(LayerCache& c, const std::string& key, const std::string& parent, const std::string& name,
                size_t bytes = 4096) {

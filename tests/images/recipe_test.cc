@@ -148,18 +148,21 @@ TEST_CASE("recipe error: sizes, modes, names") {
     CHECK(only_error(with("size = \"8G\"", "size = \"1M\"")).find("at least 256M") != std::string::npos);
     CHECK(only_error(with("mode = \"0755\"", "mode = \"0899\"")) ==
           "/tmp/recipe.toml:26:8: layers[1].files[0].mode: expected an octal mode such as \"0755\"");
-    CHECK(only_error(with("\"perftest\"]", "\"Perf Test\"]")).find("layers[0].packages[1]: 'Perf Test' is not a valid "
-                                                                  "package name") != std::string::npos);
+    CHECK(only_error(with("\"perftest\"]", "\"Perf Test\"]"))
+              .find("layers[0].packages[1]: 'Perf Test' is not a valid "
+                    "package name") != std::string::npos);
     CHECK(only_error(with("name = \"smoke\"", "name = \"Smoke Layer\"")).find("layers[1].name") != std::string::npos);
     CHECK(only_error(with("name = \"smoke\"", "name = \"rdma\"")).find("used twice") != std::string::npos);
     CHECK(only_error(with("name = \"smoke\"", "name = \"base\"")).find("reserved") != std::string::npos);
-    CHECK(only_error(with("services = [\"kiln-ready.service\"]", "services = [\"a b\"]"))
-              .find("layers[1].services[0]") != std::string::npos);
+    CHECK(
+        only_error(with("services = [\"kiln-ready.service\"]", "services = [\"a b\"]")).find("layers[1].services[0]") !=
+        std::string::npos);
 }
 
 TEST_CASE("a layer's timeout is parsed, checked, and left out of its key") {
     RecipeLoad plain = parse_recipe(kValid, "/tmp/recipe.toml", {});
-    RecipeLoad slow = parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"4h\""), "/tmp/recipe.toml", {});
+    RecipeLoad slow =
+        parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"4h\""), "/tmp/recipe.toml", {});
     REQUIRE(plain.recipe.has_value());
     REQUIRE(slow.recipe.has_value());
     CHECK_FALSE(plain.recipe->layers[0].timeout.has_value());
@@ -168,17 +171,18 @@ TEST_CASE("a layer's timeout is parsed, checked, and left out of its key") {
     // A longer bound builds the same content: the cache key must not move.
     CHECK(slow.recipe->layers[0].canonical() == plain.recipe->layers[0].canonical());
     CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"soon\"")) ==
-          "/tmp/recipe.toml:14:11: layers[0].timeout: expected a duration of a second or more, such as \"90m\" or \"4h\"");
+          "/tmp/recipe.toml:14:11: layers[0].timeout: expected a duration of a second or more, such as \"90m\" or "
+          "\"4h\"");
     CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"0s\"")).find("layers[0].timeout") !=
           std::string::npos);
 }
 
 TEST_CASE("a layer's build_in: appliance by default, host when asked, and part of the key only then") {
     RecipeLoad plain = parse_recipe(kValid, "/tmp/recipe.toml", {});
-    RecipeLoad said = parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"appliance\""),
-                                   "/tmp/recipe.toml", {});
-    RecipeLoad host = parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"host\""),
-                                   "/tmp/recipe.toml", {});
+    RecipeLoad said =
+        parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"appliance\""), "/tmp/recipe.toml", {});
+    RecipeLoad host =
+        parse_recipe(with("name = \"rdma\"", "name = \"rdma\"\nbuild_in = \"host\""), "/tmp/recipe.toml", {});
     REQUIRE(plain.recipe.has_value());
     REQUIRE(said.recipe.has_value());
     REQUIRE(host.recipe.has_value());
@@ -205,13 +209,14 @@ TEST_CASE("recipe error: files need an absolute path and exactly one source") {
 
 TEST_CASE("recipe error: missing host files name the recipe position") {
     kiln::test::TempDir dir;
-    const std::string text = "name = \"x\"\n[base]\nsuite = \"bookworm\"\n[[layers]]\nname = \"a\"\n"
-                             "[[layers.files]]\npath = \"/x\"\nsource = \"files/missing.txt\"\n";
+    const std::string text =
+        "name = \"x\"\n[base]\nsuite = \"bookworm\"\n[[layers]]\nname = \"a\"\n"
+        "[[layers.files]]\npath = \"/x\"\nsource = \"files/missing.txt\"\n";
     const std::string path = dir.write("r.toml", text);
     auto r = load_recipe(path);
     REQUIRE(r.errors.size() == 1);
-    CHECK(r.errors[0].str() == path + ":8:10: layers[0].files[0].source: file not found: " + dir.path() +
-                                   "/files/missing.txt");
+    CHECK(r.errors[0].str() ==
+          path + ":8:10: layers[0].files[0].source: file not found: " + dir.path() + "/files/missing.txt");
     dir.write("files/missing.txt", "now here");
     CHECK(load_recipe(path).recipe.has_value());
 
@@ -223,13 +228,15 @@ TEST_CASE("recipe error: missing host files name the recipe position") {
 }
 
 TEST_CASE("recipe error: a network repo needs its key: raw cannot be compressed") {
-    const std::string repo = "name = \"x\"\n[base]\nsuite = \"b\"\n[[layers]]\nname = \"a\"\n[[layers.repos]]\n"
-                             "name = \"nccl\"\nuri = \"https://example.invalid/repo\"\nsuite = \"./\"\n";
+    const std::string repo =
+        "name = \"x\"\n[base]\nsuite = \"b\"\n[[layers]]\nname = \"a\"\n[[layers.repos]]\n"
+        "name = \"nccl\"\nuri = \"https://example.invalid/repo\"\nsuite = \"./\"\n";
     CHECK(only_error(repo).find("layers[0].repos[0].key: a network repository needs its signing key") !=
           std::string::npos);
     CHECK(parse_recipe(repo + "", "r").errors.size() == 1);
-    const std::string local = "name = \"x\"\n[base]\nsuite = \"b\"\n[[layers]]\nname = \"a\"\n[[layers.repos]]\n"
-                              "name = \"nccl\"\nuri = \"file:/srv/nccl\"\nsuite = \"./\"\n";
+    const std::string local =
+        "name = \"x\"\n[base]\nsuite = \"b\"\n[[layers]]\nname = \"a\"\n[[layers.repos]]\n"
+        "name = \"nccl\"\nuri = \"file:/srv/nccl\"\nsuite = \"./\"\n";
     CHECK(parse_recipe(local, "r").recipe.has_value());
     CHECK(only_error(with("format = \"qcow2\"", "format = \"raw\"")).find("compression needs format") !=
           std::string::npos);
@@ -269,8 +276,9 @@ TEST_CASE("apt sources: deb822 and one-line forms, mirror lines per suite") {
     REQUIRE(d.size() == 2);
     CHECK(d[0].suites == std::vector<std::string>{"bookworm", "bookworm-updates"});
     CHECK(d[0].signed_by == "/usr/share/keyrings/k.gpg");
-    auto o = parse_one_line_sources("# c\ndeb [arch=amd64 signed-by=/k.gpg] http://o.invalid/debian trixie main\n"
-                                    "deb-src http://o.invalid/debian trixie main\n");
+    auto o = parse_one_line_sources(
+        "# c\ndeb [arch=amd64 signed-by=/k.gpg] http://o.invalid/debian trixie main\n"
+        "deb-src http://o.invalid/debian trixie main\n");
     REQUIRE(o.size() == 1);
     CHECK(o[0].signed_by == "/k.gpg");
     CHECK(o[0].suites == std::vector<std::string>{"trixie"});

@@ -74,8 +74,7 @@ bool established(int client_port, int server_port) {
         unsigned state = 0;
         if (std::sscanf(line.c_str(), "%*d: %31s %31s %x", local, remote, &state) != 3) continue;
         const std::string r = remote;
-        if (local == want_local && std::stoi(r.substr(r.find(':') + 1), nullptr, 16) == server_port &&
-            state == 0x01)
+        if (local == want_local && std::stoi(r.substr(r.find(':') + 1), nullptr, 16) == server_port && state == 0x01)
             return true;
     }
     return false;
@@ -583,8 +582,8 @@ TEST_CASE("An idle connection the server closed is dropped and the next request 
     for (const bool tls : {false, true}) {
         INFO((tls ? "https pinned" : "http"));
         // The server closes this one after its reply, without a Connection: close.
-        const int closed = send_json(client, tls ? pinned("/echo?close=1") : get(server().http_url("/echo?close=1")))
-            ["client_port"];
+        const int closed =
+            send_json(client, tls ? pinned("/echo?close=1") : get(server().http_url("/echo?close=1")))["client_port"];
         HttpRequest next = tls ? pinned("/echo") : get(server().http_url("/echo"));
         next.method = "POST";
         next.body = "after the close";

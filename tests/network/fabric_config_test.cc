@@ -307,8 +307,10 @@ TEST_CASE("host config: bad NIC tables are refused at FILE:LINE:COL") {
         expect_error(*f, "nodes[0].nics[0].firmware", "needs vfs: the firmware's NUM_OF_VFS is checked against it");
     }
     SECTION("max_acc_out_read without firmware") {
-        auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", vfs = 8, max_acc_out_read = 44 }, \"mlx5_1\"]\n"));
-        expect_error(*f, "nodes[0].nics[0].max_acc_out_read", "needs firmware = true: it is a ConnectX firmware setting");
+        auto f =
+            write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", vfs = 8, max_acc_out_read = 44 }, \"mlx5_1\"]\n"));
+        expect_error(*f, "nodes[0].nics[0].max_acc_out_read",
+                     "needs firmware = true: it is a ConnectX firmware setting");
     }
     SECTION("a table without a name") {
         auto f = write_fleet(with_host("", "nics = [{ ifname = \"ens1f0\" }, \"mlx5_0\", \"mlx5_1\"]\n"));
@@ -316,7 +318,8 @@ TEST_CASE("host config: bad NIC tables are refused at FILE:LINE:COL") {
     }
     SECTION("an unknown NIC key") {
         auto f = write_fleet(with_host("", "nics = [{ name = \"mlx5_0\", vf = 8 }, \"mlx5_1\"]\n"));
-        expect_error(*f, "nodes[0].nics[0].vf", "unknown key 'vf'; expected one of: firmware, ifname, max_acc_out_read, name, vfs");
+        expect_error(*f, "nodes[0].nics[0].vf",
+                     "unknown key 'vf'; expected one of: firmware, ifname, max_acc_out_read, name, vfs");
     }
     SECTION("neither a name nor a table") {
         auto f = write_fleet(with_host("", "nics = [0, \"mlx5_0\", \"mlx5_1\"]\n"));

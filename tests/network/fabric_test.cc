@@ -388,8 +388,8 @@ TEST_CASE("fabric gives a super-spine, and a spine reached only through it, the 
         auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine2"));
         REQUIRE_FALSE(r.ok());
         CHECK(r.error().code == "network.profile_conflict");
-        CHECK_THAT(r.error().message, Catch::Contains("switch spine2") && Catch::Contains("leaf1") &&
-                                          Catch::Contains("leaf2"));
+        CHECK_THAT(r.error().message,
+                   Catch::Contains("switch spine2") && Catch::Contains("leaf1") && Catch::Contains("leaf2"));
     }
 }
 

@@ -9,14 +9,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "tests/network/veth_netns.h"
 #include "network/stage/network_stage.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/cancel.h"
 #include "provisioner/journal/sqlite_store.h"
+#include "tests/network/veth_netns.h"
 #include "tests/support/child.h"
-#include "tests/support/temp_dir.h"
 #include "tests/support/skip.h"
+#include "tests/support/temp_dir.h"
 
 using namespace kiln;
 using nlohmann::json;

@@ -9,9 +9,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "tests/network/veth_netns.h"
 #include "network/host/host_nic.h"
 #include "network/ssh_runner.h"
+#include "tests/network/veth_netns.h"
 
 using namespace kiln;
 using namespace kiln::network::host;

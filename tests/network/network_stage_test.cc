@@ -354,7 +354,9 @@ std::unique_ptr<FleetFile> connectx_fleet(const std::string& require) {
     return write_fleet(
         "schema = 1\n[fleet]\nname = \"cx\"\npipelines = \"pipelines\"\n[[racks]]\nname = \"r1\"\n[network.roce]\n"
         "[[nodes]]\nname = \"gpu-01\"\nrack = \"r1\"\nrole = \"net\"\nnetwork = \"roce\"\n"
-        "host = { local = true" + require + " }\n"
+        "host = { local = true" +
+        require +
+        " }\n"
         "nics = [{ name = \"mlx5_0\", ifname = \"ens1f0np0\", vfs = 8, firmware = true }]\n");
 }
 

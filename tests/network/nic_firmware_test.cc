@@ -245,7 +245,8 @@ TEST_CASE("host NIC firmware: the RoCE keys follow the netdev's port in sysfs, n
     FirmwareWanted roce{true, 8, true};
     roce.roce_cc_prio_mask = 1 << 3;
     auto done = apply_nic_firmware(
-        *host, {{"mlx5_1", "ens1f1np0", roce}, {"mlx5_2", "ens2f0np1", roce}, {"mlx5_3", "ens3", roce}}, fast_options());
+        *host, {{"mlx5_1", "ens1f1np0", roce}, {"mlx5_2", "ens2f0np1", roce}, {"mlx5_3", "ens3", roce}},
+        fast_options());
     INFO((done ? "" : done.error().str()));
     REQUIRE(done);
     REQUIRE(host->sets.size() == 3);
@@ -275,8 +276,8 @@ TEST_CASE("host NIC firmware: MAX_ACC_OUT_READ is set where the device lists it,
     host->add_nic(kPci1, "ens2f0np0", "1", "8", "1");  // a firmware without it
     FirmwareWanted want{true, 8, true};
     want.max_acc_out_read = 44;
-    auto done = apply_nic_firmware(*host, {{"mlx5_0", "ens1f0np0", want}, {"mlx5_1", "ens2f0np0", want}},
-                                   fast_options());
+    auto done =
+        apply_nic_firmware(*host, {{"mlx5_0", "ens1f0np0", want}, {"mlx5_1", "ens2f0np0", want}}, fast_options());
     INFO((done ? "" : done.error().str()));
     REQUIRE(done);
     REQUIRE(host->sets.size() == 1);
@@ -290,8 +291,8 @@ TEST_CASE("host NIC firmware: MAX_ACC_OUT_READ is set where the device lists it,
 
     // Converged: nothing set, no reboot.
     host->sets.clear();
-    auto again = apply_nic_firmware(*host, {{"mlx5_0", "ens1f0np0", want}, {"mlx5_1", "ens2f0np0", want}},
-                                    fast_options());
+    auto again =
+        apply_nic_firmware(*host, {{"mlx5_0", "ens1f0np0", want}, {"mlx5_1", "ens2f0np0", want}}, fast_options());
     REQUIRE(again);
     CHECK(host->sets.empty());
     CHECK(host->reboots == 1);

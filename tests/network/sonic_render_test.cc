@@ -49,7 +49,7 @@ SonicFacts sku_facts(const std::string& sku_dir, const std::string& model = "tra
     return f;
 }
 
-const char* kSn5600 = "x86_64-nvidia_sn5600-r0/Mellanox-SN5600-O128";    // Spectrum-4
+const char* kSn5600 = "x86_64-nvidia_sn5600-r0/Mellanox-SN5600-O128";       // Spectrum-4
 const char* kZ9332f = "x86_64-dellemc_z9332f_d1508-r0/DellEMC-Z9332f-O32";  // Tomahawk 3
 
 Result<ConfigDb> render_on(const SonicFacts& f, std::vector<kiln::network::Port> ports,
@@ -60,7 +60,6 @@ Result<ConfigDb> render_on(const SonicFacts& f, std::vector<kiln::network::Port>
 }
 
 }  // namespace
-
 
 TEST_CASE("sonic render maps DSCP 26 to the lossless TC and queue") {
     const ConfigDb db = render(roce_profile());
@@ -186,7 +185,6 @@ TEST_CASE("sonic render with the default buffer policy leaves buffers to the swi
     CHECK(with->keys("BUFFER_PG").empty());
     CHECK(with->keys("CABLE_LENGTH").empty());
 }
-
 
 TEST_CASE("sonic headroom is the SKU's own row: Spectrum-4 and Tomahawk 3 at 400G") {
     auto ports = cabled_ports(2, "r1", 2);

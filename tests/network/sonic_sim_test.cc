@@ -27,9 +27,7 @@ const YangValidator& validator() {
 struct SimFixture {
     std::string dir;
     SonicSim sim;
-    SimFixture() : dir(make_dir()), sim(dir, validator()) {
-        tn::seed_state(dir);
-    }
+    SimFixture() : dir(make_dir()), sim(dir, validator()) { tn::seed_state(dir); }
     ~SimFixture() {
         std::error_code ec;
         std::filesystem::remove_all(dir, ec);
@@ -144,9 +142,9 @@ TEST_CASE("sonic sim takes down and up the admin-up ports whose queues, PGs or Q
         return out;
     };
     // An MTU change does not take the port down.
-    REQUIRE(f.run({"config", "apply-patch", "-"},
-                  R"([{"op":"replace","path":"/PORT/Ethernet8/mtu","value":"9216"}])")
-                .rc == 0);
+    REQUIRE(
+        f.run({"config", "apply-patch", "-"}, R"([{"op":"replace","path":"/PORT/Ethernet8/mtu","value":"9216"}])").rc ==
+        0);
     CHECK(flaps().empty());
     REQUIRE(f.run({"config", "apply-patch", "-"}, R"([
         {"op":"replace","path":"/PORT/Ethernet4/admin_status","value":"down"},

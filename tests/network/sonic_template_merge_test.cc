@@ -392,7 +392,8 @@ TEST_CASE("sonic template merge: Dell Z9332f (Tomahawk 3) stock config plus kiln
                          {"Ethernet40", 200}});
 }
 
-TEST_CASE("sonic template merge: Mellanox SN5600 in the dynamic buffer model keeps its headroom computed by the switch") {
+TEST_CASE(
+    "sonic template merge: Mellanox SN5600 in the dynamic buffer model keeps its headroom computed by the switch") {
     // SONiC's dynamic model (buffers_dynamic.json.j2): lossless PGs "NULL",
     // no fixed ingress pool sizes; kiln writes cable lengths as they are.
     merge_case(kSn5600Dynamic, {{"Ethernet0", 5}, {"Ethernet4", 7}, {"Ethernet8", 40}, {"Ethernet12", 300}});

@@ -29,9 +29,9 @@ struct VethNetns {
     explicit VethNetns(const std::string& prefix) : ns(prefix + std::to_string(::getpid())) {
         run_argv({"ip", "netns", "del", ns});
         REQUIRE(run_argv({"ip", "netns", "add", ns}).success());
-        REQUIRE(run_argv({"ip", "netns", "exec", ns, "ip", "link", "add", "rdma0", "type", "veth", "peer", "name",
-                          "rdma1"})
-                    .success());
+        REQUIRE(
+            run_argv({"ip", "netns", "exec", ns, "ip", "link", "add", "rdma0", "type", "veth", "peer", "name", "rdma1"})
+                .success());
         REQUIRE(run_argv({"ip", "netns", "exec", ns, "ip", "link", "set", "rdma0", "up"}).success());
     }
     ~VethNetns() { run_argv({"ip", "netns", "del", ns}); }

@@ -15,7 +15,7 @@ struct PngProbe {
     bool ok = false;
     std::string error;
     uint32_t width = 0, height = 0;
-    uint64_t differing = 0;   // pixels unlike pixel (0,0)
+    uint64_t differing = 0;  // pixels unlike pixel (0,0)
 };
 
 inline PngProbe probe_png(const std::string& bytes) {
@@ -37,7 +37,8 @@ inline PngProbe probe_png(const std::string& bytes) {
         if (type == "IHDR") {
             p.width = be32(at + 8);
             p.height = be32(at + 12);
-            const int depth = uint8_t(bytes[at + 16]), color = uint8_t(bytes[at + 17]), interlace = uint8_t(bytes[at + 20]);
+            const int depth = uint8_t(bytes[at + 16]), color = uint8_t(bytes[at + 17]),
+                      interlace = uint8_t(bytes[at + 20]);
             channels = color == 6 ? 4 : color == 2 ? 3 : 0;
             if (depth != 8 || channels == 0 || interlace != 0) {
                 p.error = "unsupported PNG layout";
@@ -51,7 +52,8 @@ inline PngProbe probe_png(const std::string& bytes) {
     const size_t stride = size_t(p.width) * channels;
     std::vector<uint8_t> raw((stride + 1) * p.height);
     uLongf out_len = raw.size();
-    if (channels == 0 || uncompress(raw.data(), &out_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
+    if (channels == 0 ||
+        uncompress(raw.data(), &out_len, reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK ||
         out_len != raw.size()) {
         p.error = "cannot inflate the image data";
         return p;
@@ -66,15 +68,22 @@ inline PngProbe probe_png(const std::string& bytes) {
                       c = i >= size_t(channels) ? prev[i - channels] : 0;
             int v = row[1 + i];
             switch (filter) {
-                case 1: v += a; break;
-                case 2: v += b; break;
-                case 3: v += (a + b) / 2; break;
+                case 1:
+                    v += a;
+                    break;
+                case 2:
+                    v += b;
+                    break;
+                case 3:
+                    v += (a + b) / 2;
+                    break;
                 case 4: {
                     const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
                     v += (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
                     break;
                 }
-                default: break;
+                default:
+                    break;
             }
             cur[i] = uint8_t(v);
         }

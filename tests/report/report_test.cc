@@ -39,7 +39,8 @@ void check_self_contained(const std::string& html) {
     // Attributes need a quote, which text never keeps unescaped.
     CHECK(html.find("src=\"") == std::string::npos);
     CHECK(html.find("href=\"") == std::string::npos);
-    for (const char* tag : {"<img", "<link", "<iframe", "<object", "<embed"}) CHECK(html.find(tag) == std::string::npos);
+    for (const char* tag : {"<img", "<link", "<iframe", "<object", "<embed"})
+        CHECK(html.find(tag) == std::string::npos);
     CHECK(html.find("url(") == std::string::npos);
     CHECK(html.find("@import") == std::string::npos);
     // The only URL is SVG's namespace name, which nothing fetches.
@@ -91,10 +92,18 @@ TEST_CASE("the report of a journal from a real run: timeline smoke figures failu
     const std::string page = h.dir.write("report.html", html);
     const std::string png = h.dir.file("report.png");
     kiln::CommandSpec spec;
-    spec.argv = {"chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--user-data-dir=" + h.dir.file("chromium-profile"), "--window-size=1100,1400",
-                 "--screenshot=" + png, "file://" + page};
+    spec.argv = {"chromium",
+                 "--headless",
+                 "--no-sandbox",
+                 "--disable-gpu",
+                 "--disable-background-networking",
+                 "--disable-component-update",
+                 "--disable-sync",
+                 "--no-first-run",
+                 "--user-data-dir=" + h.dir.file("chromium-profile"),
+                 "--window-size=1100,1400",
+                 "--screenshot=" + png,
+                 "file://" + page};
     spec.timeout = std::chrono::seconds(120);
     spec.env["HOME"] = h.dir.path();
     auto r = kiln::ProcessRunner().run(spec);
@@ -109,7 +118,8 @@ TEST_CASE("the report of a journal from a real run: timeline smoke figures failu
     CHECK(probe.differing > uint64_t(probe.width) * probe.height / 100);
     if (const char* keep = std::getenv("KILN_REPORT_SCREENSHOT")) {
         std::filesystem::copy_file(png, keep, std::filesystem::copy_options::overwrite_existing);
-        std::filesystem::copy_file(page, std::string(keep) + ".html", std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::copy_file(page, std::string(keep) + ".html",
+                                   std::filesystem::copy_options::overwrite_existing);
     }
 }
 
@@ -129,10 +139,16 @@ TEST_CASE("journal text is escaped everywhere it appears") {
     rec.ended_ms = 5000;
     n.stages.push_back(rec);
     n.smoke = nlohmann::json{{"verdict", "fail"},
-                             {"vms", {{{"vm", "vm'0"},
-                                       {"report", {{"checks", {{{"name", "x<y"}, {"figure", 1.0}, {"threshold", 2.0},
-                                                                {"unit", "&"}, {"verdict", "fail"},
-                                                                {"detail", "</td></tr><script>"}}}}}}}}}};
+                             {"vms",
+                              {{{"vm", "vm'0"},
+                                {"report",
+                                 {{"checks",
+                                   {{{"name", "x<y"},
+                                     {"figure", 1.0},
+                                     {"threshold", 2.0},
+                                     {"unit", "&"},
+                                     {"verdict", "fail"},
+                                     {"detail", "</td></tr><script>"}}}}}}}}}};
     n.warnings.push_back({"firmware", "inventory part not read: network_adapters: GET /x<script>: HTTP 404"});
     d.nodes.push_back(n);
     const std::string html = render_html(d);

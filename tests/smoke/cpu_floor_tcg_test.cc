@@ -4,10 +4,9 @@
 // processes. Plain user-mode TCG runs this GEMM some 15 times faster than the
 // lab's system-mode guests (no MMU, no sibling VMs); one instruction per
 // block brings it to their speed (measured on the lab's 2-core machine, idle:
-// 0.022 GFLOP/s here, 0.020-0.025 in the lab's guests with four VMs up). The built-in floor must pass the real GEMM there and fail one
-// made 20 times slower by kiln-smoke's test hook: the floor tells a slow or
-// broken guest from a busy host. A machine without qemu-user reports the test
-// to ctest as skipped (scripts/setup.sh installs it; CI runs it).
+// 0.022 GFLOP/s here, 0.020-0.025 in the lab's guests with four VMs up). The built-in floor must pass the real GEMM
+// there and fail one made 20 times slower by kiln-smoke's test hook: the floor tells a slow or broken guest from a busy
+// host. A machine without qemu-user reports the test to ctest as skipped (scripts/setup.sh installs it; CI runs it).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -25,9 +24,9 @@
 #include "tests/smoke/smoke_test_util.h"
 #include "tests/support/skip.h"
 
-using nlohmann::json;
 using kiln::test::find_check;
 using kiln::test::run_child;
+using nlohmann::json;
 
 namespace {
 
@@ -83,9 +82,9 @@ json gemm_under_tcg(const std::string& qemu, int slowdown) {
     // the cache either way), 8 times less work per repetition, so the slow
     // run stays within seconds. No threshold on the command line: the
     // built-in `cpu` profile judges.
-    auto r = run_child({qemu, "-singlestep", KILN_SMOKE_BINARY, "--profile", "cpu", "--gemm-n", "128", "--min-seconds", "1",
-                        "--mem-bytes", "1048576", "--steps", "20", "--test-gemm-slowdown",
-                        std::to_string(slowdown)});
+    auto r =
+        run_child({qemu, "-singlestep", KILN_SMOKE_BINARY, "--profile", "cpu", "--gemm-n", "128", "--min-seconds", "1",
+                   "--mem-bytes", "1048576", "--steps", "20", "--test-gemm-slowdown", std::to_string(slowdown)});
     INFO("stderr: " << r.err);
     auto doc = json::parse(r.out, nullptr, false);
     REQUIRE_FALSE(doc.is_discarded());

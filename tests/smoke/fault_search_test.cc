@@ -51,9 +51,8 @@ TEST_CASE("localisation names the one bad member of a ring of 6 and clears the o
         CHECK(runs <= 6);
         // The evidence: a failed ring of the suspect with a cleared member.
         CHECK(r.why.at(r.suspects[0]).find("(cleared) failed") != std::string::npos);
-        const auto& last_fail = std::find_if(r.runs.rbegin(), r.runs.rend(), [](const SearchRun& s) {
-            return !s.outcome.pass;
-        });
+        const auto& last_fail =
+            std::find_if(r.runs.rbegin(), r.runs.rend(), [](const SearchRun& s) { return !s.outcome.pass; });
         REQUIRE(last_fail != r.runs.rend());
         CHECK(last_fail->members.size() == 2);
     }

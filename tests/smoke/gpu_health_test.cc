@@ -98,8 +98,8 @@ TEST_CASE("NVML error counters: summed over GPUs, held against ceilings, unknown
         g->health.retirement_supported = true;
     }
     auto clean = nvml_health_checks("", {a, b});
-    for (const char* name : {"retired_pages_pending", "retired_pages", "ecc_uncorrected_volatile",
-                             "ecc_uncorrected_aggregate"}) {
+    for (const char* name :
+         {"retired_pages_pending", "retired_pages", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"}) {
         INFO(name);
         Check c = named(clean, name);
         CHECK(c.verdict == Verdict::Pass);
@@ -140,13 +140,14 @@ TEST_CASE("NVML error counters: summed over GPUs, held against ceilings, unknown
     // ECC off and page retirement replaced by row remapping: skips, which a
     // fleet threshold turns into failures (smoke_stage's judge).
     auto off = nvml_health_checks("", {healthy("gpu0")});
-    for (const char* name : {"retired_pages_pending", "retired_pages", "ecc_uncorrected_volatile",
-                             "ecc_uncorrected_aggregate"})
+    for (const char* name :
+         {"retired_pages_pending", "retired_pages", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"})
         CHECK(named(off, name).verdict == Verdict::Skip);
     CHECK(nvml_health_checks("NVML not found", {healthy("gpu0")}).size() == 6);
 }
 
-TEST_CASE("NVML state for the report: each GPU's identity and counters, unsupported ones null, unreadable ones with why") {
+TEST_CASE(
+    "NVML state for the report: each GPU's identity and counters, unsupported ones null, unreadable ones with why") {
     GpuRead a = healthy("gpu0 0000:4f:00.0");
     a.health.name = "NVIDIA H100 80GB HBM3";
     a.health.uuid = "GPU-5c3e9d0a-0b1e-4f57-9a41-3c1f0e6d2b7a";
@@ -171,7 +172,8 @@ TEST_CASE("NVML state for the report: each GPU's identity and counters, unsuppor
     CHECK(g["retired_pages"].is_null());  // not supported: no figure made up
     CHECK(j["gpus"][1]["error"] == lost.health.error);
     CHECK_FALSE(j["gpus"][1].contains("serial"));
-    CHECK(gpu_state_json("libnvidia-ml.so.1: cannot open", {}) == nlohmann::json{{"error", "libnvidia-ml.so.1: cannot open"}});
+    CHECK(gpu_state_json("libnvidia-ml.so.1: cannot open", {}) ==
+          nlohmann::json{{"error", "libnvidia-ml.so.1: cannot open"}});
 
     // It travels in the report kiln reads back (and the evidence bundle takes it from there).
     Report r;

@@ -14,8 +14,8 @@ using kiln::smoke::GuestAgentTransport;
 
 namespace {
 void define(virConnectPtr conn, const std::string& name) {
-    const std::string xml = "<domain type='test'><name>" + name +
-                            "</name><memory>1024</memory><os><type>hvm</type></os></domain>";
+    const std::string xml =
+        "<domain type='test'><name>" + name + "</name><memory>1024</memory><os><type>hvm</type></os></domain>";
     virDomainPtr d = virDomainDefineXML(conn, xml.c_str());
     REQUIRE(d);
     virDomainCreate(d);

@@ -13,12 +13,12 @@
 
 #include "tests/smoke/smoke_test_util.h"
 
-using nlohmann::json;
 using kiln::test::find_check;
 using kiln::test::free_port_range;
 using kiln::test::quick_args;
 using kiln::test::run_child;
 using kiln::test::run_ranks;
+using nlohmann::json;
 
 namespace {
 json parse(const kiln::test::ChildResult& r) {
@@ -74,9 +74,7 @@ TEST_CASE("an impossibly high threshold fails that check and the run") {
 TEST_CASE("a --config file sets thresholds and a ceiling fails when exceeded") {
     auto dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
     auto path = dir + "/kiln-smoke-config-" + std::to_string(getpid()) + ".json";
-    {
-        std::ofstream(path) << R"({"profile": "cpu", "thresholds": {"loss_drop_fraction": 1.5}})";
-    }
+    { std::ofstream(path) << R"({"profile": "cpu", "thresholds": {"loss_drop_fraction": 1.5}})"; }
     auto r = run_child(one_rank({"--config", path}));
     std::remove(path.c_str());
     auto doc = parse(r);

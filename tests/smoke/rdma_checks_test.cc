@@ -168,7 +168,8 @@ TEST_CASE("rdma: with a CUDA perftest each rail writes from its nearest GPU's me
     CHECK(vm.log[3].find(" gpu 0000:f3:00.0 ok") != std::string::npos);
     const Check& bw = vm.check("rdma_write_bw_gbps");
     CHECK(bw.verdict == Verdict::Pass);
-    CHECK(bw.detail.rfind("from GPU memory (GPUDirect RDMA: mlx5_0 from 0000:f7:00.0 mlx5_1 from 0000:f3:00.0)", 0) == 0);
+    CHECK(bw.detail.rfind("from GPU memory (GPUDirect RDMA: mlx5_0 from 0000:f7:00.0 mlx5_1 from 0000:f3:00.0)", 0) ==
+          0);
 }
 
 TEST_CASE("rdma: a perftest without CUDA writes from host memory and says so, and required GPU memory then fails") {
@@ -341,8 +342,10 @@ TEST_CASE("rdma: three ranks write to each other all to all, once per ordered pa
         CHECK(docs[static_cast<size_t>(r)]["rdma"]["memory"] == "host");
         CHECK(docs[static_cast<size_t>(r)]["rdma"]["memory_note"] == "no NVIDIA GPU in this VM");
         // Its rail, with the PCI function the smoke stage traces to the host.
-        CHECK(docs[static_cast<size_t>(r)]["rdma"]["rails"] ==
-              json::parse(R"([{"rail":0,"device":"rxe0","port":1,"netdev":"eth1","pci":"0000:02:00.0","active":true,"gpu":""}])"));
+        CHECK(
+            docs[static_cast<size_t>(r)]["rdma"]["rails"] ==
+            json::parse(
+                R"([{"rail":0,"device":"rxe0","port":1,"netdev":"eth1","pci":"0000:02:00.0","active":true,"gpu":""}])"));
     }
     // Each server served its two peers, each client run succeeded: 6 ordered
     // pairs, each once.

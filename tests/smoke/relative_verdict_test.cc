@@ -59,8 +59,9 @@ json vm_entry(const std::string& node, const std::string& vm, double busbw) {
 // Six nodes of one VM each; node "n<slow>" at `fraction` of the others.
 json ring_of_six(int slow, double fraction) {
     json ring = json::array();
-    for (int i = 0; i < 6; ++i) ring.push_back(vm_entry("n" + std::to_string(i), "kiln-n" + std::to_string(i) + "-vm0",
-                                                        i == slow ? 2.0 * fraction : 2.0));
+    for (int i = 0; i < 6; ++i)
+        ring.push_back(
+            vm_entry("n" + std::to_string(i), "kiln-n" + std::to_string(i) + "-vm0", i == slow ? 2.0 * fraction : 2.0));
     return ring;
 }
 

@@ -24,8 +24,10 @@ using namespace kiln::smoke;
 using namespace std::chrono_literals;
 
 namespace {
-Deadline in(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
+Deadline in(std::chrono::milliseconds d) {
+    return std::chrono::steady_clock::now() + d;
 }
+}  // namespace
 
 TEST_CASE("ring all-reduce is exact for sizes that do not divide by the rank count") {
     const int n = 3;

@@ -114,10 +114,11 @@ struct SmokeHarness {
         // A model of the vm stage's placement (the real one is tested in
         // tests/vm): VM k of node n00N holds GPU 0000:0N:0k.0 and NIC
         // 0000:4N:0k.0.
-        so.vm_host_devices = [](const kiln::config::Fleet&, const kiln::config::Node& node, const std::string& vm)
-            -> kiln::Result<kiln::smoke::SmokeStageOptions::VmDevices> {
+        so.vm_host_devices = [](const kiln::config::Fleet&, const kiln::config::Node& node,
+                                const std::string& vm) -> kiln::Result<kiln::smoke::SmokeStageOptions::VmDevices> {
             const std::string n = node.name.substr(node.name.size() - 1), k = vm.substr(vm.size() - 1);
-            return kiln::smoke::SmokeStageOptions::VmDevices{{"0000:0" + n + ":0" + k + ".0"}, {"0000:4" + n + ":0" + k + ".0"}};
+            return kiln::smoke::SmokeStageOptions::VmDevices{{"0000:0" + n + ":0" + k + ".0"},
+                                                             {"0000:4" + n + ":0" + k + ".0"}};
         };
         registry.add(std::make_shared<kiln::smoke::SmokeStage>(so));
         registry.add(handover);

@@ -320,8 +320,9 @@ void check_localised(const std::set<std::string>& bad, RankFault fault = RankFau
 }
 
 TEST_CASE("a shared ring that fails is searched: only the node that corrupts the sum is quarantined") {
-    for (const std::string bad : {"n001", "n004", "n006"})
-        DYNAMIC_SECTION("the bad node is " << bad) { check_localised({bad}); }
+    for (const std::string bad : {"n001", "n004", "n006"}) DYNAMIC_SECTION("the bad node is " << bad) {
+            check_localised({bad});
+        }
 }
 
 TEST_CASE("a shared ring with two bad nodes names both, and only both") {

@@ -44,9 +44,15 @@ inline std::string peers_list(int base, int n) {
 // Small sizes, and speed floors at zero: the tests check behaviour, not
 // how fast a loaded CI machine is (a later --threshold still wins).
 inline std::vector<std::string> quick_args() {
-    return {"--mem-bytes", "1048576", "--gemm-n", "48", "--min-seconds", "0.05", "--steps", "60", "--allreduce-bytes", "65536",
-            "--iterations", "2", "--threshold", "mem_bandwidth_gbps=0", "--threshold", "cpu_gemm_gflops=0",
-            "--threshold", "allreduce_busbw_gbps=0"};
+    return {"--mem-bytes",       "1048576",
+            "--gemm-n",          "48",
+            "--min-seconds",     "0.05",
+            "--steps",           "60",
+            "--allreduce-bytes", "65536",
+            "--iterations",      "2",
+            "--threshold",       "mem_bandwidth_gbps=0",
+            "--threshold",       "cpu_gemm_gflops=0",
+            "--threshold",       "allreduce_busbw_gbps=0"};
 }
 
 // Runs every rank at once; returns each rank's result.

@@ -84,7 +84,9 @@ RunningChild::~RunningChild() {
     }
 }
 
-bool RunningChild::signal(int sig) const { return pid_ > 0 && !reaped_ && ::kill(pid_, sig) == 0; }
+bool RunningChild::signal(int sig) const {
+    return pid_ > 0 && !reaped_ && ::kill(pid_, sig) == 0;
+}
 
 ChildResult RunningChild::wait(int seconds, bool* timed_out) {
     ChildResult r;

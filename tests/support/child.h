@@ -9,8 +9,8 @@
 namespace kiln::test {
 
 struct ChildResult {
-    int exit_code = -1;   // when it exited
-    int signal = 0;       // when a signal ended it
+    int exit_code = -1;  // when it exited
+    int signal = 0;      // when a signal ended it
     std::string out;
     std::string err;
     bool exited() const { return signal == 0; }

@@ -78,8 +78,9 @@ public:
     // PostgreSQL keeps its own pages consistent; what we check is that the
     // journal's tables can all be read.
     std::string integrity() const {
-        return text("SELECT CASE WHEN (SELECT count(*) FROM runs) >= 0 AND (SELECT count(*) FROM stage_results) >= 0 "
-                    "AND (SELECT count(*) FROM verified) >= 0 AND (SELECT count(*) FROM actions) >= 0 THEN 'ok' END");
+        return text(
+            "SELECT CASE WHEN (SELECT count(*) FROM runs) >= 0 AND (SELECT count(*) FROM stage_results) >= 0 "
+            "AND (SELECT count(*) FROM verified) >= 0 AND (SELECT count(*) FROM actions) >= 0 THEN 'ok' END");
     }
 
 private:

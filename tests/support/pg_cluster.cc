@@ -112,10 +112,10 @@ PgCluster* PgCluster::shared(std::string* why_not) {
 
 bool PgCluster::launch(std::string* why_not) {
     const std::string log = dir_->path() + "/server.log";
-    server_ = spawn({bindir_ + "/postgres", "-D", data_, "-k", socket_dir_, "-c", "listen_addresses=", "-p", "5432",
-                     "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off", "-c",
-                     "max_connections=200"},
-                    drop_root_, uid_, gid_, log);
+    server_ =
+        spawn({bindir_ + "/postgres", "-D", data_, "-k", socket_dir_, "-c", "listen_addresses=", "-p", "5432", "-c",
+               "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off", "-c", "max_connections=200"},
+              drop_root_, uid_, gid_, log);
     // Bounded wait for the server to accept connections.
     const std::string conninfo = "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
     for (int i = 0; i < 600; ++i) {
@@ -146,7 +146,9 @@ bool PgCluster::restart() {
     return launch(&why);
 }
 
-PgCluster::~PgCluster() { stop(); }
+PgCluster::~PgCluster() {
+    stop();
+}
 
 std::string PgCluster::url(const std::string& database) const {
     return "postgresql:///" + database + "?host=" + socket_dir_ + "&port=5432&user=postgres";
@@ -166,14 +168,17 @@ void PgCluster::add_password_role(const std::string& role, const std::string& pa
 
 PgRaw::PgRaw(const std::string& url) {
     conn_ = PQconnectdb(url.c_str());
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
 }
 
 PgRaw::~PgRaw() {
     if (conn_) PQfinish(conn_);
 }
 
-bool PgRaw::ok() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
+bool PgRaw::ok() const {
+    return conn_ && PQstatus(conn_) == CONNECTION_OK;
+}
 
 std::string PgRaw::text(const std::string& sql) {
     PGresult* r = PQexec(conn_, sql.c_str());

@@ -75,10 +75,10 @@ private:
 // In a test case: `c` is the process's shared cluster, or the case reports
 // itself skipped (ctest's SKIP_REGULAR_EXPRESSION) and returns when this
 // machine has no PostgreSQL server.
-#define NEED_CLUSTER(c)                                        \
-    std::string why_not_;                                      \
+#define NEED_CLUSTER(c)                                                  \
+    std::string why_not_;                                                \
     kiln::test::PgCluster* c = kiln::test::PgCluster::shared(&why_not_); \
-    if (!c) {                                                  \
-        kiln::test::report_skipped(why_not_);                  \
-        return;                                                \
+    if (!c) {                                                            \
+        kiln::test::report_skipped(why_not_);                            \
+        return;                                                          \
     }

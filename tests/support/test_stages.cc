@@ -120,7 +120,8 @@ Status LedgerStage::apply(engine::StageContext& ctx, const engine::Action& actio
             if (ctx.stopping()) return make_error(o_.name, "gate", "stopped at the gate");
             ctx.wait_for(std::chrono::milliseconds(10));
         }
-        if (::access(o_.gate.c_str(), F_OK) != 0) return make_error(o_.name, "gate", "gate " + o_.gate + " never opened");
+        if (::access(o_.gate.c_str(), F_OK) != 0)
+            return make_error(o_.name, "gate", "gate " + o_.gate + " never opened");
     }
     const std::vector<std::string> probe_keys = {"total", "rack:" + ctx.node().rack};
     if (!o_.probe.empty()) probe_step(o_.probe, probe_keys, +1);
@@ -168,7 +169,9 @@ std::vector<std::string> ConcurrencyProbe::resources(const config::Fleet&, const
     return {r};
 }
 
-Result<engine::Observation> ConcurrencyProbe::observe(engine::StageContext&) { return engine::Observation{}; }
+Result<engine::Observation> ConcurrencyProbe::observe(engine::StageContext&) {
+    return engine::Observation{};
+}
 
 Result<std::vector<engine::Action>> ConcurrencyProbe::plan(engine::StageContext& ctx, const engine::Observation&) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -195,7 +198,9 @@ Status ConcurrencyProbe::apply(engine::StageContext& ctx, const engine::Action&)
     return ok_status();
 }
 
-Status ConcurrencyProbe::verify(engine::StageContext&) { return ok_status(); }
+Status ConcurrencyProbe::verify(engine::StageContext&) {
+    return ok_status();
+}
 
 int ConcurrencyProbe::max_per_rack() const {
     int m = 0;
@@ -211,7 +216,9 @@ int ConcurrencyProbe::max_per_resource() const {
 
 // ---- ScriptedStage ---------------------------------------------------------
 
-Result<engine::Observation> ScriptedStage::observe(engine::StageContext&) { return engine::Observation{}; }
+Result<engine::Observation> ScriptedStage::observe(engine::StageContext&) {
+    return engine::Observation{};
+}
 
 Result<std::vector<engine::Action>> ScriptedStage::plan(engine::StageContext& ctx, const engine::Observation&) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -236,13 +243,16 @@ Status ScriptedStage::apply(engine::StageContext& ctx, const engine::Action&) {
         return ok_status();
     };
     switch (s.mode) {
-        case Mode::Ok: return succeed();
+        case Mode::Ok:
+            return succeed();
         case Mode::FlakyThenOk:
             if (attempt <= s.failures)
                 return make_error(name_, "flaky", "BMC busy (attempt " + std::to_string(attempt) + ")", true);
             return succeed();
-        case Mode::AlwaysTransient: return make_error(name_, "busy", "BMC busy", true);
-        case Mode::Permanent: return make_error(name_, "broken", "firmware image rejected");
+        case Mode::AlwaysTransient:
+            return make_error(name_, "busy", "BMC busy", true);
+        case Mode::Permanent:
+            return make_error(name_, "broken", "firmware image rejected");
         case Mode::Quarantine: {
             Error e = make_error(name_, "unhealthy", "GPU 3 has pending row remaps");
             e.quarantine = true;
@@ -259,7 +269,9 @@ Status ScriptedStage::apply(engine::StageContext& ctx, const engine::Action&) {
     return ok_status();
 }
 
-Status ScriptedStage::verify(engine::StageContext&) { return ok_status(); }
+Status ScriptedStage::verify(engine::StageContext&) {
+    return ok_status();
+}
 
 int ScriptedStage::attempts(const std::string& node) const {
     std::lock_guard<std::mutex> lock(mu_);

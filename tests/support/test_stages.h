@@ -23,17 +23,17 @@ class LedgerStage : public engine::Stage {
 public:
     struct Options {
         std::string name;
-        std::string ledger;            // file shared by every ledger stage
+        std::string ledger;  // file shared by every ledger stage
         int actions = 2;
         bool hands_over = false;
-        int kill_at = 0;               // 0 = never
+        int kill_at = 0;  // 0 = never
         bool kill_after_write = false;
-        int interrupt_at = 0;          // raise SIGINT after the N-th apply's write
-        int sleep_ms = 0;              // pretend each apply takes this long
-        std::string resource_kind;     // "" = none; "bmc" uses the node's BMC URL
-        std::string probe;             // "" = none; else counts applies at once across processes
-        std::string exclusive;         // "" = none; else each apply holds this name (hold_exclusive)
-        std::string gate;              // "" = none; else each apply waits until this file exists
+        int interrupt_at = 0;       // raise SIGINT after the N-th apply's write
+        int sleep_ms = 0;           // pretend each apply takes this long
+        std::string resource_kind;  // "" = none; "bmc" uses the node's BMC URL
+        std::string probe;          // "" = none; else counts applies at once across processes
+        std::string exclusive;      // "" = none; else each apply holds this name (hold_exclusive)
+        std::string gate;           // "" = none; else each apply waits until this file exists
     };
     explicit LedgerStage(Options o) : o_(std::move(o)) {}
 
@@ -131,7 +131,7 @@ public:
         std::string name = "t-park";
         std::string ledger;
         int wait_ms = 1000;
-        bool block = false;            // wait in wait_for, holding the thread
+        bool block = false;  // wait in wait_for, holding the thread
     };
     explicit ParkingStage(Options o) : o_(std::move(o)), wait_ms_(o_.wait_ms) {}
 
@@ -142,7 +142,7 @@ public:
     Status verify(engine::StageContext& ctx) override;
 
     void set_wait_ms(int ms) { wait_ms_ = ms; }
-    int starts() const { return starts_; }      // side effects done by this process
+    int starts() const { return starts_; }  // side effects done by this process
     int parks() const { return parks_; }
     int resumes() const { return resumes_; }
     int parked_now() const { return parked_now_; }

@@ -38,8 +38,8 @@ std::vector<std::string> hgx_path_ports() {
     std::vector<std::string> out;
     for (unsigned b : {0x00u, 0x40u, 0x80u, 0xB0u}) {
         char buf[32];
-        for (unsigned bus_dev : {(b + 4) << 8 | 0x00, (b + 4) << 8 | 0x01, (b + 4) << 8 | 0x02, (b + 6) << 8,
-                                 (b + 10) << 8}) {
+        for (unsigned bus_dev :
+             {(b + 4) << 8 | 0x00, (b + 4) << 8 | 0x01, (b + 4) << 8 | 0x02, (b + 6) << 8, (b + 10) << 8}) {
             std::snprintf(buf, sizeof buf, "0000:%02x:%02x.0", bus_dev >> 8, bus_dev & 0xff);
             out.push_back(buf);
         }
@@ -58,7 +58,8 @@ TEST_CASE("ACS: the ports between each paired GPU and NIC, and no others", "[vm]
     auto nic_port = std::find_if(ports.begin(), ports.end(), [](const AcsPort& p) { return p.port == "0000:04:01.0"; });
     REQUIRE(nic_port != ports.end());
     CHECK(nic_port->pairs == std::vector<std::string>{"0000:07:00.0 <-> 0000:08:00.0", "0000:07:00.0 <-> 0000:08:00.1",
-                                                      "0000:0b:00.0 <-> 0000:08:00.0", "0000:0b:00.0 <-> 0000:08:00.1"});
+                                                      "0000:0b:00.0 <-> 0000:08:00.0",
+                                                      "0000:0b:00.0 <-> 0000:08:00.1"});
     // One GPU: its own switch's port, its second-level port and the NIC's.
     CHECK(port_names(acs_path_ports(host, {"0000:07:00.0"})) ==
           std::vector<std::string>{"0000:04:00.0", "0000:04:01.0", "0000:06:00.0"});
@@ -143,7 +144,8 @@ TEST_CASE("ACS: refusals name the port and leave the rest as read", "[vm][acs]")
         auto r = apply_acs(fake, ports, kTimeout);
         REQUIRE_FALSE(r.ok());
         CHECK(r.error().code == "vm.acs_not_applied");
-        CHECK(r.error().message == "0000:04:01.0 ACSCtl wanted 0x0011, read 0x001d after the write (P2P redirect still on)");
+        CHECK(r.error().message ==
+              "0000:04:01.0 ACSCtl wanted 0x0011, read 0x001d after the write (P2P redirect still on)");
     }
     SECTION("a port without an ACS capability") {
         fake.config["0000:06:00.0"].replace(0x100, 2, std::string("\x01\x00", 2));  // AER where ACS was

@@ -34,7 +34,7 @@ std::string case_name(const HostCase& c, const VmPlacement& vm) {
 // Controller index -> (model, the index of the bus it plugs into).
 struct Tree {
     std::map<int, std::pair<std::string, int>> ctl;
-    std::map<int, int> node_of_pxb;  // pxb index -> <target><node>
+    std::map<int, int> node_of_pxb;      // pxb index -> <target><node>
     std::map<std::string, int> port_of;  // host address -> the controller it plugs into
 };
 
@@ -53,7 +53,8 @@ Tree read_tree(const XmlDoc& doc) {
         const std::string at = "/domain/devices/hostdev[" + std::to_string(k) + "]";
         char bdf[32];
         std::snprintf(bdf, sizeof bdf, "%04x:%02x:%02x.%x", hexnum(doc.value(at + "/source/address", "domain")),
-                      hexnum(doc.value(at + "/source/address", "bus")), hexnum(doc.value(at + "/source/address", "slot")),
+                      hexnum(doc.value(at + "/source/address", "bus")),
+                      hexnum(doc.value(at + "/source/address", "slot")),
                       hexnum(doc.value(at + "/source/address", "function")));
         t.port_of[bdf] = hexnum(doc.value(at + "/address", "bus"));
     }
@@ -74,7 +75,8 @@ TEST_CASE("domain XML matches the golden file for each fixture host and split", 
     }
 }
 
-TEST_CASE("each GPU and its NIC sit under one emulated switch under the expander bus of their node", "[vm][domain_xml]") {
+TEST_CASE("each GPU and its NIC sit under one emulated switch under the expander bus of their node",
+          "[vm][domain_xml]") {
     for (const auto& c : golden_cases()) {
         const HostTopology host = load_fixture(c.fixture);
         const Placement p = place_case(host, c);
@@ -148,7 +150,8 @@ TEST_CASE("guest bus numbers stay inside each expander bus's range", "[vm][domai
         CHECK(guest_addrs.insert(d.guest).second);
         const int bus = std::stoi(d.guest.substr(5, 2), nullptr, 16);
         const auto& pxb = *pxbs[static_cast<size_t>(d.cell)];
-        const int end = static_cast<size_t>(d.cell) + 1 < pxbs.size() ? pxbs[static_cast<size_t>(d.cell) + 1]->bus_nr : 256;
+        const int end =
+            static_cast<size_t>(d.cell) + 1 < pxbs.size() ? pxbs[static_cast<size_t>(d.cell) + 1]->bus_nr : 256;
         CHECK(bus > pxb.bus_nr);
         CHECK(bus < end);
     }
@@ -250,7 +253,8 @@ TEST_CASE("domain XML refuses a VM it cannot describe", "[vm][domain_xml]") {
     }
 }
 
-TEST_CASE("no host function is a hostdev twice, and a GPU's audio shares its guest slot", "[vm][domain_xml][gpudirect]") {
+TEST_CASE("no host function is a hostdev twice, and a GPU's audio shares its guest slot",
+          "[vm][domain_xml][gpudirect]") {
     for (const auto& c : golden_cases()) {
         const HostTopology host = load_fixture(c.fixture);
         const Placement p = place_case(host, c);
@@ -288,7 +292,8 @@ TEST_CASE("no host function is a hostdev twice, and a GPU's audio shares its gue
     }
 }
 
-TEST_CASE("an emulated fabric NIC sits on its bridge with a stable MAC, and the RDMA port is forwarded", "[vm][domain_xml]") {
+TEST_CASE("an emulated fabric NIC sits on its bridge with a stable MAC, and the RDMA port is forwarded",
+          "[vm][domain_xml]") {
     const HostTopology host = load_fixture("azure-ndv5");
     const Placement p = place_case(host, {"azure-ndv5", Split::numa, kHugePage1G});
     DomainOptions o = golden_options(p, 1);

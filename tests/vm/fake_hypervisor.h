@@ -23,7 +23,7 @@ public:
     std::map<std::string, std::map<std::string, std::string>> guest_files;
     // A remote connection: the serial log is out of reach, the agent is not.
     bool remote = false;
-    std::vector<std::string> calls;             // "define kiln-n-vm0", "start ...", ...
+    std::vector<std::string> calls;  // "define kiln-n-vm0", "start ...", ...
     // Written to serial on start, as a booting guest would ("" = nothing).
     std::string boot_output = "KILN_READY {\"fake\":true}\n";
     std::string fail_define;  // an error message define() returns, when set
@@ -78,7 +78,8 @@ public:
         return out;
     }
     Result<std::string> serial_output(const std::string& name) override {
-        if (remote) return make_error("libvirt", "libvirt.remote_serial", "serial log of " + name + " is on the remote host");
+        if (remote)
+            return make_error("libvirt", "libvirt.remote_serial", "serial log of " + name + " is on the remote host");
         return serial[name];
     }
     Result<std::string> guest_file(const std::string& name, const std::string& path) override {

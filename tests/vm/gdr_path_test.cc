@@ -114,8 +114,7 @@ TEST_CASE("the GDR path turns ready with ACS redirect off on its ports, and not 
     patch_config(copy, "0000:07:00.0", 0x52, 4 | 8 << 4);
     auto h2 = discover_host({copy.root()});
     REQUIRE(h2.ok());
-    CHECK_THAT(describe(gdr_path(*h2, "0000:07:00.0", "0000:08:00.0")),
-               Catch::Contains("0000:07:00.0 runs x8 of x16"));
+    CHECK_THAT(describe(gdr_path(*h2, "0000:07:00.0", "0000:08:00.0")), Catch::Contains("0000:07:00.0 runs x8 of x16"));
 }
 
 TEST_CASE("GDR verdicts on the other shapes: ready, across the root complex, unknown without config", "[vm][gdr]") {

@@ -22,7 +22,8 @@ TEST_CASE("libvirtd accepts the domain of every fixture host and split, and unde
         const HostTopology host = load_fixture(c.fixture);
         const Placement p = place_case(host, c);
         for (size_t i = 0; i < p.vms.size(); ++i) {
-            DomainOptions o = domain_options(p, test_tag + "-" + c.fixture + "-" + split_name(c.split) + "-vm" + std::to_string(i));
+            DomainOptions o =
+                domain_options(p, test_tag + "-" + c.fixture + "-" + split_name(c.split) + "-vm" + std::to_string(i));
             o.disk = "/var/lib/kiln/vm/" + o.name + ".qcow2";
             o.seed_iso = "/var/lib/kiln/vm/" + o.name + "-seed.iso";
             o.serial_log = "/var/lib/kiln/vm/" + o.name + ".serial.log";

@@ -54,7 +54,8 @@ TEST_CASE("affinity masks are 32-bit words, most significant first", "[vm][nccl_
     CHECK(affinity_mask(0, 24, 96) == "00000000,00000000,00ffffff");
 }
 
-TEST_CASE("NCCL topology carries capability links, the PF's link for VFs and the CPU's identity", "[vm][nccl_topo][gpudirect]") {
+TEST_CASE("NCCL topology carries capability links, the PF's link for VFs and the CPU's identity",
+          "[vm][nccl_topo][gpudirect]") {
     struct Want {
         const char* fixture;
         Split split;
@@ -77,7 +78,8 @@ TEST_CASE("NCCL topology carries capability links, the PF's link for VFs and the
         REQUIRE(!vm.cells[0].slots.empty());
         const SwitchSlot& s = vm.cells[0].slots[0];
         REQUIRE(!s.nics.empty());
-        const std::string sw = doc.value("/system/cpu/pci[pci/@busid='" + layout.device(s.gpus[0])->guest + "']", "busid");
+        const std::string sw =
+            doc.value("/system/cpu/pci[pci/@busid='" + layout.device(s.gpus[0])->guest + "']", "busid");
         for (const auto& g : s.gpus) {
             const std::string at = "/system/cpu/pci/pci[@busid='" + layout.device(g)->guest + "']";
             CHECK(host.device(g)->link_speed == "2.5 GT/s PCIe");  // idle on the host...

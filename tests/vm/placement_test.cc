@@ -335,8 +335,8 @@ void check_fabric_given_once(const HostTopology& h, const Placement& p) {
 }  // namespace
 
 TEST_CASE("every VM with GPUs gets its nodes' fabric NICs, each function once", "[vm][placement][gpudirect]") {
-    for (const char* fixture : {"hgx-a100", "pcie-4gpu-vf", "amd-nps4-rootport", "azure-ndv4", "azure-ndv5",
-                                "aws-p4d"}) {
+    for (const char* fixture :
+         {"hgx-a100", "pcie-4gpu-vf", "amd-nps4-rootport", "azure-ndv4", "azure-ndv5", "aws-p4d"}) {
         INFO(fixture);
         const HostTopology h = load_fixture(fixture);
         for (const auto& req : {whole(), numa()}) {
@@ -347,7 +347,8 @@ TEST_CASE("every VM with GPUs gets its nodes' fabric NICs, each function once", 
     }
 }
 
-TEST_CASE("hgx-a100 numa split: two GPUs and a VF of each port under their second-level switch", "[vm][placement][gpudirect]") {
+TEST_CASE("hgx-a100 numa split: two GPUs and a VF of each port under their second-level switch",
+          "[vm][placement][gpudirect]") {
     const HostTopology h = load_fixture("hgx-a100");
     auto p = place(h, numa());
     REQUIRE(p.ok());
@@ -482,7 +483,7 @@ TEST_CASE("hgx-a100 with ACS off: each top switch's IOMMU group goes whole to it
     REQUIRE(p->vms.size() == 4);
     // Both GPUs, both PFs of the pair's card and all four VFs: the group's every endpoint.
     CHECK(p->vm("numa3")->devices() == v({"0000:07:00.0", "0000:08:00.0", "0000:08:00.1", "0000:08:00.2",
-                                           "0000:08:00.3", "0000:08:00.4", "0000:08:00.5", "0000:0b:00.0"}));
+                                          "0000:08:00.3", "0000:08:00.4", "0000:08:00.5", "0000:0b:00.0"}));
     // All in the GPUs' one slot, beside them as on the host.
     REQUIRE(p->vm("numa3")->cells[0].slots.size() == 1);
     CHECK(p->vm("numa3")->cells[0].slots[0].nics.size() == 6);

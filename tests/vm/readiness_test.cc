@@ -10,9 +10,9 @@ TEST_CASE("the readiness marker is found on its own line with its JSON", "[vm][r
     auto m = find_ready_marker("[    1.2] booting\r\nKILN_READY {\"cloud_init\":\"done\"}\r\nlogin: ");
     REQUIRE(m);
     CHECK(m->detail["cloud_init"] == "done");
-    CHECK(find_ready_marker("echo KILN_READY {}\n") == std::nullopt);   // not at a line start
-    CHECK(find_ready_marker("KILN_READYX {}\n") == std::nullopt);       // another word
-    CHECK(find_ready_marker("KILN_READY {\"a\":1") == std::nullopt);     // line not finished
+    CHECK(find_ready_marker("echo KILN_READY {}\n") == std::nullopt);  // not at a line start
+    CHECK(find_ready_marker("KILN_READYX {}\n") == std::nullopt);      // another word
+    CHECK(find_ready_marker("KILN_READY {\"a\":1") == std::nullopt);   // line not finished
     auto bare = find_ready_marker("KILN_READY\n");
     REQUIRE(bare);
     CHECK(bare->detail.empty());

@@ -46,12 +46,13 @@ const std::string kHead = "schema = 1\n[fleet]\nname = \"t\"\n[[racks]]\nname = 
 }  // namespace
 
 TEST_CASE("vm shape keys load, with paths resolved against the fleet folder", "[vm][config]") {
-    auto l = load(kHead +
-                  "[vm.gpu]\nsplit = \"numa\"\nhugepage_size = \"2M\"\naccelerator = \"tcg\"\nnetwork = \"passt\"\n"
-                  "sysfs = \"hosts/a\"\nimages_dir = \"vms\"\nbase_image = \"img/guest.qcow2\"\nboot_timeout = \"90s\"\n"
-                  "ssh_authorized_keys = [\"ssh-ed25519 AAAA k@h\"]\n"
-                  "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nrole = \"reimage\"\nvm = \"gpu\"\n"
-                  "libvirt_uri = \"qemu+ssh://root@10.0.0.5/system\"\n");
+    auto l =
+        load(kHead +
+             "[vm.gpu]\nsplit = \"numa\"\nhugepage_size = \"2M\"\naccelerator = \"tcg\"\nnetwork = \"passt\"\n"
+             "sysfs = \"hosts/a\"\nimages_dir = \"vms\"\nbase_image = \"img/guest.qcow2\"\nboot_timeout = \"90s\"\n"
+             "ssh_authorized_keys = [\"ssh-ed25519 AAAA k@h\"]\n"
+             "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nrole = \"reimage\"\nvm = \"gpu\"\n"
+             "libvirt_uri = \"qemu+ssh://root@10.0.0.5/system\"\n");
     for (const auto& e : l->result.errors) INFO(e.str());
     REQUIRE(l->result.fleet.has_value());
     const auto& s = l->result.fleet->vm.at("gpu");
@@ -101,7 +102,8 @@ TEST_CASE("the seed's network config names the interface it configures", "[vm][s
     CHECK(nic["dhcp4"] == true);
 }
 
-TEST_CASE("fabric_bridge turns the RDMA checks on, and a bad bridge name or no port forward is refused", "[vm][config]") {
+TEST_CASE("fabric_bridge turns the RDMA checks on, and a bad bridge name or no port forward is refused",
+          "[vm][config]") {
     auto l = load(kHead + "[vm.lab]\nfabric_bridge = \"kilnfab0\"\n[vm.gpu]\nrdma_checks = true\n[vm.plain]\n");
     for (const auto& e : l->result.errors) INFO(e.str());
     REQUIRE(l->result.fleet.has_value());

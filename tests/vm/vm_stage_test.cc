@@ -140,8 +140,8 @@ TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][s
     auto ctx = f.ctx();
     const auto plan = planned(stage, ctx);
     CHECK(ids(plan) == std::vector<std::string>{"define:kiln-gpu-01-vm0", "start:kiln-gpu-01-vm0",
-                                                 "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1",
-                                                 "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+                                                "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1",
+                                                "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.probes == 1);  // auto: probed once, answer kept
@@ -222,8 +222,8 @@ TEST_CASE("the vm stage restarts a stopped VM, redefines a changed one and remov
     f.fleet.vm["gpu"].vcpus = 8;  // a changed shape: both VMs change
     const auto plan = planned(stage, ctx);
     CHECK(ids(plan) == std::vector<std::string>{"undefine:kiln-gpu-01-vm7", "redefine:kiln-gpu-01-vm0",
-                                                 "start:kiln-gpu-01-vm0", "redefine:kiln-gpu-01-vm1",
-                                                 "start:kiln-gpu-01-vm1", "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+                                                "start:kiln-gpu-01-vm0", "redefine:kiln-gpu-01-vm1",
+                                                "start:kiln-gpu-01-vm1", "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(f.hv.domains.count("kiln-gpu-01-vm7") == 0);
@@ -237,12 +237,12 @@ TEST_CASE("reimage gives each VM a new overlay and keeps the domain", "[vm][stag
     REQUIRE(run_stage(stage, ctx).ok());
     const std::string disk = f.dir + "/vms/gpu-01/kiln-gpu-01-vm0.qcow2";
     const ino_t before = inode(disk);
-    const std::string uuid_line = f.hv.domains.at("kiln-gpu-01-vm0").xml.substr(
-        f.hv.domains.at("kiln-gpu-01-vm0").xml.find("<uuid>"), 50);
+    const std::string uuid_line =
+        f.hv.domains.at("kiln-gpu-01-vm0").xml.substr(f.hv.domains.at("kiln-gpu-01-vm0").xml.find("<uuid>"), 50);
     ctx.set_reimage(true);
     const auto plan = planned(stage, ctx);
     CHECK(ids(plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
-                                                 "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+                                                "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
     CHECK(inode(disk) != before);
@@ -266,7 +266,9 @@ TEST_CASE("a rebuilt base image reimages the VMs on it, and a second plan is emp
     const std::string disk = f.dir + "/vms/gpu-01/kiln-gpu-01-vm0.qcow2";
     ino_t before = inode(disk);
 
-    SECTION("the image stage's manifest names a new digest") { write_manifest(std::string(64, 'b')); }
+    SECTION("the image stage's manifest names a new digest") {
+        write_manifest(std::string(64, 'b'));
+    }
     SECTION("an image kiln did not build is rewritten") {
         std::filesystem::remove(base + ".manifest.json");
         REQUIRE(run_stage(stage, ctx).ok());  // stamps the file identity first (a reimage)
@@ -279,7 +281,7 @@ TEST_CASE("a rebuilt base image reimages the VMs on it, and a second plan is emp
     }
     const auto plan = planned(stage, ctx);
     CHECK(ids(plan) == std::vector<std::string>{"reimage:kiln-gpu-01-vm0", "reimage:kiln-gpu-01-vm1",
-                                                 "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+                                                "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
     CHECK(plan[0].description.find("base image changed") != std::string::npos);
     for (const auto& a : plan) REQUIRE(stage.apply(ctx, a).ok());
     REQUIRE(stage.verify(ctx).ok());
@@ -377,9 +379,10 @@ TEST_CASE("a running VM that has not printed its marker is waited for again, and
     CHECK(f.hv.count("start") == 2);  // nothing restarted
 }
 
-TEST_CASE("on a live host the vm stage clears ACS P2P redirect on the GPUDirect paths before defining VMs, and again "
-          "after a reboot",
-          "[vm][stage][acs]") {
+TEST_CASE(
+    "on a live host the vm stage clears ACS P2P redirect on the GPUDirect paths before defining VMs, and again "
+    "after a reboot",
+    "[vm][stage][acs]") {
     StageFixture f("hgx-a100");
     f.pci = std::make_shared<test::PciConfigFakeHost>();
     f.pci->load(test::fixture_root("hgx-a100"));
@@ -420,7 +423,7 @@ TEST_CASE("a live host without setpci fails the vm stage's observe by name", "[v
 
 TEST_CASE("on a remote connection readiness is read through the guest agent, never assumed", "[vm][stage]") {
     StageFixture f("azure-ndv5");
-    f.hv.remote = true;  // the serial log is on the other host
+    f.hv.remote = true;     // the serial log is on the other host
     f.hv.boot_output = "";  // a guest that never writes its marker
     f.fleet.vm["gpu"].boot_timeout = std::chrono::milliseconds(0);
     VmStage stage = f.stage();
@@ -486,8 +489,10 @@ TEST_CASE("a VM's host devices are the GPUs and functions its domain passes thro
     CHECK(none.error().code == "vm.no_such_vm");
 }
 
-TEST_CASE("a shape with a fabric bridge gives each VM the NIC, its RDMA forward and the ring's RDMA ports, and others are unchanged",
-          "[vm]") {
+TEST_CASE(
+    "a shape with a fabric bridge gives each VM the NIC, its RDMA forward and the ring's RDMA ports, and others are "
+    "unchanged",
+    "[vm]") {
     StageFixture f("azure-ndv5");
     NodeVmPlanner before_planner;
     auto before = before_planner.plan(f.fleet, f.fleet.nodes[1]);
@@ -512,7 +517,8 @@ TEST_CASE("a shape with a fabric bridge gives each VM the NIC, its RDMA forward 
         CHECK(v.options.rdma_host_port == kRdmaHostPortBase + v.ordinal);
         CHECK(v.seed.smoke["rdma"]["host_port"] == kRdmaHostPortBase + v.ordinal);
         CHECK(v.seed.smoke["rdma"]["guest_port"] == kGuestRdmaPort);
-        for (const auto& p : v.seed.smoke["peers"]) CHECK(p["rdma_port"] == kRdmaHostPortBase + p["ordinal"].get<int>());
+        for (const auto& p : v.seed.smoke["peers"])
+            CHECK(p["rdma_port"] == kRdmaHostPortBase + p["ordinal"].get<int>());
         auto xml = plan->xml(i, Accelerator::tcg);
         REQUIRE(xml.ok());
         CHECK(xml->find("<source bridge='kilnfab0'/>") != std::string::npos);

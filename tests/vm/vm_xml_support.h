@@ -3,10 +3,10 @@
 // libxml2 reader for structural assertions.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <libxml/parser.h>
 #include <libxml/xpath.h>
 #include <libxml/xpathInternals.h>
+#include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -30,14 +30,19 @@ struct HostCase {
 
 // The fixture hosts and the splits the golden files cover.
 inline std::vector<HostCase> golden_cases() {
-    return {{"azure-ndv4", Split::whole, kHugePage1G}, {"azure-ndv4", Split::numa, kHugePage1G},
-            {"azure-ndv5", Split::whole, kHugePage1G}, {"azure-ndv5", Split::numa, kHugePage1G},
-            {"aws-p4d", Split::whole, kHugePage1G},    {"aws-p4d", Split::numa, kHugePage1G},
+    return {{"azure-ndv4", Split::whole, kHugePage1G},
+            {"azure-ndv4", Split::numa, kHugePage1G},
+            {"azure-ndv5", Split::whole, kHugePage1G},
+            {"azure-ndv5", Split::numa, kHugePage1G},
+            {"aws-p4d", Split::whole, kHugePage1G},
+            {"aws-p4d", Split::numa, kHugePage1G},
             {"cpu-only", Split::whole, kHugePage2M},
             // Shapes of real servers (issue 15): nested switches, root-port
             // NICs, a GPU with its audio function.
-            {"hgx-a100", Split::whole, kHugePage1G},   {"hgx-a100", Split::numa, kHugePage1G},
-            {"pcie-4gpu-vf", Split::numa, kHugePage1G}, {"amd-nps4-rootport", Split::whole, kHugePage1G},
+            {"hgx-a100", Split::whole, kHugePage1G},
+            {"hgx-a100", Split::numa, kHugePage1G},
+            {"pcie-4gpu-vf", Split::numa, kHugePage1G},
+            {"amd-nps4-rootport", Split::whole, kHugePage1G},
             // ACS off: each top switch's group passed whole (PFs and VFs beside the GPUs).
             {"hgx-a100-acs-off", Split::numa, kHugePage1G}};
 }
@@ -110,6 +115,8 @@ private:
     std::unique_ptr<xmlDoc, XmlDocFree> doc_;
 };
 
-inline int hexnum(const std::string& s) { return static_cast<int>(std::stol(s, nullptr, 0)); }
+inline int hexnum(const std::string& s) {
+    return static_cast<int>(std::stol(s, nullptr, 0));
+}
 
 }  // namespace kiln::vm::test

@@ -49,8 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bmc.minimal_tree();
     const char* route = kRoutes[data[0] % (sizeof kRoutes / sizeof kRoutes[0])];
     bmc.on("GET", route, kiln::firmware::test::Reply{200, body, {}, ""});
-    auto session = std::make_shared<kiln::redfish::BmcSession>(
-        bmc, kiln::redfish::Endpoint{"http://fuzz.test", "u", "p", {}});
+    auto session =
+        std::make_shared<kiln::redfish::BmcSession>(bmc, kiln::redfish::Endpoint{"http://fuzz.test", "u", "p", {}});
     kiln::redfish::Client client(session, [](std::chrono::milliseconds) { return false; });
     (void)kiln::firmware::read_inventory(client);
     return 0;

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>

@@ -17,7 +17,9 @@
 // CI's LSAN_OPTIONS never reach it. Carry the one suppression it needs
 // (.ci/lsan.supp: libyang 2.1.30 leaks a union value it stores) in the binary.
 extern "C" const char* __lsan_default_suppressions();
-extern "C" const char* __lsan_default_suppressions() { return "leak:lyplg_type_store_union\n"; }
+extern "C" const char* __lsan_default_suppressions() {
+    return "leak:lyplg_type_store_union\n";
+}
 
 int main(int argc, char** argv) {
     using kiln::network::sonic::SonicSim;
