@@ -281,6 +281,7 @@ std::optional<PerftestFigure> parse_perftest_bw(const std::string& output) {
         PerftestFigure fig;
         if (f >> fig.bytes >> fig.iterations >> fig.peak_gbit >> fig.average_gbit) {
             if (fig.bytes <= 0 || fig.iterations <= 0 || fig.average_gbit < 0) return std::nullopt;
+            if (!(f >> fig.message_rate_mpps) || fig.message_rate_mpps < 0) fig.message_rate_mpps = 0;
             return fig;
         }
         if (trim(line).find_first_not_of('-') != std::string::npos) return std::nullopt;
@@ -465,7 +466,7 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
                 const std::string pair = ports[i].label() + " -> " + their_label;
                 if (fig) {
                     pr.ok = true;
-                    pr.gbs = fig->average_gbit / 8.0;
+                    pr.gbs = fig->average_gbit_precise() / 8.0;
                     pr.why = pair;
                 } else if (!cr.error.empty()) {
                     pr.why = pair + ": " + cr.error;
