@@ -896,6 +896,39 @@ TEST_CASE("config: a smoke profile's relative floor and what it does", "[config]
     expect_one(*load_text(with("relative_verdict = \"ignore\"\n")), 7, 20, "smoke.s.relative_verdict", "warn");
 }
 
+TEST_CASE("config: a smoke profile shapes the RDMA writes, and only a profile that does changes its inputs",
+          "[config][errors]") {
+    // Lines 6-8: the profile; node a runs it.
+    auto with = [](const std::string& keys) { return kBase + "[smoke.s]\n" + keys + kNodeA + "smoke = \"s\"\n"; };
+    auto ok = load_text(with("rdma_bytes = 16384\nrdma_iterations = 50\nrdma_pair_timeout = \"90s\"\n"));
+    expect_ok(*ok);
+    const auto& f = *ok->result.fleet;
+    const auto& p = f.smoke.at("s");
+    CHECK(p.rdma_bytes == 16384);
+    CHECK(p.rdma_iterations == 50);
+    CHECK(p.rdma_pair_timeout == std::chrono::seconds(90));
+    auto in = kiln::config::node_section_json(f, f.nodes[0], "smoke");
+    CHECK(in["rdma"] == nlohmann::json({{"bytes", 16384}, {"iterations", 50}, {"pair_timeout_ms", 90000}}));
+
+    // Unset: kiln-smoke's defaults, and the inputs (and digest) profiles had before.
+    auto plain = load_text(with(""));
+    expect_ok(*plain);
+    const auto& g = *plain->result.fleet;
+    CHECK_FALSE(g.smoke.at("s").rdma_bytes);
+    CHECK_FALSE(kiln::config::node_section_json(g, g.nodes[0], "smoke").contains("rdma"));
+    // One key alone is the only one carried.
+    auto one = load_text(with("rdma_iterations = 5\n"));
+    expect_ok(*one);
+    CHECK(kiln::config::node_section_json(*one->result.fleet, one->result.fleet->nodes[0], "smoke")["rdma"] ==
+          nlohmann::json({{"iterations", 5}}));
+
+    expect_one(*load_text(with("rdma_bytes = 0\n")), 7, 14, "smoke.s.rdma_bytes", "1");
+    expect_one(*load_text(with("rdma_iterations = 4\n")), 7, 19, "smoke.s.rdma_iterations", "5");
+    expect_one(*load_text(with("rdma_pair_timeout = \"500ms\"\n")), 7, 21, "smoke.s.rdma_pair_timeout",
+               "must be at least 1s");
+    expect_one(*load_text(with("rdma_bytes = \"64k\"\n")), 7, 14, "smoke.s.rdma_bytes", "integer");
+}
+
 TEST_CASE("config: the store table names a PostgreSQL journal, a password in its URL is refused masked",
           "[config][errors]") {
     auto ok = load_text(kBase +

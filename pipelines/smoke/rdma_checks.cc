@@ -542,8 +542,8 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
     } else if (slowest >= 0) {
         bw.verdict = Verdict::Pass;
         bw.figure = slowest;
-        bw.detail =
-            "from " + memory + "; slowest pair of " + std::to_string(results.size() - bad.size()) + ": " + figures;
+        bw.detail = std::to_string(o.iterations) + " writes of " + std::to_string(o.bytes) + " B a pair, from " +
+                    memory + "; slowest pair of " + std::to_string(results.size() - bad.size()) + ": " + figures;
     } else if (broke.empty()) {
         bw.verdict = Verdict::Fail;
         bw.detail = "no RDMA write was measured" + (failures.empty() ? std::string() : ": " + failures);

@@ -145,6 +145,7 @@ struct RankArgs {
     double check_s = 20;
     std::map<std::string, double> thresholds;
     std::vector<std::string> extra;
+    std::vector<std::string> profile;  // from the fleet's [smoke.NAME] (the RDMA writes' shape)
 };
 
 std::string peers_of(SmokeTransport& transport, const std::vector<RingVm>& ring) {
@@ -171,6 +172,7 @@ std::vector<RankLaunch> ranks_of(SmokeTransport& transport, const std::string& n
                       std::to_string(a.listen_port), "--host", vm, "--connect-timeout",
                       std::to_string(std::max(1.0, args.connect_s)), "--check-timeout", std::to_string(args.check_s)}};
         for (const auto& e : args.extra) r.args.push_back(e);
+        for (const auto& e : args.profile) r.args.push_back(e);
         // The fleet's thresholds last: they win over the extra arguments'
         // (kiln-smoke keeps the last one given), as they do when judged.
         for (const auto& [name, value] : args.thresholds) {
@@ -641,11 +643,19 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     std::map<std::string, double> thresholds;
     std::chrono::milliseconds timeout{std::chrono::minutes(20)};
     RelativePolicy relative;
+    std::vector<std::string> profile_args;
     if (auto it = fleet.smoke.find(ctx.node().smoke); it != fleet.smoke.end()) {
-        thresholds = it->second.thresholds;
-        timeout = it->second.timeout;
-        relative.floor = it->second.relative_floor;
-        relative.fail = it->second.relative_verdict == "fail";
+        const auto& p = it->second;
+        thresholds = p.thresholds;
+        timeout = p.timeout;
+        relative.floor = p.relative_floor;
+        relative.fail = p.relative_verdict == "fail";
+        if (p.rdma_bytes) profile_args.insert(profile_args.end(), {"--rdma-bytes", std::to_string(*p.rdma_bytes)});
+        if (p.rdma_iterations)
+            profile_args.insert(profile_args.end(), {"--rdma-iterations", std::to_string(*p.rdma_iterations)});
+        if (p.rdma_pair_timeout)
+            profile_args.insert(profile_args.end(),
+                                {"--rdma-timeout", fmt::format("{:g}", p.rdma_pair_timeout->count() / 1000.0)});
     }
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline() - engine::StageContext::Clock::now());
@@ -660,6 +670,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     rank_args.check_s = check_s;
     rank_args.thresholds = thresholds;
     rank_args.extra = options_.extra_args;
+    rank_args.profile = profile_args;
     std::vector<size_t> rank_of;  // ranks[i] is ring rank rank_of[i]
     auto ranks = ranks_of(transport, ctx.node().name, ring_vms, rank_args, &rank_of);
     // This node's ranks of the ring, run once: their reports as the result.

@@ -447,6 +447,15 @@ json node_section_json(const Fleet& fleet, const Node& node, const std::string& 
         // Only when set, so that profiles without it keep the digest they had.
         if (it->second.relative_floor > 0)
             in["relative"] = {{"floor", it->second.relative_floor}, {"verdict", it->second.relative_verdict}};
+        // Likewise the RDMA writes' shape, only the keys set.
+        const auto& sp = it->second;
+        if (sp.rdma_bytes || sp.rdma_iterations || sp.rdma_pair_timeout) {
+            json rdma = json::object();
+            if (sp.rdma_bytes) rdma["bytes"] = *sp.rdma_bytes;
+            if (sp.rdma_iterations) rdma["iterations"] = *sp.rdma_iterations;
+            if (sp.rdma_pair_timeout) rdma["pair_timeout_ms"] = sp.rdma_pair_timeout->count();
+            in["rdma"] = rdma;
+        }
         // Only for shared rings, so that node rings keep the digest they had.
         if (it->second.scope != "node") {
             json ring = json::array();

@@ -149,6 +149,13 @@ struct SmokeProfile {
     // is below this fraction of the ring's median warns or fails. 0: off.
     double relative_floor = 0;
     std::string relative_verdict = "fail";  // warn | fail
+    // The RDMA checks' writes (docs/smoke.md, "RDMA checks"): bytes per
+    // write, writes per pair, and one pair's bound. Unset: kiln-smoke's
+    // defaults (64 KiB, 200, 30 s). A 400 Gb/s rail wants more bytes than
+    // that to measure; a TCG lab fewer.
+    std::optional<int64_t> rdma_bytes;
+    std::optional<int64_t> rdma_iterations;
+    std::optional<Duration> rdma_pair_timeout;
     SourcePos pos;
 };
 

@@ -877,6 +877,15 @@ struct Loader {
                               "must be a fraction of the median between 0 and 1 (e.g. 0.9)");
             }
             if (auto v = r.choice("relative_verdict", {"warn", "fail"})) p.relative_verdict = *v;
+            p.rdma_bytes = r.integer("rdma_bytes", 1, int64_t{1} << 30);
+            p.rdma_iterations = r.integer("rdma_iterations", 5, 100000000);
+            if (auto v = r.duration("rdma_pair_timeout")) {
+                if (*v >= std::chrono::seconds(1))
+                    p.rdma_pair_timeout = *v;
+                else
+                    ctx.error(r.table().get("rdma_pair_timeout")->source(), r.key_path("rdma_pair_timeout"),
+                              "must be at least 1s: perftest sets up its connection within it");
+            }
             if (const toml::table* th = r.table("thresholds")) {
                 TableReader tr(ctx, *th, r.key_path("thresholds"));
                 for (const auto& [k, v] : *th) {

@@ -116,6 +116,9 @@ for n in labt-gpu-01 labt-gpu-02; do
     bw=$(jq -r --argjson k "$vm" '.vms[$k].report.checks[] | select(.name == "rdma_write_bw_gbps")' "$smoke")
     jq -e '.figure > 0' <<<"$bw" >/dev/null || fail "$n vm$vm RDMA write bandwidth: $bw"
     [ "$(jq -r .detail <<<"$bw" | grep -o 'GB/s' | wc -l)" = 3 ] || fail "$n vm$vm did not write to all 3 peers: $bw"
+    # The writes the smoke profile asked for (examples/lab/fleet.toml).
+    jq -r .detail <<<"$bw" | grep -q '^40 writes of 32768 B a pair, ' ||
+      fail "$n vm$vm RDMA writes are not the lab profile's 40 x 32 KiB: $bw"
     jq -r .detail <<<"$bw" | grep -q 'rxe_eth1 port 1 (eth1) -> rxe_eth1 port 1 (eth1)' ||
       fail "$n vm$vm RDMA pairs are not Soft-RoCE over eth1: $bw"
     # The rail's PCI function as the guest's kernel shows it (Soft-RoCE:

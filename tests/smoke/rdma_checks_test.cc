@@ -168,8 +168,9 @@ TEST_CASE("rdma: with a CUDA perftest each rail writes from its nearest GPU's me
     CHECK(vm.log[3].find(" gpu 0000:f3:00.0 ok") != std::string::npos);
     const Check& bw = vm.check("rdma_write_bw_gbps");
     CHECK(bw.verdict == Verdict::Pass);
-    CHECK(bw.detail.rfind("from GPU memory (GPUDirect RDMA: mlx5_0 from 0000:f7:00.0 mlx5_1 from 0000:f3:00.0)", 0) ==
-          0);
+    CHECK(bw.detail.rfind("200 writes of 65536 B a pair, from GPU memory (GPUDirect RDMA: mlx5_0 from 0000:f7:00.0 "
+                          "mlx5_1 from 0000:f3:00.0)",
+                          0) == 0);
 }
 
 TEST_CASE("rdma: a perftest without CUDA writes from host memory and says so, and required GPU memory then fails") {
@@ -182,7 +183,7 @@ TEST_CASE("rdma: a perftest without CUDA writes from host memory and says so, an
         for (const auto& l : vm.log) CHECK(l.find(" gpu ") == std::string::npos);
         const Check& bw = vm.check("rdma_write_bw_gbps");
         CHECK(bw.verdict == Verdict::Pass);
-        CHECK(bw.detail.rfind("from host memory (", 0) == 0);
+        CHECK(bw.detail.rfind("200 writes of 65536 B a pair, from host memory (", 0) == 0);
     }
     SECTION("on: the bandwidth check fails with the reason") {
         GpuVmRun vm;

@@ -49,6 +49,7 @@ public:
         {
             std::lock_guard<std::mutex> lk(mu);
             runs_by_node[node.name]++;
+            for (const auto& r : launched) args_by_vm[r.vm] = r.args;
         }
         auto out = inner_->run(node, launched, timeout);
         if (late.count(node.name)) std::this_thread::sleep_for(late_by);
@@ -64,7 +65,8 @@ public:
     std::set<std::string> late;
     std::chrono::milliseconds late_by{0};
     std::mutex mu;
-    std::map<std::string, int> runs_by_node;  // transport runs per node
+    std::map<std::string, int> runs_by_node;                     // transport runs per node
+    std::map<std::string, std::vector<std::string>> args_by_vm;  // each VM's last kiln-smoke arguments
 
 private:
     std::shared_ptr<kiln::smoke::SmokeTransport> inner_;

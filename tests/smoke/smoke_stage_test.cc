@@ -79,6 +79,37 @@ TEST_CASE("passing smoke checks hand the node over and a second run changes noth
     CHECK(h.hook_documents().size() == 1);  // the hook did not run again
 }
 
+TEST_CASE("the smoke profile's RDMA write shape reaches every kiln-smoke") {
+    SmokeHarness h({{"allreduce_errors", 0}});
+    auto& p = h.fleet.smoke.at("quick");
+    p.rdma_bytes = 16384;
+    p.rdma_iterations = 50;
+    p.rdma_pair_timeout = std::chrono::milliseconds(90500);
+    auto first = h.run();
+    REQUIRE(first.nodes.size() == 1);
+    INFO(first.nodes[0].error);
+    // kiln-smoke refuses arguments it does not know: it took these.
+    CHECK(first.nodes[0].state == "ready");
+    REQUIRE(h.transport->args_by_vm.size() == 2);
+    for (const auto& [vm, args] : h.transport->args_by_vm) {
+        INFO(vm);
+        auto value = [&](const std::string& flag) -> std::string {
+            auto it = std::find(args.begin(), args.end(), flag);
+            CHECK(std::count(args.begin(), args.end(), flag) == 1);
+            return it == args.end() || it + 1 == args.end() ? "" : *(it + 1);
+        };
+        CHECK(value("--rdma-bytes") == "16384");
+        CHECK(value("--rdma-iterations") == "50");
+        CHECK(value("--rdma-timeout") == "90.5");
+    }
+    // Without them, kiln-smoke keeps its own defaults: no such arguments.
+    SmokeHarness plain({{"allreduce_errors", 0}});
+    auto second = plain.run();
+    REQUIRE(second.nodes.size() == 1);
+    for (const auto& [vm, args] : plain.transport->args_by_vm)
+        CHECK(std::find(args.begin(), args.end(), "--rdma-bytes") == args.end());
+}
+
 TEST_CASE("judging: the fleet threshold wins and a threshold nobody reported fails") {
     json result = {{"vms", json::array({{{"vm", "kiln-a-vm0"},
                                          {"report",
