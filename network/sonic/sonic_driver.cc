@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "network/config_tree.h"
 #include "network/sonic/config_db.h"
 #include "network/sonic/json_patch.h"
 #include "network/sonic/managed_scope.h"
@@ -43,24 +44,23 @@ bool flaps_port(const std::string& table) {
            table == "BUFFER_PORT_INGRESS_PROFILE_LIST" || table == "BUFFER_PORT_EGRESS_PROFILE_LIST";
 }
 
-void add_change(std::vector<ConfigChange>& out, const std::string& table, const std::string& key,
-                const std::string& field, const json& desired, const json& running) {
-    ConfigChange c;
-    if (is_port_table(table)) c.port = split_key(key).at(0);
-    if (table == "CABLE_LENGTH") c.port = field;  // CABLE_LENGTH|AZURE {port: length}
-    c.disruptive = !c.port.empty() && c.port != "global" && flaps_port(table);
-    c.path = fmt::format("{}|{}/{}", table, key, field);
-    c.field = field_label(table, key, field);
-    c.desired = desired;
-    c.running = running;
-    out.push_back(std::move(c));
-}
-
-const json& member_or_empty(const json& obj, const std::string& k) {
-    static const json empty = json::object();
-    if (!obj.is_object()) return empty;
-    auto it = obj.find(k);
-    return it == obj.end() ? empty : *it;
+// CONFIG_DB's tree: tables, entries, fields; every level owned once
+// narrowed to kiln's scope (managed_scope.h): an entry kiln renders is owned
+// whole, an entry the scope keeps that kiln does not render goes.
+TreeDiffOptions config_db_tree() {
+    TreeDiffOptions o;
+    o.owned_from_depth = 0;
+    o.label = [](const std::vector<std::string>& path, ConfigChange& c) {
+        const std::string table = !path.empty() ? path[0] : "";
+        const std::string key = path.size() > 1 ? path[1] : "";
+        const std::string field = path.size() > 2 ? path[2] : "";
+        if (is_port_table(table) && !key.empty()) c.port = split_key(key).at(0);
+        if (table == "CABLE_LENGTH") c.port = field;  // CABLE_LENGTH|AZURE {port: length}
+        c.disruptive = !c.port.empty() && c.port != "global" && flaps_port(table);
+        c.path = fmt::format("{}|{}/{}", table, key, field);
+        c.field = field_label(table, key, field);
+    };
+    return o;
 }
 
 }  // namespace
@@ -280,32 +280,7 @@ json SonicDriver::patch_for(const json& desired, const json& running) const {
 }
 
 std::vector<ConfigChange> SonicDriver::diff(const json& desired, const json& running) const {
-    std::vector<ConfigChange> out;
-    const json scoped = scope_to_desired(running, desired);
-    // Entries kiln renders: field by field.
-    for (auto t = desired.begin(); t != desired.end(); ++t) {
-        const json& rt = member_or_empty(scoped, t.key());
-        for (auto e = t->begin(); e != t->end(); ++e) {
-            const json& re = member_or_empty(rt, e.key());
-            for (auto f = e->begin(); f != e->end(); ++f) {
-                auto rf = re.find(f.key());
-                if (rf == re.end())
-                    add_change(out, t.key(), e.key(), f.key(), *f, nullptr);
-                else if (*rf != *f)
-                    add_change(out, t.key(), e.key(), f.key(), *f, *rf);
-            }
-            for (auto f = re.begin(); f != re.end(); ++f)
-                if (!e->contains(f.key())) add_change(out, t.key(), e.key(), f.key(), nullptr, *f);
-        }
-    }
-    // Entries the switch has in kiln's scope that kiln does not render (overlapping ranges).
-    for (auto t = scoped.begin(); t != scoped.end(); ++t) {
-        const json& dt = member_or_empty(desired, t.key());
-        for (auto e = t->begin(); e != t->end(); ++e) {
-            if (dt.contains(e.key())) continue;
-            for (auto f = e->begin(); f != e->end(); ++f) add_change(out, t.key(), e.key(), f.key(), nullptr, *f);
-        }
-    }
+    std::vector<ConfigChange> out = diff_trees(desired, scope_to_desired(running, desired), config_db_tree());
     // A port that is not admin up has no link to lose: the updater leaves it as it is.
     if (auto k = running.find(kFactsKey); k != running.end() && k->contains("config_db")) {
         const json& ports = (*k)["config_db"].value("PORT", json::object());

@@ -1,9 +1,11 @@
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <catch2/catch.hpp>
 #include <fstream>
 
+#include "network/config_tree.h"
 #include "network/sonic/json_patch.h"
 #include "network/sonic/managed_scope.h"
 #include "network/sonic/sonic_driver.h"
@@ -124,6 +126,58 @@ TEST_CASE("the sonic diff names port and field and leaves unmanaged settings alo
 
     CHECK(d.diff(*desired, *desired).empty());
     CHECK(d.patch_for(*desired, *desired).empty());
+}
+
+TEST_CASE("one tree diff: owned levels name what only the switch has, other levels leave it alone") {
+    const json desired = {{"T", {{"a", {{"x", "1"}}}}}};
+    const json running = {{"T", {{"a", {{"x", "2"}, {"y", "3"}}}, {"b", {{"z", "4"}}}, {"c", json::object()}}},
+                          {"U", json::object()}};
+    auto paths = [](const std::vector<ConfigChange>& cs) {
+        std::vector<std::string> out;
+        for (const auto& c : cs) out.push_back(c.path + "=" + c.desired.dump() + "<-" + c.running.dump());
+        return out;
+    };
+    // NVUE's and EOS's rule: only desired's leaves.
+    CHECK(paths(diff_trees(desired, running, {})) == std::vector<std::string>{"T/a/x=\"1\"<-\"2\""});
+    // SONiC's: every level owned; an owned member only the switch has goes
+    // leaf by leaf, after the members kiln renders; empty objects hold nothing.
+    TreeDiffOptions all;
+    all.owned_from_depth = 0;
+    CHECK(paths(diff_trees(desired, running, all)) ==
+          std::vector<std::string>{"T/a/x=\"1\"<-\"2\"", "T/a/y=null<-\"3\"", "T/b/z=null<-\"4\""});
+    // Owned from the entries down: extra fields go, extra entries stay.
+    TreeDiffOptions entries;
+    entries.owned_from_depth = 2;
+    CHECK(paths(diff_trees(desired, running, entries)) ==
+          std::vector<std::string>{"T/a/x=\"1\"<-\"2\"", "T/a/y=null<-\"3\""});
+}
+
+TEST_CASE("the sonic diff names exactly the fields its patch changes") {
+    SonicDriver d("leaf1", std::make_shared<ScriptedRunner>());
+    auto desired = d.render(tn::roce_profile(), make_ports(4));
+    REQUIRE(desired);
+    const json running = select_managed(tn::stock_config(), {"Ethernet0", "Ethernet4", "Ethernet8", "Ethernet12"});
+    const json scoped = scope_to_desired(running, *desired);
+    auto patched = json_patch_apply(scoped, d.patch_for(*desired, running));
+    REQUIRE(patched);
+    // Every TABLE|key/field whose value the patch changes (or adds, or removes).
+    std::set<std::string> changed;
+    auto leaves = [](const json& doc, std::map<std::string, json>& out) {
+        for (const auto& [t, entries] : doc.items())
+            for (const auto& [k, fields] : entries.items())
+                for (const auto& [f, v] : fields.items()) out[t + "|" + k + "/" + f] = v;
+    };
+    std::map<std::string, json> before, after;
+    leaves(scoped, before);
+    leaves(*patched, after);
+    for (const auto& [p, v] : before)
+        if (!after.count(p) || after[p] != v) changed.insert(p);
+    for (const auto& [p, v] : after)
+        if (!before.count(p)) changed.insert(p);
+    std::set<std::string> named;
+    for (const auto& c : d.diff(*desired, running)) CHECK(named.insert(c.path).second);
+    CHECK(changed.size() > 10);
+    CHECK(named == changed);
 }
 
 TEST_CASE("the sonic patch never replaces a table or entry the switch already has") {
