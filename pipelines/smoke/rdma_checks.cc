@@ -19,6 +19,12 @@ namespace kiln::smoke {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// How long a round waits for its perftest server to listen, and how long a
+// server may outlive its client's bound (it prints its table after).
+constexpr std::chrono::milliseconds kListenWait{10000};
+constexpr std::chrono::milliseconds kServerGrace{5000};
+
 using nlohmann::json;
 
 namespace {
@@ -314,9 +320,10 @@ bool ring_allgather(TcpRing& ring, const std::string& mine, std::vector<std::str
 
 std::chrono::milliseconds rdma_checks_bound(int ranks, int rails, const RdmaOptions& o) {
     const int rounds = std::max(1, ranks - 1);
-    // Per round and rail: the server's start, the client's run with its
-    // retries, the server's end, and two barriers.
-    const auto per = o.per_run * 2 + std::chrono::seconds(20);
+    // Per round and rail: the server's start (at most kListenWait), the
+    // clients' runs with their retries (per_run), the servers' end (at most
+    // kServerGrace past that), and two barriers.
+    const auto per = o.per_run + std::min(o.per_run, kListenWait) + kServerGrace + std::chrono::seconds(30);
     return per * rounds * std::max(1, rails) + std::chrono::seconds(30);
 }
 
@@ -419,14 +426,24 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
             if (have) {
                 serving = server.start(perftest_args(o, ports[i], o.listen_port, rail_gpu[i]));
                 if (serving) {
-                    // perftest prints this once it listens.
-                    server.wait_for_output("Waiting for client", std::min(deadline, Clock::now() + o.per_run));
+                    // perftest prints this once it listens. Only a head
+                    // start for the clients, which retry their setup within
+                    // their own bound: a server that does not listen (a port
+                    // that is down can keep perftest from it) is not waited
+                    // for longer than kListenWait.
+                    server.wait_for_output("Waiting for client",
+                                           std::min(deadline, Clock::now() + std::min(o.per_run, kListenWait)));
                 }
             }
             if (!barrier(&err)) {
                 broke = "the ring broke in RDMA round " + std::to_string(k) + ": " + err;
                 break;
             }
+            // Every rank's client starts now, with one bound; each server
+            // ends with its client, or is killed kServerGrace past that same
+            // bound (not a bound past this rank's own client's end: a round
+            // then took three pair timeouts).
+            const auto round_end = std::min(deadline, Clock::now() + o.per_run);
             if (o.passive) {
                 if (!barrier(&err)) broke = "the ring broke after RDMA round " + std::to_string(k) + ": " + err;
                 continue;
@@ -443,7 +460,7 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
             } else {
                 std::vector<std::string> args = perftest_args(o, ports[i], peer.port, rail_gpu[i]);
                 args.push_back(peer.host);
-                const auto run_end = std::min(deadline, Clock::now() + o.per_run);
+                const auto run_end = round_end;
                 ChildResult cr;
                 // perftest's setup connection goes through a forward that
                 // answers before the server behind it listens: a client that
@@ -484,7 +501,7 @@ std::vector<Check> rdma_checks(TcpRing* ring, int rank, const std::vector<RdmaPe
             // The server ends on its own once its client has; one whose
             // client gave up is killed at the bound. Only then the barrier,
             // so the next round's server finds the port free.
-            if (serving) server.wait(std::min(deadline, Clock::now() + o.per_run));
+            if (serving) server.wait(std::min(deadline, round_end + kServerGrace));
             if (!barrier(&err)) broke = "the ring broke after RDMA round " + std::to_string(k) + ": " + err;
         }
     }

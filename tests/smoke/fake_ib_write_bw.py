@@ -7,7 +7,9 @@
 # (HOST last): connects to HOST:-p, prints the table, or perftest's errors
 # when the server does not answer. Named *-down (a symlink), it fails as a
 # VM whose fabric link is down does: the server takes the setup connection
-# and drops it, the client gets no answer. Each run appends one line to
+# and drops it, the client gets no answer. Named *-deaf, its server never
+# listens and never ends (a port that is down can keep perftest from
+# listening), and its client fails as *-down's. Each run appends one line to
 # $FAKE_RDMA_LOG: "server PORT" or "client PORT ok|fail", with " gpu BDF"
 # after PORT when it was given --use_cuda_bus_id=BDF. --help prints a usage
 # that lists the CUDA options only with FAKE_RDMA_CUDA=1 (as perftest lists
@@ -15,6 +17,7 @@
 import os
 import socket
 import sys
+import time
 
 args = sys.argv[1:]
 if "--help" in args:
@@ -31,7 +34,8 @@ at = "%d%s" % (int(args[args.index("-p") + 1]) if "-p" in args else 18515, " gpu
 port = int(args[args.index("-p") + 1]) if "-p" in args else 18515
 takes_value = {"-d", "-i", "-s", "-n", "-p", "-x", "-u"}
 positional = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in takes_value)]
-down = os.path.basename(sys.argv[0]).endswith("-down")
+deaf = os.path.basename(sys.argv[0]).endswith("-deaf")
+down = deaf or os.path.basename(sys.argv[0]).endswith("-down")
 gbit = os.environ.get("FAKE_RDMA_GBIT", "8.00")
 
 
@@ -47,6 +51,10 @@ def table():
     print(" 65536      200              %s               %s   \t   0.015259" % (gbit, gbit))
     print("-" * 87)
 
+
+if not positional and deaf:
+    time.sleep(3600)
+    sys.exit(1)
 
 if not positional:
     s = socket.socket()

@@ -268,6 +268,7 @@ struct RdmaRing {
         const std::string fake = std::string(KILN_SOURCE_DIR) + "/tests/smoke/fake_ib_write_bw.py";
         fs::create_symlink(fake, dir.path() + "/ib_write_bw");
         fs::create_symlink(fake, dir.path() + "/ib_write_bw-down");
+        fs::create_symlink(fake, dir.path() + "/ib_write_bw-deaf");
         json peers = json::array();
         for (int r = 0; r < n; ++r)
             peers.push_back({{"vm", "vm-" + std::to_string(r)},
@@ -287,7 +288,8 @@ struct RdmaRing {
             << "1: DOWN\n";
     }
 
-    std::vector<json> run(int down = -1) {
+    // Rank `down` runs the perftest named ib_write_bw`variant`.
+    std::vector<json> run(int down = -1, const std::string& variant = "-down") {
         std::vector<kiln::test::ChildResult> out(static_cast<size_t>(n));
         std::vector<std::thread> threads;
         for (int r = 0; r < n; ++r)
@@ -298,7 +300,7 @@ struct RdmaRing {
                 for (const auto& a : std::vector<std::string>{
                          "--vm-config", dir.path() + "/vm" + std::to_string(r) + ".json", "--rdma-timeout", "8",
                          "--test-rdma-sysfs", dir.path() + "/sysfs" + std::to_string(r), "--test-rdma-perftest",
-                         dir.path() + (r == down ? "/ib_write_bw-down" : "/ib_write_bw"), "--threshold",
+                         dir.path() + (r == down ? "/ib_write_bw" + variant : "/ib_write_bw"), "--threshold",
                          "rdma_write_bw_gbps=0.5"})
                     argv.push_back(a);
                 out[static_cast<size_t>(r)] = kiln::test::run_child(argv, {{"FAKE_RDMA_LOG", log}});
@@ -399,6 +401,35 @@ TEST_CASE("rdma: a VM whose fabric link is down names its NIC, and every peer na
         // The healthy pair's figure still stands.
         CHECK((*bw)["figure"].get<double>() == Approx(1.0).epsilon(1e-3));
     }
+}
+
+TEST_CASE("rdma: a VM whose perftest server never listens still ends its rounds and names its NIC") {
+    // The lab's link-down VM: its Soft-RoCE port down kept perftest from
+    // listening, and the RDMA part ran past its bound, so the VM reported
+    // "did not return" instead of its NIC.
+    RdmaRing ring;
+    ring.link_down(2);
+    auto docs = ring.run(2, "-deaf");
+    const json* own = find_check(docs[2], "rdma_ports_down");
+    REQUIRE(own);
+    CHECK((*own)["verdict"] == "fail");
+    CHECK((*own)["detail"] == "rxe0 port 1 (eth1) is DOWN");
+    for (int r = 0; r < 2; ++r) {
+        INFO("rank " << r << ": " << docs[static_cast<size_t>(r)].dump());
+        const json* unreachable = find_check(docs[static_cast<size_t>(r)], "rdma_unreachable_peers");
+        const json* bw = find_check(docs[static_cast<size_t>(r)], "rdma_write_bw_gbps");
+        REQUIRE(unreachable);
+        REQUIRE(bw);
+        CHECK((*unreachable)["figure"] == 1);
+        CHECK((*unreachable)["detail"].get<std::string>().find("vm-2 (rank 2) rail 0") != std::string::npos);
+        CHECK((*bw)["verdict"] == "pass");
+    }
+    // Every rank's server was started once a round; the deaf one never served.
+    auto lines = ring.log_lines();
+    int served = 0;
+    for (const auto& [line, count] : lines)
+        if (line.rfind("server ", 0) == 0) served += count;
+    CHECK(served == 4);  // ranks 0 and 1, two rounds each
 }
 
 TEST_CASE("rdma: a VM config without rdma runs no RDMA check and a peer without an RDMA port is named unreachable") {
