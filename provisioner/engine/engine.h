@@ -139,6 +139,7 @@ public:
     Result<RunReport> run(const RunOptions& options);
 
 private:
+    class Run;  // one run, in named parts (engine_run.cc)
     struct Selection {
         const config::Node* node;
         const config::Pipeline* pipeline;
