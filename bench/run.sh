@@ -25,9 +25,13 @@ echo "bench/network: 64-switch, 2,048-port fabric: SONiC render + YANG validate;
 build/bench/kiln-bench-network --out bench/results/network.json --work build/bench-network
 echo "bench/network: 50 switch reads over real SSH, one connection per command vs one pooled master connection"
 bench/network/ssh_pool_bench.sh > /dev/null
-echo "bench/vm: apply to readiness for 1, 2 and 4 TCG probe guests vs virsh define+start; XML generation for 8-GPU hosts"
+# The tests' gpu-guest-lite, where the heavy tests built it, for the TCG boot order.
+guest_image=${KILN_BENCH_VM_GUEST:-build/test-images/gpu-guest-lite.qcow2}
+vm_guest=()
+[ ! -f "$guest_image" ] || vm_guest=(--guest-image "$guest_image" --guests "${KILN_BENCH_VM_GUESTS:-4}")
+echo "bench/vm: apply to readiness for 1, 2 and 4 TCG probe guests vs virsh define+start; XML generation for 8-GPU hosts; ${KILN_BENCH_VM_GUESTS:-4} gpu-guest-lite guests under TCG side by side vs one after another (where the image is)"
 build/bench/kiln-bench-vm --out bench/results/vm.json --work build/bench-vm --init build/kiln-probe-init \
-  --fixtures tests/fixtures/sysfs > /dev/null
+  --fixtures tests/fixtures/sysfs "${vm_guest[@]}" > /dev/null
 echo "bench/redfish: inventory walk kiln vs python3-sushy; ${KILN_BENCH_BMCS:-500} emulated BMCs updated by kiln apply; ${KILN_BENCH_WORKER_BMCS:-2000} by 4 kiln workers on PostgreSQL vs one kiln apply; 256 MiB multipart push kiln vs curl -F; fuzz"
 bench/redfish/run.sh > /dev/null
 echo "bench/images: gpu-guest-lite cold (kiln vs mmdebstrap+virt-customize), last-layer and no-op rebuilds (slow under TCG; KILN_BENCH_FULL=1 adds gpu-guest; KILN_BENCH_IMAGES_PARTS picks parts, e = reproducibility)"

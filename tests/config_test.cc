@@ -452,6 +452,14 @@ TEST_CASE("config: wrong types and out-of-range values", "[config][errors]") {
     expect_one(*load_text(kBase + "[vm.small]\nhugepages = \"yes\"\n"), 7, 13, "vm.small.hugepages",
                "expected boolean, found string");
     expect_one(*load_text(kBase + "[vm.small]\nvcpus = -1\n"), 7, 9, "vm.small.vcpus", "found -1");
+    expect_one(*load_text(kBase + "[vm.small]\ntcg_parallel_boots = 0\n"), 7, 22, "vm.small.tcg_parallel_boots",
+               "expected 1..1024, found 0");
+    {
+        auto three = load_text(kBase + "[vm.small]\ntcg_parallel_boots = 3\n[vm.plain]\n");
+        expect_ok(*three);
+        CHECK(three->result.fleet->vm.at("small").tcg_parallel_boots == 3);
+        CHECK(three->result.fleet->vm.at("plain").tcg_parallel_boots == 1);  // one at a time unless set
+    }
     expect_one(*load_text("schema = 2\n[fleet]\nname = \"t\"\n"), 1, 10, "schema", "expected 1");
     expect_one(*load_text("schema = \"1\"\n[fleet]\nname = \"t\"\n"), 1, 10, "schema",
                "expected integer, found string");

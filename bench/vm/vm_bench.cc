@@ -4,8 +4,14 @@
 // boot), split into kiln's own work (overlay, seed ISO, XML, define/start
 // through the C API) against a baseline of `virsh define && virsh start`
 // of the same XML in the same run; (2) domain XML + NCCL topology
-// generation for the 8-GPU fixture hosts. Writes JSON (--out).
+// generation for the 8-GPU fixture hosts; (3) with --guest-image (a real
+// guest such as gpu-guest-lite), that many guests (--guests, default 4)
+// booted to their markers under TCG side by side against one after another,
+// the vm stage's default under TCG (boot_gate.h, tcg_parallel_boots = 1),
+// both beside --hogs busy processes (default 2). Writes JSON (--out).
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,7 +57,10 @@ struct Guest {
     std::string xml;
 };
 
-std::string guest_xml(const std::string& name, const VmFiles& f, const std::string& kernel, const std::string& initrd) {
+// A probe guest (kernel + initrd booted directly) or, with both empty, a
+// distro guest booting from its disk.
+std::string guest_xml(const std::string& name, const VmFiles& f, const std::string& kernel, const std::string& initrd,
+                      uint64_t memory_mib = 256) {
     HostTopology host;
     NumaNode n0;
     n0.cpus = {0};
@@ -60,7 +69,7 @@ std::string guest_xml(const std::string& name, const VmFiles& f, const std::stri
     vm.name = "bench";
     VmCell cell;
     cell.cpus = {0};
-    cell.memory_kib = 256 * 1024;
+    cell.memory_kib = memory_mib * 1024;
     vm.cells.push_back(cell);
     DomainOptions o;
     o.name = name;
@@ -71,10 +80,23 @@ std::string guest_xml(const std::string& name, const VmFiles& f, const std::stri
     o.seed_iso = f.seed_iso;
     o.serial_log = f.serial_log;
     o.net = NetBackend::slirp;
-    o.direct_boot = DirectBoot{kernel, initrd, "console=ttyS0 panic=-1 quiet"};
+    if (!kernel.empty()) o.direct_boot = DirectBoot{kernel, initrd, "console=ttyS0 panic=-1 quiet"};
     auto x = domain_xml(host, vm, o);
     if (!x) die(x.error().str());
     return *x;
+}
+
+// A guest's overlay on `base` and its cloud-init seed, under `work`.
+Guest guest_files(CommandRunner& runner, const std::string& work, const std::string& base, const std::string& name) {
+    Guest g;
+    g.name = name;
+    g.files = vm_files(work, g.name);
+    if (auto s = create_overlay(runner, base, g.files.overlay); !s) die(s.error().str());
+    SeedConfig seed;
+    seed.instance_id = g.name;
+    seed.hostname = g.name;
+    if (auto s = build_seed_iso(runner, seed, g.files.seed_iso); !s) die(s.error().str());
+    return g;
 }
 
 void wait_all(DomainManager& dm, const std::vector<Guest>& guests) {
@@ -92,6 +114,74 @@ void teardown(DomainManager& dm, const std::string& prefix) {
     if (!r) die(r.error().str());
 }
 
+// Busy processes for the whole of a measurement; killed on destruction.
+struct Hogs {
+    std::vector<pid_t> pids;
+    explicit Hogs(int n) {
+        for (int i = 0; i < n; ++i) {
+            const pid_t p = ::fork();
+            if (p == 0) {
+                volatile unsigned long spin = 0;
+                for (;;) spin = spin + 1;
+            }
+            if (p > 0) pids.push_back(p);
+        }
+    }
+    ~Hogs() {
+        for (pid_t p : pids) {
+            ::kill(p, SIGKILL);
+            ::waitpid(p, nullptr, 0);
+        }
+    }
+};
+
+// (3) Distro guests to their markers under TCG: all started at once, then
+// one started only once the one before it has booted. Seconds for each.
+json tcg_boot_order(DomainManager& dm, CommandRunner& runner, const std::string& work, const std::string& image, int n,
+                    int hogs) {
+    const std::string prefix = "kiln-bench-tcg" + std::to_string(::getpid()) + "-";
+    const std::string base = work + "/guest-base.qcow2";
+    fs::copy_file(image, base, fs::copy_options::overwrite_existing);  // QEMU cannot read under /root
+    ::chmod(base.c_str(), 0644);
+    auto make = [&](const std::string& tag) {
+        std::vector<Guest> guests;
+        for (int i = 0; i < n; ++i) {
+            Guest g = guest_files(runner, work, base, prefix + tag + std::to_string(i));
+            g.xml = guest_xml(g.name, g.files, "", "", 1024);
+            if (auto s = dm.define(g.xml); !s) die(s.error().str());
+            guests.push_back(g);
+        }
+        return guests;
+    };
+    ReadyWait w;
+    w.timeout = std::chrono::minutes(60);
+    w.poll = std::chrono::milliseconds(500);
+    Hogs busy(hogs);
+    // One after another first: a machine still warm from the other pass
+    // would favour whichever comes second.
+    auto one = make("o");
+    const auto t0 = Clock::now();
+    for (const auto& g : one) {
+        if (auto s = dm.start(g.name); !s) die(s.error().str());
+        if (auto r = dm.wait_ready(g.name, w); !r) die(r.error().str());
+    }
+    const double one_s = ms_since(t0) / 1000;
+    teardown(dm, prefix);
+    auto side = make("s");
+    const auto t1 = Clock::now();
+    for (const auto& g : side)
+        if (auto s = dm.start(g.name); !s) die(s.error().str());
+    for (const auto& g : side)
+        if (auto r = dm.wait_ready(g.name, w); !r) die(r.error().str());
+    const double side_s = ms_since(t1) / 1000;
+    teardown(dm, prefix);
+    std::printf("tcg boots of %d guests beside %d busy processes: one after another %.0f s, side by side %.0f s\n", n,
+                hogs, one_s, side_s);
+    return {{"guest_image", image},     {"guests", n},
+            {"busy_processes", hogs},   {"one_after_another_s", one_s},
+            {"side_by_side_s", side_s}, {"ratio_side_by_side_over_one_after_another", side_s / one_s}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +189,9 @@ int main(int argc, char** argv) {
     std::string work = "build/bench-vm";
     std::string init = "build/kiln-probe-init";
     std::string fixtures = "tests/fixtures/sysfs";
+    std::string guest_image;
+    int guests = 4;
+    int hogs = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--out")
@@ -109,6 +202,12 @@ int main(int argc, char** argv) {
             init = argv[i + 1];
         else if (k == "--fixtures")
             fixtures = argv[i + 1];
+        else if (k == "--guest-image")
+            guest_image = argv[i + 1];
+        else if (k == "--guests")
+            guests = std::max(1, std::atoi(argv[i + 1]));
+        else if (k == "--hogs")
+            hogs = std::max(0, std::atoi(argv[i + 1]));
     }
     fs::create_directories(work);
     work = fs::absolute(work).string();
@@ -166,14 +265,7 @@ int main(int argc, char** argv) {
         std::vector<Guest> guests;
         const auto t0 = Clock::now();
         for (int i = 0; i < n; ++i) {
-            Guest g;
-            g.name = prefix + "k" + std::to_string(n) + "-" + std::to_string(i);
-            g.files = vm_files(work, g.name);
-            if (auto s = create_overlay(runner, base, g.files.overlay); !s) die(s.error().str());
-            SeedConfig seed;
-            seed.instance_id = g.name;
-            seed.hostname = g.name;
-            if (auto s = build_seed_iso(runner, seed, g.files.seed_iso); !s) die(s.error().str());
+            Guest g = guest_files(runner, work, base, prefix + "k" + std::to_string(n) + "-" + std::to_string(i));
             g.xml = guest_xml(g.name, g.files, *kernel, initrd);
             guests.push_back(g);
         }
@@ -228,6 +320,7 @@ int main(int argc, char** argv) {
             n, kiln_total, prepare_ms, start_ms, baseline_total, virsh_start_ms);
     }
     result["apply_to_ready"] = boots;
+    if (!guest_image.empty()) result["tcg_boot_order"] = tcg_boot_order(dm, runner, work, guest_image, guests, hogs);
     result["guest"] = "probe guest: host kernel " + *kernel + " + kiln-probe-init initramfs, TCG, 1 vCPU, 256 MiB";
     result["accelerator"] = "tcg";
     fs::create_directories(fs::path(out).parent_path());

@@ -126,7 +126,9 @@ struct VmShape {
     std::string images_dir;                           // overlays, seeds, serial logs; "" = <fleet dir>/.kiln/vm
     std::string base_image;                           // the cached guest image the overlays sit on
     Duration boot_timeout{std::chrono::minutes(10)};  // start to the readiness marker
-    std::vector<std::string> ssh_authorized_keys;     // for the guest user (cloud-init)
+    // Under TCG, how many VMs boot at once on one hypervisor (boot_gate.h).
+    int tcg_parallel_boots = 1;
+    std::vector<std::string> ssh_authorized_keys;  // for the guest user (cloud-init)
     // Rehearsal: each VM gets one emulated fabric NIC (virtio-net) on this
     // host bridge, over which the lite guest image runs Soft-RoCE; "" = none.
     std::string fabric_bridge;

@@ -843,6 +843,7 @@ struct Loader {
             if (auto v = r.str("images_dir")) p.images_dir = v->empty() ? "" : resolve_path(fleet.dir, *v);
             if (auto v = r.str("base_image")) p.base_image = v->empty() ? "" : resolve_path(fleet.dir, *v);
             if (auto v = r.duration("boot_timeout")) p.boot_timeout = *v;
+            if (auto v = r.integer("tcg_parallel_boots", 1, 1024)) p.tcg_parallel_boots = static_cast<int>(*v);
             if (auto v = r.strings("ssh_authorized_keys")) p.ssh_authorized_keys = *v;
             if (auto v = r.str("fabric_bridge")) {
                 if (!valid_ifname(*v))

@@ -185,7 +185,8 @@ Result<engine::Observation> VmStage::observe(engine::StageContext& ctx) {
 
 // Each VM's define/redefine/reimage and start come first, without waiting,
 // then one "ready" action waits for every started VM's marker: the VMs of a
-// node boot side by side instead of one after another.
+// node boot side by side instead of one after another. Under TCG a start
+// waits its turn instead (boot_gate.h), so there they boot one at a time.
 Result<std::vector<engine::Action>> VmStage::plan(engine::StageContext& ctx, const engine::Observation& observed) {
     std::vector<engine::Action> out;
     // A device on a link that trained below its capability works, at a
@@ -280,7 +281,42 @@ Status VmStage::define(engine::StageContext& ctx, Hypervisor& hv, const NodeVms&
 
 namespace {
 constexpr std::chrono::milliseconds kReadyParkPoll{1000};
+std::string boot_turn_key(const std::string& uri) {
+    return "vm.boot-turn:" + uri;
+}
 }  // namespace
+
+Status VmStage::boot_turn(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, const std::string& name) {
+    auto accel = accelerator(hv, vms);
+    if (!accel) return accel.error();
+    if (accel->accelerator != Accelerator::tcg) return ok_status();
+    // A holder that stopped, vanished or cannot be read is not booting.
+    const auto booting = [&hv](const std::string& other) {
+        auto seen = check_ready(hv, other, nullptr);
+        return seen.ok() && !seen->has_value();
+    };
+    bool shown = false;
+    for (;;) {
+        const int limit = vms.shape->tcg_parallel_boots;
+        const std::string ahead = boot_gate_.take(
+            hv.uri(), name, limit, engine::StageContext::Clock::now() + vms.shape->boot_timeout, booting);
+        if (ahead.empty()) return ok_status();
+        const std::string reason = name + " starts once " + ahead + " has booted (TCG: " +
+                                   (limit == 1 ? std::string("one boot") : std::to_string(limit) + " boots") +
+                                   " at a time on " + hv.uri() + ")";
+        // Woken when the VM ahead is seen ready; the poll catches one that stopped.
+        if (ctx.can_park())
+            return ctx.park_for(kReadyParkPoll, nlohmann::json::object(), reason, boot_turn_key(hv.uri()));
+        if (!shown) ctx.progress("waiting: " + reason);
+        shown = true;
+        if (!ctx.wait_for(kReadyParkPoll)) return make_error("vm", "vm.interrupted", "stopped while " + reason);
+    }
+}
+
+void VmStage::booted(engine::StageContext& ctx, Hypervisor& hv, const std::string& name) {
+    boot_gate_.release(hv.uri(), name);
+    ctx.wake(boot_turn_key(hv.uri()));
+}
 
 // The VMs were started side by side, so waiting for them one after another
 // takes as long as the slowest boot; each wait is bounded by boot_timeout
@@ -308,6 +344,7 @@ Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const Node
             if (!seen) return seen.error();
             if (*seen) {
                 ctx.event("ready", name + ": " + (*seen)->line);
+                booted(ctx, hv, name);
                 continue;
             }
             const auto now = Clock::now();
@@ -334,6 +371,7 @@ Status VmStage::wait_ready(engine::StageContext& ctx, Hypervisor& hv, const Node
         auto r = dm.wait_ready(name, w);
         if (!r) return r.error();
         ctx.event("ready", name + ": " + r->line);
+        booted(ctx, hv, name);
     }
     return ok_status();
 }
@@ -382,12 +420,22 @@ Status VmStage::apply(engine::StageContext& ctx, const engine::Action& action) {
         if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/false); !s) return s;
         return define(ctx, **hv, *vms, idx);
     }
-    if (kind == "start") return dm.start(name);
-    if (kind == "reimage") {
-        if (auto s = dm.stop(name); !s) return s;
-        if (auto s = prepare_files(ctx, *vms, idx, /*new_disk=*/true); !s) return s;
-        if (auto s = define(ctx, **hv, *vms, idx); !s) return s;  // same name and UUID; refreshed if the config moved
-        return dm.start(name);
+    if (kind == "start" || kind == "reimage") {
+        // Its turn first, so that a park resumes with nothing done yet.
+        if (auto s = boot_turn(ctx, **hv, *vms, name); !s) return s;
+        Status s = ok_status();
+        if (kind == "reimage") {
+            s = dm.stop(name);
+            if (s) s = prepare_files(ctx, *vms, idx, /*new_disk=*/true);
+            if (s) s = define(ctx, **hv, *vms, idx);  // same name and UUID; refreshed if the config moved
+        }
+        if (s) s = dm.start(name);
+        if (s) {
+            boot_gate_.started((*hv)->uri(), name);
+        } else {
+            booted(ctx, **hv, name);  // it is not booting: the next one's turn
+        }
+        return s;
     }
     return make_error("vm", "vm.plan", "unknown action " + action.id);
 }

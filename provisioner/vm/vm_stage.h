@@ -32,6 +32,7 @@
 #include "provisioner/engine/stage.h"
 #include "provisioner/vm/accelerator_probe.h"
 #include "provisioner/vm/acs_path.h"
+#include "provisioner/vm/boot_gate.h"
 #include "provisioner/vm/hypervisor.h"
 #include "provisioner/vm/node_vms.h"
 
@@ -81,11 +82,17 @@ private:
     AcsScope acs_scope(const NodeVms& vms) const;
     Status wait_ready(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms,
                       const std::vector<std::string>& names);
+    // Under TCG, waits until `name` may boot (boot_gate.h); under KVM, at once.
+    Status boot_turn(engine::StageContext& ctx, Hypervisor& hv, const NodeVms& vms, const std::string& name);
+    // `name` printed its marker (or failed to start): the next VM's turn,
+    // and a wake for whoever waits for it.
+    void booted(engine::StageContext& ctx, Hypervisor& hv, const std::string& name);
 
     VmStageDeps deps_;
     NodeVmPlanner planner_;
     std::mutex probe_mu_;
     std::map<std::string, ProbeResult> probed_;  // by URI
+    BootGate boot_gate_;                         // one for every node this stage serves
 };
 
 }  // namespace kiln::vm

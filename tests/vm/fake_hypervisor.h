@@ -2,6 +2,7 @@
 // and state, serial output the test writes, and a log of every call.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -77,7 +78,10 @@ public:
         for (const auto& [n, d] : domains) out.push_back(n);
         return out;
     }
+    // Called at each serial read, before it: a guest that prints later.
+    std::function<void(const std::string& name)> on_serial;
     Result<std::string> serial_output(const std::string& name) override {
+        if (on_serial) on_serial(name);
         if (remote)
             return make_error("libvirt", "libvirt.remote_serial", "serial log of " + name + " is on the remote host");
         return serial[name];

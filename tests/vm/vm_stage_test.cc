@@ -161,6 +161,8 @@ TEST_CASE("the vm stage defines and starts each VM, then plans nothing", "[vm][s
 TEST_CASE("through the engine a node parks while its VMs boot and resumes at the VM it was on", "[vm][stage]") {
     StageFixture f("azure-ndv5");
     f.hv.boot_output = "";  // the guests boot without their marker yet
+    // KVM: both start at once (under TCG the second waits its turn, below).
+    f.fleet.vm["gpu"].accelerator = "kvm";
     VmStage stage = f.stage();
     auto ctx = f.ctx();
     ctx.set_can_park(true);
@@ -200,6 +202,134 @@ TEST_CASE("through the engine a node parks while its VMs boot and resumes at the
     auto timed_out = stage.apply(ctx, plan.back());
     REQUIRE_FALSE(timed_out.ok());
     CHECK(timed_out.error().code == "vm.not_ready");
+}
+
+TEST_CASE("under TCG a VM starts once the one started before it on its hypervisor has booted, across nodes",
+          "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    f.hv.boot_output = "";  // the guests boot without their marker yet
+    VmStage stage = f.stage();
+    auto one = f.ctx(0);
+    auto two = f.ctx(1);
+    std::vector<std::string> woken;
+    for (auto* c : {&one, &two}) {
+        c->set_can_park(true);
+        c->set_wake([&woken](const std::string& key) { woken.push_back(key); });
+    }
+    const auto plan1 = planned(stage, one);
+    REQUIRE(ids(plan1) == std::vector<std::string>{"define:kiln-gpu-01-vm0", "start:kiln-gpu-01-vm0",
+                                                   "define:kiln-gpu-01-vm1", "start:kiln-gpu-01-vm1",
+                                                   "ready:kiln-gpu-01-vm0,kiln-gpu-01-vm1"});
+    for (size_t i = 0; i < 3; ++i) REQUIRE(stage.apply(one, plan1[i]).ok());
+
+    // gpu-01-vm0 boots: its sibling parks before starting, and so does the
+    // other node's first VM.
+    REQUIRE_FALSE(stage.apply(one, plan1[3]).ok());
+    auto parked = one.take_park();
+    REQUIRE(parked);
+    CHECK(parked->reason ==
+          "kiln-gpu-01-vm1 starts once kiln-gpu-01-vm0 has booted (TCG: one boot at a time on fake:///)");
+    CHECK(parked->key == "vm.boot-turn:fake:///");
+    const auto plan2 = planned(stage, two);
+    REQUIRE(ids(plan2).at(1) == "start:kiln-gpu-02-vm0");
+    REQUIRE(stage.apply(two, plan2[0]).ok());
+    REQUIRE_FALSE(stage.apply(two, plan2[1]).ok());
+    auto other = two.take_park();
+    REQUIRE(other);
+    CHECK(other->reason.find("kiln-gpu-02-vm0 starts once kiln-gpu-01-vm0 has booted") == 0);
+    CHECK(f.hv.count("start") == 1);
+
+    // Its marker: the sibling starts on resume, and the other node waits on.
+    f.hv.serial["kiln-gpu-01-vm0"] = "KILN_READY {\"fake\":true}\n";
+    one.set_resumed(parked->state);
+    REQUIRE(stage.apply(one, plan1[3]).ok());
+    CHECK(f.hv.calls.back() == "start kiln-gpu-01-vm1");
+    two.set_resumed(other->state);
+    REQUIRE_FALSE(stage.apply(two, plan2[1]).ok());
+    other = two.take_park();
+    REQUIRE(other);
+    CHECK(other->reason.find("kiln-gpu-02-vm0 starts once kiln-gpu-01-vm1 has booted") == 0);
+
+    // The ready action sees gpu-01-vm1 boot and wakes whoever waits its turn.
+    f.hv.serial["kiln-gpu-01-vm1"] = "KILN_READY {\"fake\":true}\n";
+    REQUIRE(stage.apply(one, plan1[4]).ok());
+    CHECK(woken == std::vector<std::string>{"vm.boot-turn:fake:///", "vm.boot-turn:fake:///"});
+    REQUIRE(stage.apply(two, plan2[1]).ok());
+    CHECK(f.hv.calls.back() == "start kiln-gpu-02-vm0");
+
+    // A VM ahead that stopped without its marker holds no one back.
+    REQUIRE(stage.apply(two, plan2[2]).ok());
+    REQUIRE_FALSE(stage.apply(two, plan2[3]).ok());
+    CHECK(two.take_park()->reason.find("kiln-gpu-02-vm1 starts once kiln-gpu-02-vm0 has booted") == 0);
+    REQUIRE(f.hv.stop("kiln-gpu-02-vm0").ok());
+    REQUIRE(stage.apply(two, plan2[3]).ok());
+    CHECK(f.hv.calls.back() == "start kiln-gpu-02-vm1");
+}
+
+TEST_CASE("under TCG without parking a start waits for the VM ahead, and a reimage takes its turn first",
+          "[vm][stage]") {
+    StageFixture f("azure-ndv5");
+    VmStage stage = f.stage();
+    auto ctx = f.ctx();
+    REQUIRE(run_stage(stage, ctx).ok());
+    f.hv.calls.clear();
+    // vm0 comes back without its marker yet; it prints it a few looks later.
+    f.hv.boot_output = "";
+    REQUIRE(stage.apply(ctx, {"reimage:kiln-gpu-01-vm0", "reimage"}).ok());
+    int looks = 0;
+    f.hv.on_serial = [&](const std::string& name) {
+        if (name == "kiln-gpu-01-vm0" && ++looks == 3) f.hv.serial[name] = "KILN_READY {\"fake\":true}\n";
+    };
+    REQUIRE(stage.apply(ctx, {"reimage:kiln-gpu-01-vm1", "reimage"}).ok());
+    CHECK(looks >= 3);
+    // vm1 was not stopped (nor given a new disk) before vm0 had booted.
+    const std::vector<std::string> want{"stop kiln-gpu-01-vm0", "define kiln-gpu-01-vm0", "start kiln-gpu-01-vm0",
+                                        "stop kiln-gpu-01-vm1", "define kiln-gpu-01-vm1", "start kiln-gpu-01-vm1"};
+    CHECK(f.hv.calls == want);
+}
+
+TEST_CASE("the boot gate: the holder, an expired hold and a release", "[vm]") {
+    BootGate gate;
+    const auto now = BootGate::Clock::now();
+    int asked = 0;
+    const auto booting = [&asked](const std::string&) {
+        ++asked;
+        return true;
+    };
+    const auto booted = [&asked](const std::string&) {
+        ++asked;
+        return false;
+    };
+    CHECK(gate.take("qemu:///system", "a", 1, now + std::chrono::minutes(1), booting).empty());
+    CHECK(gate.take("qemu:///system", "a", 1, now + std::chrono::minutes(1), booting).empty());  // its own
+    // Not started yet, its domain reads as shut off: still a's turn.
+    CHECK(gate.take("qemu:///system", "b", 1, now + std::chrono::minutes(1), booted) == "a");
+    CHECK(asked == 0);
+    gate.started("qemu:///system", "a");
+    CHECK(gate.take("qemu:///system", "b", 1, now + std::chrono::minutes(1), booting) == "a");
+    CHECK(asked == 1);
+    CHECK(gate.take("qemu+ssh://h2/system", "c", 1, now + std::chrono::minutes(1), booting).empty());  // another host
+    gate.release("qemu:///system", "b");  // not the holder: nothing changes
+    CHECK(gate.take("qemu:///system", "b", 1, now + std::chrono::minutes(1), booting) == "a");
+    gate.release("qemu:///system", "a");
+    CHECK(gate.take("qemu:///system", "b", 1, now - std::chrono::seconds(1), booting).empty());
+    gate.started("qemu:///system", "b");
+    // b's hold has run past its boot_timeout: c takes it without asking.
+    asked = 0;
+    CHECK(gate.take("qemu:///system", "c", 1, now + std::chrono::minutes(1), booting).empty());
+    CHECK(asked == 0);
+
+    // Two at a time: a third waits for the one that waited longest.
+    BootGate two;
+    const auto later = now + std::chrono::minutes(1);
+    CHECK(two.take("qemu:///system", "x", 2, later, booting).empty());
+    CHECK(two.take("qemu:///system", "y", 2, later, booting).empty());
+    CHECK(two.take("qemu:///system", "z", 2, later, booting) == "x");
+    two.started("qemu:///system", "x");
+    two.started("qemu:///system", "y");
+    // y has booted (x still boots): z takes y's turn.
+    CHECK(two.take("qemu:///system", "z", 2, later, [](const std::string& v) { return v == "x"; }).empty());
+    CHECK(two.take("qemu:///system", "w", 2, later, booting) == "x");
 }
 
 TEST_CASE("smoke ports follow the fleet-wide VM ordinal", "[vm][stage]") {
