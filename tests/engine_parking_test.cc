@@ -131,9 +131,11 @@ TEST_CASE("engine: 2000 nodes parked 5 s each at parallel 2000 run on a pool bou
     Harness h(5000);
     auto fleet = kiln::test::make_fleet(nodes, 4, {"t-park"}, limits(nodes));
     const int before = kiln::test::proc_threads(::getpid());
+    const int64_t stalls_before = kiln::engine::WorkerPool::stall_threads_started();
     ThreadSampler sampler;
     auto report = h.run(fleet);
     sampler.stop();
+    const int64_t stall_threads = kiln::engine::WorkerPool::stall_threads_started() - stalls_before;
 
     REQUIRE(report.status == "completed");
     REQUIRE(report.actions == nodes);
@@ -144,11 +146,14 @@ TEST_CASE("engine: 2000 nodes parked 5 s each at parallel 2000 run on a pool bou
     // The waits overlapped far beyond the thread count: held threads would
     // have allowed at most one wait per thread.
     const int pool = kiln::engine::WorkerPool::default_core();
-    INFO("threads before " << before << ", peak " << sampler.peak() << ", pool core " << pool << ", peak parked "
-                           << h.stage->peak_parked());
+    INFO("threads before " << before << ", peak " << sampler.peak() << ", pool core " << pool << ", started for stalls "
+                           << stall_threads << ", peak parked " << h.stage->peak_parked());
     REQUIRE(h.stage->peak_parked() >= 500);
-    // The pool, its supervisor and the sampler; never a thread per node.
-    REQUIRE(sampler.peak() <= before + pool + 2);
+    // The pool, its supervisor and the sampler, and what the supervisor
+    // added when a tick saw no task end (a slow journal write under ASan on
+    // a busy machine): never a thread per node or per parked wait.
+    REQUIRE(sampler.peak() <= before + pool + 2 + stall_threads);
+    REQUIRE(sampler.peak() * 10 <= h.stage->peak_parked());
 }
 
 TEST_CASE("engine: a parked wait past its stage deadline ends with the stage's timeout error", "[engine][parking]") {

@@ -67,8 +67,8 @@ TEST_CASE("pg store: migrations run once under concurrent opens and are versione
         REQUIRE(e.empty());
     }
     PgRaw raw(url);
-    REQUIRE(raw.integer("SELECT count(*) FROM kiln_schema") == 4);
-    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 4);
+    REQUIRE(raw.integer("SELECT count(*) FROM kiln_schema") == 5);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 5);
     for (const char* table : {"runs", "stage_results", "verified", "actions", "events", "node_state", "leases"})
         REQUIRE(raw.text(std::string("SELECT to_regclass('") + table + "') IS NOT NULL") == "t");
 }

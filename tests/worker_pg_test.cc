@@ -426,9 +426,32 @@ TEST_CASE("leases: a journal at schema 1 gains the lease table, keeping its rows
     INFO((s ? std::string() : s.error().str()));
     REQUIRE(s.ok());
     PgRaw raw(url);
-    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 4);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 5);
     REQUIRE(raw.text("SELECT to_regclass('leases') IS NOT NULL") == "t");
     REQUIRE(raw.text("SELECT state FROM node_state WHERE node = 'n1'") == "ready");
+}
+
+TEST_CASE("leases: a journal at schema 4 gains held_from, a held lease's from its generation", "[worker][pg]") {
+    NEED_CLUSTER(cluster);
+    const auto url = cluster->create_database();
+    REQUIRE(kiln::journal::open_pg_store(url, {}).ok());
+    {
+        // Back to schema 4, with a node held at its seventh claim.
+        PgRaw raw(url);
+        REQUIRE(raw.exec("ALTER TABLE leases DROP COLUMN held_from"));
+        REQUIRE(raw.exec("DELETE FROM kiln_schema WHERE version = 5"));
+        REQUIRE(
+            raw.exec("INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
+                     "VALUES('n1', 'beta', 'w1', 7, 0, 0)"));
+    }
+    auto s = kiln::journal::open_pg_store(url, {});
+    INFO((s ? std::string() : s.error().str()));
+    REQUIRE(s.ok());
+    PgRaw raw(url);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 5);
+    // The earliest generation known to be this holder's: what it verified
+    // before it is not counted (observed again), never the other way.
+    REQUIRE(raw.integer("SELECT held_from FROM leases WHERE node = 'n1'") == 7);
 }
 
 TEST_CASE("workers: parallel and per_rack hold fleet-wide across three workers", "[worker][pg]") {
@@ -585,14 +608,27 @@ TEST_CASE("workers: a worker waiting on a held node is woken by LISTEN/NOTIFY, n
     const auto fleet = kiln::test::write_cli_fleet(dir, 1, "parallel = 1");
     const auto ledger = dir.file("ledger");
     const auto url = cluster->create_database();
-    RunningChild holder(worker_argv(url, fleet, "holder"), ledger_env(ledger, 200), dir.file("holder"));
-    REQUIRE(wait_until([&] { return !LedgerStage::read_ledger(ledger).empty(); }, 120));
+    // The holder stops at gamma's gate with alpha and beta verified, each
+    // under its own stage claim's generation: the waiter starts while the
+    // lease is at gamma's and must still count alpha and beta as done.
+    const auto gate = dir.file("gate");
+    auto holder_env = ledger_env(ledger);
+    holder_env["KILN_TEST_GATE"] = gate;
+    holder_env["KILN_TEST_GATE_STAGE"] = "gamma";
+    RunningChild holder(worker_argv(url, fleet, "holder"), holder_env, dir.file("holder"));
+    PgRaw raw(url);
+    // ("" until the schema and the row are there)
+    auto lease_stage = [&] { return raw.text("SELECT stage FROM leases WHERE node = 'n1' AND worker = 'holder'"); };
+    REQUIRE(wait_until([&] { return lease_stage() == "gamma"; }, 120));
     // The waiter polls every 300 s: it can only finish within the bound
-    // below if the holder's release wakes it (the holder needs about 2 s).
+    // below if the holder's release wakes it.
     auto waiter_argv = worker_argv(url, fleet, "waiter");
     waiter_argv[waiter_argv.size() - 3] = "300s";  // --lease-ttl
     waiter_argv[waiter_argv.size() - 1] = "300s";  // --poll
     RunningChild waiter(waiter_argv, ledger_env(ledger), dir.file("waiter"));
+    // Its run is on record once it has read the leases (Engine::Run::begin).
+    REQUIRE(wait_until([&] { return raw.integer("SELECT count(*) FROM runs") == 2; }, 120));
+    std::ofstream(gate).put('\n');
     bool timed_out = false;
     auto h = holder.wait(120, &timed_out);
     INFO(h.out << h.err);
@@ -603,9 +639,9 @@ TEST_CASE("workers: a worker waiting on a held node is woken by LISTEN/NOTIFY, n
     REQUIRE_FALSE(timed_out);  // woken, since its first poll was 300 s away
     REQUIRE(w.exit_code == 0);
     require_exactly_once(ledger, 1);
-    PgRaw raw(url);
-    // Woken by the release, it found the node verified by the holder
-    // during its run: nothing claimed, observed or done again.
+    // It found the node verified by the holder during its hold, the stages
+    // before the one it was found at too: nothing claimed, observed or
+    // done again.
     REQUIRE(claimed_by(raw, "waiter").empty());
     REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE run_id = (SELECT max(id) FROM runs)") == 0);
     REQUIRE(raw.integer("SELECT count(*) FROM stage_results WHERE run_id = (SELECT max(id) FROM runs)") == 0);

@@ -88,7 +88,7 @@ struct Attempt {
     bool out_of_service = false;      // ... and its fleet-wide max_unavailable slot
     bool awaits_unavailable = false;  // Held: the fleet-wide max_unavailable is full
     bool held_by_other = false;       // Held: another worker holds the node's lease
-    int64_t holder_generation = 0;    // ... at this lease generation
+    int64_t holder_generation = 0;    // ... taken at this lease generation (LeaseHolder::held_from)
     // Skipped: another worker verified this node-stage with these inputs
     // under the lease this worker found it held by, or a later one; nothing
     // of it is this worker's to journal.
@@ -175,7 +175,7 @@ private:
         // Shared stores: a stage verified under this lease generation or a
         // later one was verified during this run, by another worker (0: no
         // such check). One past the node's generation when the run began,
-        // or the generation another worker was found holding it at.
+        // or the generation another worker found holding it took it at.
         int64_t done_since = 0;
         // This worker's lease came after another worker's in this run: what
         // that one verified is looked up before each stage, lease or not.
@@ -491,7 +491,7 @@ private:
             a_.kind = Attempt::Kind::Held;
             a_.error = "held by worker " + holder->worker;
             a_.held_by_other = true;
-            a_.holder_generation = holder->generation;
+            a_.holder_generation = holder->held_from;
             return a_;
         }
         a_.claimed = true;
@@ -676,15 +676,15 @@ Result<RunReport> Engine::run(const RunOptions& options) {
 Status Engine::Run::begin() {
     if (leases_) {
         // What other workers verify from now on counts as done here, and
-        // so does what a live holder verifies under the lease it holds now
-        // (it is mid-run on these inputs; not this worker's own, left by a
+        // so does what a live holder verified since it took the node (its
+        // earlier stages too: it is mid-run on these inputs; not this worker's own, left by a
         // process of the same name that died). Unread (the store away),
         // every node is observed as without workers.
         if (auto rows = leases_->lease_rows()) {
             std::unordered_map<std::string_view, int64_t> since;
             for (const auto& row : *rows) {
                 const bool other_live = !row.worker.empty() && row.worker != leases_->worker_id();
-                since.emplace(row.node, other_live ? row.generation : row.generation + 1);
+                since.emplace(row.node, other_live ? row.held_from : row.generation + 1);
             }
             for (auto& r : runs_) {
                 auto g = since.find(r.outcome.node);

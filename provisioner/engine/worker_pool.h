@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,6 +69,13 @@ public:
         return static_cast<int>(threads_.size());
     }
 
+    // Threads the supervisor started past the core in this process, every
+    // pool together: a tick with work queued, no thread idle and no task
+    // ended (a task blocking where the pool cannot see, or a machine so
+    // slow that one task outlasts a tick). Tests tell these from threads
+    // held by waits.
+    static int64_t stall_threads_started() { return stall_spawns_.load(); }
+
     // Marks the calling thread, when it is one of a pool's, as blocked in a
     // wait until the region ends. Does nothing on other threads.
     class BlockingRegion {
@@ -86,9 +94,11 @@ public:
     };
 
 private:
-    void spawn_locked() {
-        if (closing_ || static_cast<int>(threads_.size()) >= max_) return;
+    // Whether a thread started.
+    bool spawn_locked() {
+        if (closing_ || static_cast<int>(threads_.size()) >= max_) return false;
         threads_.emplace_back([this] { loop(); });
+        return true;
     }
 
     void blocking_begin() {
@@ -128,7 +138,7 @@ private:
             tick_cv_.wait_for(lock, std::chrono::milliseconds(100));
             if (closing_) break;
             if (!tasks_.empty() && idle_ == 0 && finished_ == seen) {
-                spawn_locked();
+                if (spawn_locked()) ++stall_spawns_;
                 cv_.notify_one();
             }
             seen = finished_;
@@ -136,6 +146,7 @@ private:
     }
 
     static inline thread_local WorkerPool* current_ = nullptr;
+    static inline std::atomic<int64_t> stall_spawns_{0};
 
     const int core_;
     const int max_;

@@ -35,6 +35,9 @@ struct LeaseHolder {
     std::string worker;
     int64_t generation = 0;
     int64_t lease_until_ms = 0;  // server clock
+    // The generation it took the node at: what it verified since (its
+    // earlier stages of this hold too) is at this generation or later.
+    int64_t held_from = 0;
 };
 
 // The rows `kiln workers`-style views and tests read.
@@ -44,6 +47,7 @@ struct LeaseRow {
     std::string worker;  // "" when released (lease_rows: or expired)
     int64_t generation = 0;
     int64_t lease_until_ms = 0;
+    int64_t held_from = 0;  // the generation its holder took the node at (LeaseHolder)
 };
 
 // A live worker, for `kiln workers`: who it is, what it serves, when the

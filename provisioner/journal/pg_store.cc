@@ -100,6 +100,14 @@ CREATE TABLE workers(
     {4, R"sql(
 ALTER TABLE IF EXISTS verified ADD COLUMN IF NOT EXISTS generation BIGINT NOT NULL DEFAULT 0;
 )sql"},
+    // The generation at which the node's holder took it (claims of its
+    // later stages bump generation, not this): a worker that finds the node
+    // held counts what the holder verified since it took the node as done,
+    // its earlier stages too (Leases::verified_since, LeaseHolder).
+    {5, R"sql(
+ALTER TABLE leases ADD COLUMN held_from BIGINT NOT NULL DEFAULT 0;
+UPDATE leases SET held_from = generation;
+)sql"},
 };
 
 // After "WITH freed AS (UPDATE ... RETURNING 1)": wakes listening workers
@@ -1183,13 +1191,15 @@ public:
     Result<std::vector<LeaseRow>> lease_rows() override {
         using R = std::vector<LeaseRow>;
         return read<R>([&]() -> Result<R> {
-            auto r = db_->exec("read the leases", "SELECT node, stage, CASE WHEN lease_until_ms >= " KILN_PG_NOW
-                                                  " THEN worker ELSE '' END, generation, lease_until_ms FROM leases "
-                                                  "ORDER BY node COLLATE \"C\"");
+            auto r = db_->exec("read the leases",
+                               "SELECT node, stage, CASE WHEN lease_until_ms >= " KILN_PG_NOW
+                               " THEN worker ELSE '' END, generation, lease_until_ms, held_from FROM leases "
+                               "ORDER BY node COLLATE \"C\"");
             if (!r) return r.error();
             R out;
             for (int i = 0; i < r->count(); ++i)
-                out.push_back({r->text(i, 0), r->text(i, 1), r->text(i, 2), r->integer(i, 3), r->integer(i, 4)});
+                out.push_back({r->text(i, 0), r->text(i, 1), r->text(i, 2), r->integer(i, 3), r->integer(i, 4),
+                               r->integer(i, 5)});
             return out;
         });
     }
@@ -1235,8 +1245,8 @@ private:
         std::optional<Rows> ins;
         if (!held_.count(node)) {
             auto tried = db_->exec(what,
-                                   "INSERT INTO leases(node, stage, worker, generation, lease_until_ms, claimed_ms) "
-                                   "VALUES($1, $2, $3, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
+                                   "INSERT INTO leases(node, stage, worker, generation, held_from, lease_until_ms, "
+                                   "claimed_ms) VALUES($1, $2, $3, 1, 1, " KILN_PG_NOW " + $4::bigint, " KILN_PG_NOW
                                    ") "
                                    "ON CONFLICT(node) DO NOTHING RETURNING generation",
                                    Params().add(node).add(stage).add(worker_).add(ttl_ms));
@@ -1249,7 +1259,7 @@ private:
             // Row locked by another claimer right now: not waited on.
             auto row = db_->exec(what,
                                  "SELECT worker, generation, lease_until_ms, lease_until_ms < " KILN_PG_NOW
-                                 ", stage FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
+                                 ", stage, held_from FROM leases WHERE node=$1 FOR UPDATE SKIP LOCKED",
                                  Params().add(node));
             if (!row) return row.error();
             if (row->count() == 0) {
@@ -1261,14 +1271,15 @@ private:
             const bool expired = row->text(0, 3) == "t";
             previous_stage = row->text(0, 4);
             if (!previous.empty() && previous != worker_ && !expired) {
-                out = LeaseHolder{previous, previous_generation, row->integer(0, 2)};
+                out = LeaseHolder{previous, previous_generation, row->integer(0, 2), row->integer(0, 5)};
                 return make_error("journal", "lease.refused", node);
             }
-            auto up = db_->exec(what,
-                                "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, "
-                                "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
-                                " WHERE node=$1 RETURNING generation",
-                                Params().add(node).add(stage).add(worker_).add(ttl_ms));
+            auto up =
+                db_->exec(what,
+                          "UPDATE leases SET stage=$2, worker=$3, generation=generation+1, held_from=generation+1, "
+                          "lease_until_ms=" KILN_PG_NOW " + $4::bigint, claimed_ms=" KILN_PG_NOW
+                          " WHERE node=$1 RETURNING generation",
+                          Params().add(node).add(stage).add(worker_).add(ttl_ms));
             if (!up) return up.error();
             out = Lease{node, stage, worker_, up->integer(0, 0)};
         } else {

@@ -361,6 +361,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
     const std::string probe = env("KILN_TEST_PROBE", "");
     const std::string exclusive = env("KILN_TEST_EXCLUSIVE", "");
     const std::string gate = env("KILN_TEST_GATE", "");
+    const std::string gate_stage = env("KILN_TEST_GATE_STAGE", "");  // "": every stage waits at the gate
     for (const char* name : {"alpha", "beta", "gamma", "t-handover"}) {
         LedgerStage::Options o;
         o.name = name;
@@ -373,7 +374,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
         o.sleep_ms = sleep_ms;
         o.probe = probe;
         o.exclusive = exclusive;
-        o.gate = gate;
+        o.gate = gate_stage.empty() || gate_stage == name ? gate : "";
         o.resource_kind = std::string(name) == "alpha" ? "bmc" : "";
         registry.add(std::make_shared<LedgerStage>(o));
     }
