@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -210,8 +211,13 @@ TEST_CASE("workers: kiln workers lists two live workers, drops a killed one, sta
     const auto url = cluster->create_database();
     const std::map<std::string, std::string> env = {
         {"KILN_TEST_LEDGER", ledger}, {"KILN_TEST_ACTIONS", "2"}, {"KILN_TEST_SLEEP_MS", "250"}};
+    // w2 waits at a gate until w1 is seen gone: alive, and listed alone,
+    // however slow this machine is.
+    const auto gate = dir.file("gate");
+    auto gated = env;
+    gated["KILN_TEST_GATE"] = gate;
     RunningChild w1(worker_argv(url, fleet, "w1", {"--label", "rack=r1"}), env, dir.file("w1"));
-    RunningChild w2(worker_argv(url, fleet, "w2"), env, dir.file("w2"));
+    RunningChild w2(worker_argv(url, fleet, "w2"), gated, dir.file("w2"));
 
     nlohmann::json listed;
     REQUIRE(wait_until(
@@ -260,6 +266,7 @@ TEST_CASE("workers: kiln workers lists two live workers, drops a killed one, sta
         },
         60));
     REQUIRE(listed["workers"][0]["worker"] == "w2");
+    std::ofstream(gate).put('\n');
 
     // w2 finishes (taking w1's nodes over) and leaves the list on exit.
     auto r = w2.wait(300, &timed_out);
