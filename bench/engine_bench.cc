@@ -157,7 +157,7 @@ WaitFigures run_waits(const fs::path& work, int nodes, int parallel, int wait_ms
     done = true;
     sampler.join();
     f.peak_threads = peak;
-    f.ok = r && r->status == "completed" && r->actions == nodes;
+    f.ok = r && r->status == kiln::engine::RunStatus::Completed && r->actions == nodes;
     return f;
 }
 
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
     const double cold_s = seconds_since(t_cold);
     memory.end("cold_run");
     memory.begin();
-    if (!cold || cold->status != "completed" || cold->actions != node_stages) {
+    if (!cold || cold->status != kiln::engine::RunStatus::Completed || cold->actions != node_stages) {
         std::fprintf(stderr, "cold run did not complete every action\n");
         return 1;
     }

@@ -93,7 +93,7 @@ TEST_CASE("exclusive: a run's nodes change one shared switch one at a time, howe
     opts.seed = 1;
     auto r = e.run(opts);
     REQUIRE(r.ok());
-    REQUIRE(r->status == "completed");
+    REQUIRE(r->status == kiln::engine::RunStatus::Completed);
     auto ledger = LedgerStage::read_ledger(o.ledger);
     REQUIRE(ledger.size() == 16);
     auto peaks = LedgerStage::read_probe_peaks(o.probe);

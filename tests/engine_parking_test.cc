@@ -137,7 +137,7 @@ TEST_CASE("engine: 2000 nodes parked 5 s each at parallel 2000 run on a pool bou
     sampler.stop();
     const int64_t stall_threads = kiln::engine::WorkerPool::stall_threads_started() - stalls_before;
 
-    REQUIRE(report.status == "completed");
+    REQUIRE(report.status == kiln::engine::RunStatus::Completed);
     REQUIRE(report.actions == nodes);
     REQUIRE(h.stage->starts() == nodes);
     REQUIRE(h.stage->resumes() == nodes);
@@ -162,10 +162,10 @@ TEST_CASE("engine: a parked wait past its stage deadline ends with the stage's t
     l.stage_timeouts["t-park"] = 300ms;
     auto fleet = kiln::test::make_fleet(4, 1, {"t-park"}, l);
     auto report = h.run(fleet);
-    REQUIRE(report.status == "failed");
+    REQUIRE(report.status == kiln::engine::RunStatus::Failed);
     for (const auto& n : report.nodes) {
         INFO(n.node << ": " << n.error);
-        REQUIRE(n.state == "failed");
+        REQUIRE(n.state == kiln::engine::NodeState::Failed);
         REQUIRE(n.detail == "timed_out");
         REQUIRE(n.error.find("t-park: timed out after 300ms (waiting in action wait: the task on " + n.node + ")") !=
                 std::string::npos);
@@ -193,11 +193,11 @@ TEST_CASE("engine: a soft stop during 1000 parked waits ends them and records wh
     stopper.join();
     REQUIRE(h.stage->parks() == nodes);
 
-    REQUIRE(report.status == "interrupted");
+    REQUIRE(report.status == kiln::engine::RunStatus::Interrupted);
     REQUIRE(report.nodes.size() == static_cast<size_t>(nodes));
     for (const auto& n : report.nodes) {
         INFO(n.node << ": " << n.error);
-        REQUIRE(n.state == "pending");
+        REQUIRE(n.state == kiln::engine::NodeState::Pending);
         REQUIRE(n.detail == "interrupted");
         REQUIRE(n.stage == "t-park");
         REQUIRE(n.error.find("stopped while waiting in action wait (the task on " + n.node + "; 0 of 1 done)") !=
@@ -218,7 +218,7 @@ TEST_CASE("engine: a soft stop during 1000 parked waits ends them and records wh
     Engine e(fleet, h.registry, h.store.get(), nullptr, fresh);
     auto again = e.run({});
     REQUIRE(again.ok());
-    REQUIRE(again->status == "completed");
+    REQUIRE(again->status == kiln::engine::RunStatus::Completed);
     REQUIRE(h.stage->starts() == nodes);
     auto ledger = h.ledger();
     REQUIRE(ledger.size() == static_cast<size_t>(2 * nodes));
@@ -232,7 +232,7 @@ TEST_CASE("engine: waits that hold their thread still all run, on threads up to 
     const int nodes = 3 * kiln::engine::WorkerPool::default_core();
     auto fleet = kiln::test::make_fleet(nodes, 2, {"t-park"}, limits(nodes));
     auto report = h.run(fleet);
-    REQUIRE(report.status == "completed");
+    REQUIRE(report.status == kiln::engine::RunStatus::Completed);
     REQUIRE(h.ledger().size() == static_cast<size_t>(2 * nodes));
 }
 
@@ -269,7 +269,7 @@ TEST_CASE("engine: the open-file limit is shared by threads and idle connections
     kiln::set_idle_connection_budget(-1);
     Harness h(0, false);
     auto report = h.run(kiln::test::make_fleet(4, 1, {"t-park"}, limits(4)));
-    REQUIRE(report.status == "completed");
+    REQUIRE(report.status == kiln::engine::RunStatus::Completed);
     CHECK(kiln::idle_connection_budget() > 0);
     kiln::set_idle_connection_budget(kiln::kDefaultIdleConnections);
 }

@@ -78,7 +78,7 @@ TEST_CASE("engine: stages run in pipeline order per node, every action once", "[
     h.ledger_stage("gamma", 2, true);
     auto fleet = kiln::test::make_fleet(6, 2, {"alpha", "beta", "gamma"});
     auto report = h.run(fleet);
-    REQUIRE(report.status == "completed");
+    REQUIRE(report.status == kiln::engine::RunStatus::Completed);
     REQUIRE(report.actions == 36);
     auto lines = h.ledger_lines();
     REQUIRE(lines.size() == 36);
@@ -86,7 +86,7 @@ TEST_CASE("engine: stages run in pipeline order per node, every action once", "[
     for (const auto& l : lines) per_node[l.substr(0, l.find(' '))].push_back(l.substr(l.find(' ') + 1));
     for (const auto& [node, seq] : per_node) {
         REQUIRE(seq == std::vector<std::string>{"alpha a0", "alpha a1", "beta a0", "beta a1", "gamma a0", "gamma a1"});
-        REQUIRE(outcome(report, node).state == "ready");
+        REQUIRE(outcome(report, node).state == kiln::engine::NodeState::Ready);
     }
     auto states = h.store->node_states();
     REQUIRE(states.ok());
@@ -102,12 +102,12 @@ TEST_CASE("engine: a second run performs no action and skips every stage", "[eng
     auto first = h.run(fleet);
     REQUIRE(first.actions == 20);
     auto second = h.run(fleet);
-    REQUIRE(second.status == "completed");
+    REQUIRE(second.status == kiln::engine::RunStatus::Completed);
     REQUIRE(second.actions == 0);
     REQUIRE(second.stages_skipped == 8);
     REQUIRE(second.stages_run == 0);
     REQUIRE(h.ledger_lines().size() == 20);
-    for (const auto& n : second.nodes) REQUIRE(n.state == "ready");
+    for (const auto& n : second.nodes) REQUIRE(n.state == kiln::engine::NodeState::Ready);
 
     // A changed input re-verifies (but the converged ledger needs no action).
     fleet.nodes[0].labels["slot"] = "u12";
@@ -135,7 +135,7 @@ TEST_CASE("engine: plan changes nothing and reports work, then convergence", "[e
     auto after = e.plan({});
     REQUIRE(after.ok());
     REQUIRE_FALSE(after->has_work());
-    for (const auto& entry : after->entries) REQUIRE(entry.status == "converged");
+    for (const auto& entry : after->entries) REQUIRE(entry.status == kiln::engine::PlanStatus::Converged);
 }
 
 TEST_CASE("engine: the global parallel limit is reached and never exceeded", "[engine][limits]") {
@@ -146,7 +146,7 @@ TEST_CASE("engine: the global parallel limit is reached and never exceeded", "[e
     l.parallel = 3;
     auto fleet = kiln::test::make_fleet(12, 1, {"probe"}, l);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     REQUIRE(probe->applies() == 12);
     REQUIRE(probe->max_total() == 3);
     REQUIRE_FALSE(probe->target_timeouts());
@@ -161,7 +161,7 @@ TEST_CASE("engine: per-rack limit holds while other racks proceed", "[engine][li
     l.per_rack = 2;
     auto fleet = kiln::test::make_fleet(12, 3, {"probe"}, l);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     REQUIRE(probe->max_per_rack() == 2);
     REQUIRE(probe->max_total() == 6);
 }
@@ -175,7 +175,7 @@ TEST_CASE("engine: per-BMC limit caps stages sharing one BMC", "[engine][limits]
     l.per_bmc = 1;
     auto fleet = kiln::test::make_fleet(12, 1, {"probe"}, l, /*nodes_per_bmc=*/3);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     REQUIRE(probe->applies() == 12);
     REQUIRE(probe->max_per_resource() == 1);
     REQUIRE(probe->max_total() == 4);
@@ -190,7 +190,7 @@ TEST_CASE("engine: max_unavailable bounds nodes in progress at once", "[engine][
     l.max_unavailable = 2;
     auto fleet = kiln::test::make_fleet(8, 1, {"alpha", "beta"}, l);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     // Replay the ledger: a node is in progress from its first line to its last.
     std::map<std::string, int> remaining;
     for (const auto& n : fleet.nodes) remaining[n.name] = 4;
@@ -245,7 +245,7 @@ TEST_CASE("engine: nodes held by max_unavailable are woken one per finish, not a
     const int nodes = 600;
     auto fleet = kiln::test::make_fleet(nodes, 3, {"count"}, l);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     REQUIRE(r.actions == nodes);
     INFO("resources asked " << s->asked.load() << " times");
     REQUIRE(s->asked.load() <= 6L * nodes);
@@ -264,9 +264,9 @@ TEST_CASE("engine: a node woken for a free slot but held by another limit passes
     l.max_unavailable = 2;
     auto fleet = kiln::test::make_fleet(40, 2, {"count"}, l, 2);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     REQUIRE(r.actions == 40);
-    for (const auto& n : r.nodes) REQUIRE(n.state == "pending");
+    for (const auto& n : r.nodes) REQUIRE(n.state == kiln::engine::NodeState::Pending);
 }
 
 TEST_CASE("engine: max_unavailable halts a rollout after failures", "[engine][limits]") {
@@ -279,8 +279,8 @@ TEST_CASE("engine: max_unavailable halts a rollout after failures", "[engine][li
     auto fleet = kiln::test::make_fleet(3, 1, {"work"}, l);
     s->script("n001", ScriptedStage::Mode::Permanent);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "failed");
-    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Failed);
+    REQUIRE(outcome(r, "n001").state == kiln::engine::NodeState::Failed);
     REQUIRE(outcome(r, "n002").detail == "blocked: max_unavailable reached");
     REQUIRE(s->attempts("n002") == 0);
     REQUIRE(s->attempts("n003") == 0);
@@ -297,7 +297,7 @@ TEST_CASE("engine: transient errors retry with backoff, then succeed", "[engine]
     auto fleet = kiln::test::make_fleet(2, 1, {"work"}, l);
     s->script("n001", ScriptedStage::Mode::FlakyThenOk, 2);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "completed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Completed);
     REQUIRE(s->attempts("n001") == 3);
     REQUIRE(s->successes("n001") == 1);
     REQUIRE(s->attempts("n002") == 1);
@@ -319,9 +319,9 @@ TEST_CASE("engine: transient errors give up after the retry budget", "[engine][r
     auto fleet = kiln::test::make_fleet(1, 1, {"work"}, l);
     s->script("n001", ScriptedStage::Mode::AlwaysTransient);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "failed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Failed);
     REQUIRE(s->attempts("n001") == 3);
-    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE(outcome(r, "n001").state == kiln::engine::NodeState::Failed);
     REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("gave up after 3 attempts"));
 }
 
@@ -333,12 +333,12 @@ TEST_CASE("engine: a permanent failure stops that node only", "[engine]") {
     auto fleet = kiln::test::make_fleet(4, 2, {"work", "after"});
     s->script("n002", ScriptedStage::Mode::Permanent);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "failed");
+    REQUIRE(r.status == kiln::engine::RunStatus::Failed);
     REQUIRE(s->attempts("n002") == 1);  // permanent: no retry
-    REQUIRE(outcome(r, "n002").state == "failed");
+    REQUIRE(outcome(r, "n002").state == kiln::engine::NodeState::Failed);
     REQUIRE(outcome(r, "n002").stage == "work");
     REQUIRE_THAT(outcome(r, "n002").error, Catch::Contains("firmware image rejected"));
-    for (const char* n : {"n001", "n003", "n004"}) REQUIRE(outcome(r, n).state == "ready");
+    for (const char* n : {"n001", "n003", "n004"}) REQUIRE(outcome(r, n).state == kiln::engine::NodeState::Ready);
     auto lines = h.ledger_lines();
     REQUIRE(lines.size() == 3);
     for (const auto& l : lines) REQUIRE(l.rfind("n002", 0) != 0);
@@ -358,10 +358,10 @@ TEST_CASE("engine: a stage past its timeout fails with the limit named", "[engin
     auto fleet = kiln::test::make_fleet(2, 1, {"work"}, l);
     s->script("n001", ScriptedStage::Mode::Hang);
     auto r = h.run(fleet);
-    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE(outcome(r, "n001").state == kiln::engine::NodeState::Failed);
     REQUIRE(outcome(r, "n001").detail == "timed_out");
     REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("timed out after 100ms"));
-    REQUIRE(outcome(r, "n002").state == "pending");  // verified, not handed over
+    REQUIRE(outcome(r, "n002").state == kiln::engine::NodeState::Pending);  // verified, not handed over
     REQUIRE(outcome(r, "n002").detail == "verified");
 }
 
@@ -379,7 +379,7 @@ TEST_CASE("engine: a stage's timeout covers its retries, not each attempt", "[en
     // 3.3 s, which a deadline per attempt would allow.
     s->script("n001", ScriptedStage::Mode::SlowTransient, 300);
     auto r = h.run(fleet);
-    REQUIRE(outcome(r, "n001").state == "failed");
+    REQUIRE(outcome(r, "n001").state == kiln::engine::NodeState::Failed);
     CHECK(outcome(r, "n001").detail == "timed_out");
     CHECK_THAT(outcome(r, "n001").error, Catch::Contains("timed out after 1s"));
     CHECK(s->attempts("n001") <= 4);  // 1000 ms / 300 ms, whatever the machine's speed
@@ -393,7 +393,7 @@ TEST_CASE("engine: a quarantining error quarantines the node", "[engine]") {
     auto fleet = kiln::test::make_fleet(2, 1, {"work"});
     s->script("n001", ScriptedStage::Mode::Quarantine);
     auto r = h.run(fleet);
-    REQUIRE(outcome(r, "n001").state == "quarantined");
+    REQUIRE(outcome(r, "n001").state == kiln::engine::NodeState::Quarantined);
     REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("pending row remaps"));
 }
 
@@ -417,7 +417,7 @@ TEST_CASE("engine: a stop lets the action in flight finish and starts nothing el
     l.parallel = 1;
     auto fleet = kiln::test::make_fleet(3, 1, {"alpha"}, l);
     auto r = h.run(fleet);
-    REQUIRE(r.status == "interrupted");
+    REQUIRE(r.status == kiln::engine::RunStatus::Interrupted);
     REQUIRE(h.ledger_lines() == std::vector<std::string>{"n001 alpha a0"});
     REQUIRE(outcome(r, "n001").detail == "interrupted");
     REQUIRE_THAT(outcome(r, "n001").error, Catch::Contains("stopped before action a1 (1 of 3 done)"));
@@ -509,11 +509,11 @@ TEST_CASE("engine: a journal write that fails fails its node with journal.write 
     REQUIRE(run.ok());
     const auto& r = *run;
     INFO(outcome(r, "n003").error);
-    CHECK(r.status == "failed");
-    CHECK(outcome(r, "n003").state == "failed");
+    CHECK(r.status == kiln::engine::RunStatus::Failed);
+    CHECK(outcome(r, "n003").state == kiln::engine::NodeState::Failed);
     CHECK_THAT(outcome(r, "n003").error,
                Catch::Contains("journal.write") && Catch::Contains(said) && Catch::Contains("disk I/O error"));
-    for (const std::string done : {"n001", "n002"}) CHECK(outcome(r, done).state == "ready");
+    for (const std::string done : {"n001", "n002"}) CHECK(outcome(r, done).state == kiln::engine::NodeState::Ready);
     for (const std::string later : {"n004", "n005"}) CHECK(outcome(r, later).detail == "not started");
     // No action of n003 ran without the journal knowing of it: with its
     // state refused, none ran at all.
@@ -568,13 +568,13 @@ TEST_CASE("engine: input hashes chain, so an upstream change re-runs what follow
     Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
     auto p1 = e.plan({});
     REQUIRE(p1.ok());
-    REQUIRE(p1->entries[1].status == "converged");
+    REQUIRE(p1->entries[1].status == kiln::engine::PlanStatus::Converged);
     fleet.nodes[0].labels["x"] = "y";  // alpha's inputs change...
     auto p2 = e.plan({});
     REQUIRE(p2.ok());
     REQUIRE(p2->entries[0].input_hash != p1->entries[0].input_hash);
     REQUIRE(p2->entries[1].input_hash != p1->entries[1].input_hash);  // ...and so beta's hash
-    REQUIRE(p2->entries[1].status == "work");
+    REQUIRE(p2->entries[1].status == kiln::engine::PlanStatus::Work);
     fleet.nodes[0].labels.erase("x");  // back as it was: converged again
     auto p3 = e.plan({});
     REQUIRE(p3->entries[1].input_hash == p1->entries[1].input_hash);
@@ -599,11 +599,11 @@ TEST_CASE("engine: a reimage run leaves the node's own pipeline converged", "[en
     again.pipeline = "reimage";
     again.reimage = true;
     auto r = h.run(fleet, again);
-    REQUIRE(outcome(r, "n001").state != "failed");
+    REQUIRE(outcome(r, "n001").state != kiln::engine::NodeState::Failed);
     Engine e(fleet, h.registry, h.store.get(), nullptr, h.stop);
     auto p = e.plan({});
     REQUIRE(p.ok());
-    for (const auto& entry : p->entries) CHECK(entry.status == "converged");
+    for (const auto& entry : p->entries) CHECK(entry.status == kiln::engine::PlanStatus::Converged);
     CHECK_FALSE(p->has_work());
 }
 
@@ -639,7 +639,7 @@ TEST_CASE("engine: the input hash a plan shows and a run journals is chain_hash'
     auto after = e.plan({});
     REQUIRE(after.ok());
     CHECK(after->entries[3].last_verified == beta);
-    CHECK(after->entries[3].status == "converged");
+    CHECK(after->entries[3].status == kiln::engine::PlanStatus::Converged);
 }
 
 namespace {

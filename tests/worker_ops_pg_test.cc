@@ -135,7 +135,7 @@ TEST_CASE("metrics: a loopback scrape after a leased run has its counts", "[work
     opts.seed = 1;
     auto report = engine.run(opts);
     REQUIRE(report.ok());
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
 
     auto server = kiln::net::MetricsServer::start("127.0.0.1:0", [&metrics] { return metrics.render(); });
     REQUIRE(server.ok());

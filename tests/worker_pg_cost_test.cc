@@ -80,7 +80,7 @@ TEST_CASE("journal cost: a leased node-stage with one action stays within its st
     const auto before = leases->counters();
     auto report = engine.run(opts);
     REQUIRE(report.ok());
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
     const auto c = since(before, leases->counters());
 
     // Each side effect once, each node-stage verified.

@@ -544,8 +544,14 @@ TEST_CASE("workers: PostgreSQL down past --store-reconnect, they stop with a nam
         argv.insert(argv.begin() + 1, {"--store-reconnect", "200ms"});
         return argv;
     };
-    RunningChild w1(give_up_soon("w1"), ledger_env(ledger, 40), dir.file("w1"));
-    RunningChild w2(give_up_soon("w2"), ledger_env(ledger, 40), dir.file("w2"));
+    // Both wait at gamma's gate until the server is down: neither can
+    // finish first, however slowly the other one starts.
+    const auto gate = dir.file("gate");
+    auto env = ledger_env(ledger, 40);
+    env["KILN_TEST_GATE"] = gate;
+    env["KILN_TEST_GATE_STAGE"] = "gamma";
+    RunningChild w1(give_up_soon("w1"), env, dir.file("w1"));
+    RunningChild w2(give_up_soon("w2"), env, dir.file("w2"));
     REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= 4; }, 120));
     {
         // Both workers past opening the store (a sanitizer build starts
@@ -554,6 +560,7 @@ TEST_CASE("workers: PostgreSQL down past --store-reconnect, they stop with a nam
         REQUIRE(wait_until([&] { return up.integer("SELECT count(*) FROM workers") >= 2; }, 120));
     }
     REQUIRE(cluster->stop());
+    std::ofstream(gate).put('\n');
     for (auto* w : {&w1, &w2}) {
         bool timed_out = false;
         auto r = w->wait(300, &timed_out);

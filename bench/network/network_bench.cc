@@ -263,7 +263,7 @@ Measured measure(const std::string& dir, const Shape& shape, bool verbose, int r
         }
         actions = 0;
         for (const auto& e : report->entries) {
-            if (e.status == "error") {
+            if (e.status == kiln::engine::PlanStatus::Error) {
                 std::cerr << e.node << ": " << e.error << "\n";
                 std::exit(1);
             }

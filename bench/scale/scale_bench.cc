@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
                         {"commits_flushed", c.commits_flushed},
                         {"commits_unflushed", c.commits_unflushed},
                         {"store", store_url.empty() ? "sqlite" : "postgresql"},
-                        {"status", report->status},
+                        {"status", kiln::engine::to_string(report->status)},
                         {"wall_s", wall},
                         {"actions", report->actions},
                         {"stages_run", report->stages_run},
@@ -124,5 +124,5 @@ int main(int argc, char** argv) {
                         {"stages_done_elsewhere", report->stages_done_elsewhere},
                         {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
     std::ofstream(out) << j.dump(2) << "\n";
-    return report->status == "completed" ? 0 : 1;
+    return report->status == kiln::engine::RunStatus::Completed ? 0 : 1;
 }

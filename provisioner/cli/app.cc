@@ -216,12 +216,12 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
             acts.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});
         json j = {{"node", e.node},
                   {"stage", e.stage},
-                  {"status", e.status},
+                  {"status", engine::to_string(e.status)},
                   {"input_hash", e.input_hash},
                   {"last_verified", e.last_verified.empty() ? json(nullptr) : json(e.last_verified)},
                   {"actions", acts},
                   {"notes", e.notes}};
-        if (e.status == "error") {
+        if (e.status == engine::PlanStatus::Error) {
             j["error"] = e.error;
             j["error_code"] = e.error_code;
         }
@@ -249,13 +249,14 @@ int cmd_plan(const std::string& fleet_path, const engine::RunOptions& opts, bool
             const auto& e = entries[k];
             if (k == 0) std::printf("%s\n", e.node.c_str());
             std::string why;
-            if (e.status == "work" && e.actions.empty())
+            if (e.status == engine::PlanStatus::Work && e.actions.empty())
                 why = e.last_verified.empty() ? "verify (never verified)" : "verify (inputs changed)";
-            else if (e.status == "work")
+            else if (e.status == engine::PlanStatus::Work)
                 why = fmt::format("{} action{}", e.actions.size(), e.actions.size() == 1 ? "" : "s");
-            else if (e.status == "error")
+            else if (e.status == engine::PlanStatus::Error)
                 why = e.error;
-            std::printf("  %s%s%s\n", pad(e.stage, 10).c_str(), pad(e.status, 10).c_str(), why.c_str());
+            std::printf("  %s%s%s\n", pad(e.stage, 10).c_str(), pad(engine::to_string(e.status), 10).c_str(),
+                        why.c_str());
             for (const auto& a : e.actions) std::printf("    + %s\n", a.description.c_str());
             for (const auto& n : e.notes) std::printf("    ! %s\n", n.c_str());
         }
@@ -286,27 +287,27 @@ void print_summary(const engine::RunReport& r, std::FILE* out) {
     std::map<std::string, int> by_state;
     size_t wn = 4, ws = 5, wst = 5;
     for (const auto& n : r.nodes) {
-        ++by_state[n.state];
+        ++by_state[engine::to_string(n.state)];
         wn = std::max(wn, n.node.size());
-        ws = std::max(ws, n.state.size());
+        ws = std::max(ws, std::string_view(engine::to_string(n.state)).size());
         wst = std::max(wst, n.stage.size());
     }
     std::fprintf(out, "\n%s%s%sACTIONS  DETAIL\n", pad("NODE", wn + 1).c_str(), pad("STATE", ws + 1).c_str(),
                  pad("STAGE", wst + 1).c_str());
     for (const auto& n : r.nodes) {
         std::string detail = n.error.empty() ? n.detail : n.error;
-        std::fprintf(out, "%s%s%s%s%s\n", pad(n.node, wn + 1).c_str(), pad(n.state, ws + 1).c_str(),
+        std::fprintf(out, "%s%s%s%s%s\n", pad(n.node, wn + 1).c_str(), pad(engine::to_string(n.state), ws + 1).c_str(),
                      pad(n.stage, wst + 1).c_str(), pad(std::to_string(n.actions), 9).c_str(), detail.c_str());
     }
     std::string counts;
     for (const auto& [state, n] : by_state) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, state);
     std::fprintf(
         out, "\nrun %lld %s: %zu node%s (%s); %d action%s, %d stage%s run, %d skipped%s\n",
-        static_cast<long long>(r.run_id), r.status.c_str(), r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
+        static_cast<long long>(r.run_id), engine::to_string(r.status), r.nodes.size(), r.nodes.size() == 1 ? "" : "s",
         counts.c_str(), r.actions, r.actions == 1 ? "" : "s", r.stages_run, r.stages_run == 1 ? "" : "s",
         r.stages_skipped,
         r.stages_done_elsewhere ? fmt::format(", {} verified by other workers", r.stages_done_elsewhere).c_str() : "");
-    if (r.status == "completed" && r.actions == 0 && r.stages_run == 0)
+    if (r.status == engine::RunStatus::Completed && r.actions == 0 && r.stages_run == 0)
         std::fprintf(out, "nothing to do: every selected node-stage is converged\n");
 }
 
@@ -410,14 +411,14 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
         json nodes = json::array();
         for (const auto& n : report->nodes)
             nodes.push_back({{"name", n.node},
-                             {"state", n.state},
+                             {"state", engine::to_string(n.state)},
                              {"detail", n.detail},
                              {"stage", n.stage},
                              {"error", n.error},
                              {"actions", n.actions}});
         std::printf("%s\n", json{{"event", "summary"},
                                  {"run_id", report->run_id},
-                                 {"status", report->status},
+                                 {"status", engine::to_string(report->status)},
                                  {"actions", report->actions},
                                  {"stages_run", report->stages_run},
                                  {"stages_skipped", report->stages_skipped},
@@ -428,8 +429,8 @@ int cmd_apply(const std::string& fleet_path, engine::RunOptions opts, bool as_js
     } else if (g.log_format != "json") {
         print_summary(*report, stdout);
     }
-    if (report->status == "interrupted") return 130;
-    return report->status == "completed" ? 0 : 1;
+    if (report->status == engine::RunStatus::Interrupted) return 130;
+    return report->status == engine::RunStatus::Completed ? 0 : 1;
 }
 
 // ---- status ---------------------------------------------------------------

@@ -60,11 +60,12 @@ StopToken& no_stop() {
 }  // namespace
 
 bool PlanReport::has_work() const {
-    return std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.status == "work"; });
+    return std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.status == PlanStatus::Work; });
 }
 
 bool PlanReport::has_errors() const {
-    return std::any_of(entries.begin(), entries.end(), [](const PlanEntry& e) { return e.status == "error"; });
+    return std::any_of(entries.begin(), entries.end(),
+                       [](const PlanEntry& e) { return e.status == PlanStatus::Error; });
 }
 
 Engine::Engine(const config::Fleet& fleet, const StageRegistry& registry, journal::Store* store, EventSink* sink,
@@ -220,7 +221,7 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
             e.input_hash = s.hashes[k].hex();
             Stage* stage = registry_.find(e.stage);
             if (!stage) {
-                e.status = "error";
+                e.status = PlanStatus::Error;
                 e.error_code = "stage.not_implemented";
                 e.error = fmt::format("stage '{}' is not implemented in this build", e.stage);
                 continue;
@@ -228,7 +229,7 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
             if (store_) {
                 auto last = store_->last_verified_hash(e.node, e.stage);
                 if (!last) {
-                    e.status = "error";
+                    e.status = PlanStatus::Error;
                     e.error_code = last.error().code;
                     e.error = last.error().str();
                     continue;
@@ -249,7 +250,7 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
             gate.release(job);
             if (observed) e.notes = observed->notes;
             if (!actions) {
-                e.status = "error";
+                e.status = PlanStatus::Error;
                 e.error_code = actions.error().code;
                 e.error = actions.error().str();
             } else {
@@ -257,7 +258,7 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
                 // Converged only when nothing is to be done and this
                 // exact input was verified before.
                 bool verified = !options.reimage && e.last_verified == e.input_hash;
-                e.status = (e.actions.empty() && verified) ? "converged" : "work";
+                e.status = (e.actions.empty() && verified) ? PlanStatus::Converged : PlanStatus::Work;
             }
         }
     };
@@ -292,9 +293,9 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
             // One thread hands over at a time, under the lock: in order.
             for (auto it = done.begin(); it != done.end() && it->first == delivered; it = done.erase(it)) {
                 for (const auto& e : it->second) {
-                    if (e.status == "work") ++summary.work;
-                    if (e.status == "converged") ++summary.converged;
-                    if (e.status == "error") ++summary.errors;
+                    if (e.status == PlanStatus::Work) ++summary.work;
+                    if (e.status == PlanStatus::Converged) ++summary.converged;
+                    if (e.status == PlanStatus::Error) ++summary.errors;
                     summary.actions += static_cast<int>(e.actions.size());
                 }
                 sink(it->second);

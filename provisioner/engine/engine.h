@@ -29,6 +29,7 @@
 #include "provisioner/core/result.h"
 #include "provisioner/engine/cancel.h"
 #include "provisioner/engine/input_hash.h"
+#include "provisioner/engine/outcome.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/journal/store.h"
@@ -72,7 +73,7 @@ public:
 
 struct NodeOutcome {
     std::string node;
-    std::string state;   // pending | running | failed | quarantined | ready
+    NodeState state = NodeState::Pending;
     std::string detail;  // verified | interrupted | blocked | skipped ...
     std::string stage;   // last stage touched
     std::string error;
@@ -81,7 +82,7 @@ struct NodeOutcome {
 
 struct RunReport {
     int64_t run_id = 0;
-    std::string status;  // completed | failed | interrupted
+    RunStatus status = RunStatus::Completed;
     std::vector<NodeOutcome> nodes;
     int actions = 0;
     int stages_run = 0;
@@ -92,7 +93,7 @@ struct RunReport {
 struct PlanEntry {
     std::string node;
     std::string stage;
-    std::string status;  // converged | work | error
+    PlanStatus status = PlanStatus::Work;
     std::string input_hash;
     std::string last_verified;  // "" when never verified
     std::vector<Action> actions;

@@ -228,7 +228,7 @@ private:
     void record_held(size_t i, const Attempt& a);
     void record_retry(size_t i, const Attempt& a);
     void record_done(size_t i, const Attempt& a);
-    void end_node(NodeRun& r, const std::string& state, const std::string& detail, const std::string& stage,
+    void end_node(NodeRun& r, NodeState state, const std::string& detail, const std::string& stage,
                   const std::string& error);
     void back_in_service(NodeRun& r);
 
@@ -886,15 +886,19 @@ void Engine::Run::wait_for_news(std::unique_lock<std::mutex>& lock) {
 void Engine::Run::wake_held(const std::vector<std::string>& pokes) {
     std::set<std::string> released;
     bool slots = false;
+    bool all = false;  // the listener (re)started: what it missed may be anything
     for (const auto& p : pokes) {
         if (p.rfind("node:", 0) == 0)
             released.insert(p.substr(5));
+        else if (p == "all")
+            all = slots = true;
         else
             slots = true;  // "slots", "run": anything may fit now
     }
     for (auto it = waiting_.begin(); it != waiting_.end();) {
         auto h = held_waits_.find(it->second);
-        if (h != held_waits_.end() && (h->second ? released.count(runs_[it->second].outcome.node) != 0 : slots)) {
+        if (h != held_waits_.end() &&
+            (h->second ? all || released.count(runs_[it->second].outcome.node) != 0 : slots)) {
             ready_.push_back(it->second);
             held_waits_.erase(h);
             it = waiting_.erase(it);
@@ -951,7 +955,7 @@ void Engine::Run::record(Completion c) {
             leases_->forget(r.outcome.node);
             r.leased = false;
             say(EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, a.error, "lease_lost");
-            end_node(r, "pending", "lease lost", stage_name, a.error);
+            end_node(r, NodeState::Pending, "lease lost", stage_name, a.error);
             back_in_service(r);
             break;
         case Attempt::Kind::Retry:
@@ -964,7 +968,7 @@ void Engine::Run::record(Completion c) {
         case Attempt::Kind::Interrupted:
             ++done_count_;
             say(EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, a.error, "interrupted");
-            end_node(r, "pending", "interrupted", stage_name, a.error);
+            end_node(r, NodeState::Pending, "interrupted", stage_name, a.error);
             back_in_service(r);
             break;
         case Attempt::Kind::Quarantined:
@@ -975,7 +979,8 @@ void Engine::Run::record(Completion c) {
             say(EngineEvent::Kind::StageEnd, r.outcome.node, stage_name, a.error, outcome_name(a.kind));
             // A failed node stays out of service: it keeps its
             // max_unavailable slot so a rollout halts.
-            end_node(r, q ? "quarantined" : "failed", outcome_name(a.kind), stage_name, stage_name + ": " + a.error);
+            end_node(r, q ? NodeState::Quarantined : NodeState::Failed, outcome_name(a.kind), stage_name,
+                     stage_name + ": " + a.error);
             break;
         }
     }
@@ -1055,14 +1060,14 @@ void Engine::Run::record_done(size_t i, const Attempt& a) {
     auto prev = previous_.find(r.outcome.node);
     bool was_ready = prev != previous_.end() && prev->second == "ready";
     if (r.handed_over || (r.all_skipped && was_ready))
-        end_node(r, "ready", r.all_skipped ? "converged" : "handed over", stage_name, "");
+        end_node(r, NodeState::Ready, r.all_skipped ? "converged" : "handed over", stage_name, "");
     else
-        end_node(r, "pending", "verified", stage_name, "");
+        end_node(r, NodeState::Pending, "verified", stage_name, "");
     back_in_service(r);
     unpark("unavailable");
 }
 
-void Engine::Run::end_node(NodeRun& r, const std::string& state, const std::string& detail, const std::string& stage,
+void Engine::Run::end_node(NodeRun& r, NodeState state, const std::string& detail, const std::string& stage,
                            const std::string& error) {
     r.done = true;
     r.outcome.state = state;
@@ -1073,11 +1078,11 @@ void Engine::Run::end_node(NodeRun& r, const std::string& state, const std::stri
     // Under leases, only the holder writes a node's state, then gives the
     // node back; a node never claimed here is another worker's.
     if (!leases_ || r.leased) {
-        if (!journaled(
-                store_->set_node_state({r.outcome.node, state, detail, stage, error, journal::now_ms(), run_id_}),
-                r.outcome.node, "the state " + state)) {
+        if (!journaled(store_->set_node_state(
+                           {r.outcome.node, to_string(state), detail, stage, error, journal::now_ms(), run_id_}),
+                       r.outcome.node, std::string("the state ") + to_string(state))) {
             // The journal keeps an older state: the report says so.
-            r.outcome.state = "failed";
+            r.outcome.state = NodeState::Failed;
             const std::string msg = *take_journal_failure(r.outcome.node);
             r.outcome.error = error.empty() ? msg : error + "; " + msg;
         }
@@ -1086,7 +1091,7 @@ void Engine::Run::end_node(NodeRun& r, const std::string& state, const std::stri
         released(leases_->release(r.outcome.node), r.outcome.node, "the node's lease");
         r.leased = false;
     }
-    say(EngineEvent::Kind::NodeEnd, r.outcome.node, stage, error, state);
+    say(EngineEvent::Kind::NodeEnd, r.outcome.node, stage, error, to_string(state));
 }
 
 // The node is back in service (or no longer this worker's): its
@@ -1102,7 +1107,7 @@ RunReport Engine::Run::end() {
     // Nodes a retry was waiting on when a stop came: record where they are.
     for (auto& [when, i] : waiting_) {
         auto& r = runs_[i];
-        end_node(r, "pending", "interrupted", stage_of(r), "stopped while waiting to retry");
+        end_node(r, NodeState::Pending, "interrupted", stage_of(r), "stopped while waiting to retry");
     }
     // Nodes stopped between two stages: give their leases back now rather
     // than let them expire. Failed nodes kept their max_unavailable slots
@@ -1127,21 +1132,22 @@ RunReport Engine::Run::end() {
             // Never started (stop) or parked behind max_unavailable: the
             // journal keeps its previous state.
             auto prev = previous_.find(r.outcome.node);
-            r.outcome.state = prev != previous_.end() ? prev->second : "pending";
+            r.outcome.state = prev != previous_.end() ? parse_node_state(prev->second).value_or(NodeState::Pending)
+                                                      : NodeState::Pending;
             r.outcome.detail = stop_.soft() ? "not started" : "blocked: max_unavailable reached";
             r.outcome.stage = stage_of(r);
             if (!stop_.soft()) any_failed = true;
         }
-        if (r.outcome.state == "failed" || r.outcome.state == "quarantined") any_failed = true;
+        if (r.outcome.state == NodeState::Failed || r.outcome.state == NodeState::Quarantined) any_failed = true;
         report.nodes.push_back(r.outcome);
     }
-    report.status = stop_.soft() ? "interrupted" : (any_failed ? "failed" : "completed");
+    report.status = stop_.soft() ? RunStatus::Interrupted : (any_failed ? RunStatus::Failed : RunStatus::Completed);
     {
         std::lock_guard<std::mutex> l(journal_mu_);
-        if (!journal_error_.empty()) report.status = "failed";  // stopped by the journal, not by a person
+        if (!journal_error_.empty()) report.status = RunStatus::Failed;  // stopped by the journal, not by a person
     }
-    journaled(store_->end_run(run_id_, report.status), "", "the run's end");
-    say(EngineEvent::Kind::RunEnd, "", "", report.status, report.status);
+    journaled(store_->end_run(run_id_, to_string(report.status)), "", "the run's end");
+    say(EngineEvent::Kind::RunEnd, "", "", to_string(report.status), to_string(report.status));
     return report;
 }
 

@@ -181,8 +181,9 @@ public:
     // with a connection of its own, when any worker gives a node back
     // ("node:NAME"), frees slots ("slots") or begins a run ("run"), so a
     // worker waiting on them asks again at once instead of at its next
-    // poll. The bounded poll stays as the fallback (a lost notification,
-    // a listener reconnecting). Null stops listening.
+    // poll; and with "all" each time it starts listening (again), for what
+    // was given back while it was not. The bounded poll stays as the
+    // fallback for a lost notification. Null stops listening.
     virtual void on_wake(std::function<void(const std::string&)> wake) = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <iterator>
 #include <map>
@@ -471,12 +472,16 @@ private:
 // Listens on KILN_PG_CHANNEL on a connection of its own and hands every
 // payload to `wake` on its thread; connects again (every half second) when
 // the server goes away, until destroyed. A self-pipe ends its poll at once.
+// Built once its first LISTEN is in (or failed): a worker claims nothing
+// before it can hear of a release, so none falls between the two.
 class Listener {
 public:
     Listener(const std::string& url, const PgOptions& options, std::function<void(const std::string&)> wake)
         : db_(url, options), wake_(std::move(wake)) {
         if (::pipe(stop_) != 0) stop_[0] = stop_[1] = -1;
         thread_ = std::thread([this] { run(); });
+        std::unique_lock<std::mutex> lock(first_mu_);
+        first_cv_.wait(lock, [&] { return first_tried_; });
     }
     ~Listener() {
         stopping_ = true;
@@ -494,11 +499,18 @@ private:
         while (!stopping_) {
             if (!listening) {
                 listening = db_.connect() && db_.exec("listen for wake-ups", "LISTEN " KILN_PG_CHANNEL);
+                {
+                    std::lock_guard<std::mutex> lock(first_mu_);
+                    first_tried_ = true;
+                }
+                first_cv_.notify_all();
                 if (!listening) {
                     wait_for(-1, 500);
                     continue;
                 }
-                wake_("slots");  // whatever was released while not listening: ask again now
+                // Nodes and slots given back while not listening (before
+                // the first LISTEN too): every wait asks again now.
+                wake_("all");
             }
             const int fd = PQsocket(db_.raw());
             if (!wait_for(fd, 1000)) continue;
@@ -525,6 +537,9 @@ private:
     std::function<void(const std::string&)> wake_;
     int stop_[2] = {-1, -1};
     std::atomic<bool> stopping_{false};
+    std::mutex first_mu_;
+    std::condition_variable first_cv_;
+    bool first_tried_ = false;
     std::thread thread_;
 };
 

@@ -260,7 +260,7 @@ TEST_CASE("an update task still running from a killed run is waited for not star
         auto report = eng.run({});
         REQUIRE(report);
         INFO(sink.text);
-        REQUIRE(report->status == "completed");
+        REQUIRE(report->status == kiln::engine::RunStatus::Completed);
         CHECK(report->actions == 1);
         CHECK(sink.text.find("waiting: task started before this run /redfish/v1/TaskService/Tasks/9 (Running)") !=
               std::string::npos);
@@ -347,7 +347,7 @@ TEST_CASE("after a firmware apply no password or session token is in the journal
         auto report = eng.run({});
         REQUIRE(report);
         std::string all = sink.text;
-        for (const auto& n : report->nodes) all += n.node + " " + n.state + " " + n.error + "\n";
+        for (const auto& n : report->nodes) all += n.node + " " + engine::to_string(n.state) + " " + n.error + "\n";
         CHECK(all.find("nobody") != std::string::npos);  // the error path really ran
         CHECK(all.find(kBmcPassword) == std::string::npos);
         REQUIRE_FALSE(http->tokens.empty());
@@ -440,7 +440,7 @@ TEST_CASE("an engine run parks each node between update task polls and flashes e
         auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
         REQUIRE(report);
         INFO(heard);
-        REQUIRE(report->status == "completed");
+        REQUIRE(report->status == kiln::engine::RunStatus::Completed);
         CHECK(report->actions == (round == 0 ? 6 : 0));
         if (round == 0) {
             // Each node parked on its update tasks at least once.
@@ -467,13 +467,13 @@ TEST_CASE("an engine run parks a node while its host POSTs the new BIOS settings
     auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
     INFO(heard);
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
     CHECK(report->actions == 1);
     CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: POST applying the BIOS settings") != std::string::npos);
     // Applied, nothing left pending: a second run has nothing to do.
     auto second = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(second);
-    CHECK(second->status == "completed");
+    CHECK(second->status == kiln::engine::RunStatus::Completed);
     CHECK(second->actions == 0);
 }
 
@@ -668,7 +668,7 @@ TEST_CASE("an engine run parks a node while its host POSTs and boots the host OS
     auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
     INFO(heard);
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
     CHECK(report->actions == 1);
     CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: the host booting host OS") != std::string::npos);
     auto sys = bmc_call(bmc, "GET", "/redfish/v1/Systems/1");
@@ -710,7 +710,7 @@ TEST_CASE("a host reset the BMC answers with a task is followed parked and sent 
     auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
     INFO(heard);
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
     CHECK(report->actions == 1);
     CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: host reset (") != std::string::npos);
     if (!waited_after.empty()) CHECK(heard.find(waited_after) != std::string::npos);
@@ -718,7 +718,7 @@ TEST_CASE("a host reset the BMC answers with a task is followed parked and sent 
     // Done, and seen done: a second run changes nothing.
     auto second = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(second);
-    CHECK(second->status == "completed");
+    CHECK(second->status == kiln::engine::RunStatus::Completed);
     CHECK(second->actions == 0);
     CHECK(bmc_control(bmc, "GET", "state")["resets"] == 1);
 }
@@ -766,7 +766,7 @@ TEST_CASE("host OS media and boot override writes the BMC answers with tasks are
     auto report = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(report);
     INFO(heard);
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
     CHECK(report->actions == 1);
     for (const char* step : {"arm", "eject", "insert"})
         CHECK(heard.find(fleet.nodes[0].name + " firmware waiting: host OS media: " + step + " ") != std::string::npos);
@@ -783,7 +783,7 @@ TEST_CASE("host OS media and boot override writes the BMC answers with tasks are
     http->clear();
     auto second = run_engine(fleet, registry, dir.file("journal.db"), &heard);
     REQUIRE(second);
-    CHECK(second->status == "completed");
+    CHECK(second->status == kiln::engine::RunStatus::Completed);
     CHECK(second->actions == 0);
     CHECK(http->writes().empty());
 }

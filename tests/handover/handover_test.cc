@@ -142,7 +142,7 @@ TEST_CASE("the handover stage marks the node ready signs its webhook and keeps t
     kiln::engine::Engine engine(fleet, registry, store->get(), nullptr, stop);
     auto report = engine.run({});
     REQUIRE(report.ok());
-    CHECK(report->nodes[0].state == "ready");
+    CHECK(report->nodes[0].state == kiln::engine::NodeState::Ready);
     auto reqs = server.requests();
     REQUIRE(reqs.size() == 1);
     auto doc = json::parse(reqs[0].body);
@@ -158,7 +158,7 @@ TEST_CASE("the handover stage marks the node ready signs its webhook and keeps t
     kiln::engine::Engine engine2(fleet, registry, store->get(), nullptr, stop);
     auto failed = engine2.run(again);
     REQUIRE(failed.ok());
-    CHECK(failed->nodes[0].state == "failed");
+    CHECK(failed->nodes[0].state == kiln::engine::NodeState::Failed);
     CHECK(failed->nodes[0].error.find("HTTP 503") != std::string::npos);
     store->reset();  // close the journal so every byte is on disk
     for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {

@@ -108,7 +108,7 @@ json plan_of(const config::Fleet& fleet, engine::StageRegistry& registry) {
     json out = json::object();
     for (const auto& e : report->entries) {
         INFO(e.node << ": " << e.error);
-        REQUIRE(e.status != "error");
+        REQUIRE(e.status != kiln::engine::PlanStatus::Error);
         json actions = json::array();
         for (const auto& a : e.actions)
             actions.push_back({{"id", a.id}, {"description", a.description}, {"detail", a.detail}});

@@ -62,8 +62,8 @@ TEST_CASE("the report of a journal from a real run: timeline smoke figures failu
     h.set_profile("n002", "strict", {{"cpu_gemm_gflops", 1e15}});
     auto run = h.run();
     REQUIRE(run.nodes.size() == 2);
-    REQUIRE(run.nodes[0].state == "ready");
-    REQUIRE(run.nodes[1].state == "quarantined");
+    REQUIRE(run.nodes[0].state == kiln::engine::NodeState::Ready);
+    REQUIRE(run.nodes[1].state == kiln::engine::NodeState::Quarantined);
 
     auto data = collect_report(h.fleet, h.store.get(), 0);
     REQUIRE(data.ok());

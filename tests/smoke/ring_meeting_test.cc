@@ -87,7 +87,7 @@ TEST_CASE("a ring of 400 nodes meets parked on a pool bounded by the cores, each
     auto report = engine.run(opts);
     sampler.stop();
     REQUIRE(report.ok());
-    REQUIRE(report->status == "completed");
+    REQUIRE(report->status == kiln::engine::RunStatus::Completed);
     auto met = stage->met();
     REQUIRE(met.size() == static_cast<size_t>(nodes));
     for (const auto& [node, members] : met) {

@@ -26,7 +26,7 @@ TEST_CASE("a failing smoke check quarantines the node and the hook receives the 
     auto report = h.run();
     REQUIRE(report.nodes.size() == 1);
     const auto& n = report.nodes[0];
-    CHECK(n.state == "quarantined");
+    CHECK(n.state == kiln::engine::NodeState::Quarantined);
     CHECK(n.stage == "smoke");
     CHECK(n.error.find("cpu_gemm_gflops") != std::string::npos);
     CHECK(n.error.find("allreduce_busbw_gbps") == std::string::npos);
@@ -60,7 +60,7 @@ TEST_CASE("passing smoke checks hand the node over and a second run changes noth
     auto first = h.run();
     REQUIRE(first.nodes.size() == 1);
     INFO(first.nodes[0].error);
-    CHECK(first.nodes[0].state == "ready");
+    CHECK(first.nodes[0].state == kiln::engine::NodeState::Ready);
     auto docs = h.hook_documents();
     REQUIRE(docs.size() == 1);
     CHECK(docs[0]["state"] == "ready");
@@ -75,7 +75,7 @@ TEST_CASE("passing smoke checks hand the node over and a second run changes noth
     auto second = h.run();
     CHECK(second.stages_run == 0);
     CHECK(second.stages_skipped == 2);
-    CHECK(second.nodes[0].state == "ready");
+    CHECK(second.nodes[0].state == kiln::engine::NodeState::Ready);
     CHECK(h.hook_documents().size() == 1);  // the hook did not run again
 }
 
@@ -89,7 +89,7 @@ TEST_CASE("the smoke profile's RDMA write shape reaches every kiln-smoke") {
     REQUIRE(first.nodes.size() == 1);
     INFO(first.nodes[0].error);
     // kiln-smoke refuses arguments it does not know: it took these.
-    CHECK(first.nodes[0].state == "ready");
+    CHECK(first.nodes[0].state == kiln::engine::NodeState::Ready);
     REQUIRE(h.transport->args_by_vm.size() == 2);
     for (const auto& [vm, args] : h.transport->args_by_vm) {
         INFO(vm);
@@ -203,7 +203,7 @@ TEST_CASE("a rack-scope smoke ring runs one all-reduce over the VMs of every nod
     std::set<int64_t> ranks;
     for (const auto& n : report.nodes) {
         INFO(n.node << ": " << n.error);
-        CHECK(n.state == "ready");
+        CHECK(n.state == kiln::engine::NodeState::Ready);
         auto r = result_of(h, n.node);
         CHECK(r["verdict"] == "pass");
         REQUIRE(r.contains("ring"));
@@ -232,7 +232,7 @@ TEST_CASE("a shared smoke ring goes on without the nodes that cannot come") {
         auto report = h.run({"n001"});
         REQUIRE(report.nodes.size() == 1);
         INFO(report.nodes[0].error);
-        CHECK(report.nodes[0].state == "ready");
+        CHECK(report.nodes[0].state == kiln::engine::NodeState::Ready);
         auto r = result_of(h, "n001");
         CHECK_FALSE(r.contains("ring"));  // a ring of one node is the node's own
         CHECK(r["vms"][0]["report"]["ranks"] == 2);
@@ -243,7 +243,7 @@ TEST_CASE("a shared smoke ring goes on without the nodes that cannot come") {
         share_ring(h, "rack");
         auto report = h.run();
         REQUIRE(report.nodes.size() == 3);
-        CHECK(report.nodes[1].state == "failed");
+        CHECK(report.nodes[1].state == kiln::engine::NodeState::Failed);
         CHECK(report.nodes[1].stage == "gate");
         for (const std::string node : {"n001", "n003"}) {
             auto r = result_of(h, node);
@@ -265,7 +265,7 @@ TEST_CASE("members of a shared ring meet parked and wait parked for a slow membe
     REQUIRE(report.nodes.size() == 3);
     for (const auto& n : report.nodes) {
         INFO(n.node << ": " << n.error);
-        CHECK(n.state == "ready");
+        CHECK(n.state == kiln::engine::NodeState::Ready);
         auto r = result_of(h, n.node);
         CHECK(r["ring"]["nodes"] == json::array({"n001", "n002", "n003"}));
         CHECK(h.transport->runs_by_node[n.node] == 1);  // a resume does not run the ranks again
@@ -319,12 +319,12 @@ void check_localised(const std::set<std::string>& bad, RankFault fault = RankFau
         CHECK(r["localisation"]["complete"] == true);
         CHECK(r["localisation"]["runs"].size() <= 16);  // 4 ceil(log2 6) + 4
         if (bad.count(n.node)) {
-            CHECK(n.state == "quarantined");
+            CHECK(n.state == kiln::engine::NodeState::Quarantined);
             CHECK(r["verdict"] == "fail");
             CHECK(n.error.find("fault_localisation") != std::string::npos);
             CHECK(r["localisation"]["why"][n.node].get<std::string>().find(n.node) != std::string::npos);
         } else {
-            CHECK(n.state == "ready");
+            CHECK(n.state == kiln::engine::NodeState::Ready);
             CHECK(r["verdict"] == "pass");
             // Its own VMs failed the sum in the whole ring, and a sub-ring
             // with it passed.
@@ -368,7 +368,7 @@ TEST_CASE("a suspect node's VMs are each run beside a cleared node: the one VM t
     REQUIRE(report.nodes.size() == 6);
     for (const auto& n : report.nodes) {
         INFO(n.node << ": " << n.state << " " << n.error);
-        CHECK(n.state == (n.node == "n004" ? "quarantined" : "ready"));
+        CHECK(n.state == (n.node == "n004" ? kiln::engine::NodeState::Quarantined : kiln::engine::NodeState::Ready));
     }
     auto r = result_of(h, "n004");
     INFO(r.dump());
@@ -406,7 +406,7 @@ TEST_CASE("a shared ring that passes is not searched") {
     share_ring(h, "fleet");
     auto report = h.run();
     for (const auto& n : report.nodes) {
-        CHECK(n.state == "ready");
+        CHECK(n.state == kiln::engine::NodeState::Ready);
         CHECK_FALSE(result_of(h, n.node).contains("localisation"));
         CHECK(h.transport->runs_by_node[n.node] == 1);
     }
