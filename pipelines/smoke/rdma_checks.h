@@ -96,6 +96,15 @@ struct PerftestFigure {
 };
 std::optional<PerftestFigure> parse_perftest_bw(const std::string& output);
 
+// One pair's write bandwidth in GB/s. perftest turns CPU cycles into
+// seconds with the frequency it sampled, and a guest whose clock is off
+// (TCG on a starved host) can report far less than it moved. The client's
+// own run, timed by kiln-smoke's monotonic clock with the setup included,
+// moved bytes x iterations: that bounds the average from below. A perftest
+// figure under the bound is its clock's error; the bound stands, and
+// `note` says so ("" when perftest's figure is used).
+double pair_write_gbs(const PerftestFigure& fig, std::chrono::nanoseconds client_wall, std::string* note);
+
 // A member of the ring as the RDMA checks see it.
 struct RdmaPeer {
     std::string name;  // its VM, for the details

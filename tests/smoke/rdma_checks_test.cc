@@ -205,6 +205,28 @@ TEST_CASE("rdma: a perftest without CUDA writes from host memory and says so, an
     }
 }
 
+TEST_CASE("rdma: a pair's figure is never below what the client's own run proves it moved") {
+    // 40 writes of 32 KiB: 1,310,720 bytes.
+    PerftestFigure fig;
+    fig.bytes = 32768;
+    fig.iterations = 40;
+    std::string note;
+    // perftest's clock, off in a starved TCG guest, said 0.00 at every
+    // precision; the client ran 5 s in all, setup included.
+    CHECK(pair_write_gbs(fig, std::chrono::seconds(5), &note) == Approx(1310720.0 / 5 / 1e9));
+    CHECK(note.find("perftest's clock said 0 GB/s") != std::string::npos);
+    CHECK(note.find("moved at least 0.0002621") != std::string::npos);
+    // Its figure above the bound, as on any sound clock: it stands as it is.
+    fig.message_rate_mpps = 0.000031;  // 0.00813 Gb/s
+    CHECK(pair_write_gbs(fig, std::chrono::seconds(5), &note) == Approx(0.000031 * 32768 * 8 / 1000.0 / 8.0));
+    CHECK(note.empty());
+    // A slow pair stays slow: 60 s for the writes is below a 0.0002 floor.
+    fig.message_rate_mpps = 0;
+    CHECK(pair_write_gbs(fig, std::chrono::seconds(60), &note) < 0.0002);
+    // No time measured: perftest's figure, unbounded.
+    CHECK(pair_write_gbs(fig, std::chrono::nanoseconds(0), &note) == 0);
+}
+
 TEST_CASE("rdma: perftest's table is read from both sides of a captured run and a failed client has none") {
     auto client = parse_perftest_bw(kiln::test::read_file(kFixtures + "/perftest/ib_write_bw-client-rxe.txt"));
     REQUIRE(client.has_value());
