@@ -19,6 +19,7 @@
 #include "tests/support/journal_backends.h"
 #include "tests/support/pg_cluster.h"
 #include "tests/support/skip.h"
+#include "tests/support/wait.h"
 
 using kiln::journal::check_store_url;
 using kiln::journal::open_pg_store;
@@ -71,6 +72,44 @@ TEST_CASE("pg store: migrations run once under concurrent opens and are versione
     REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 5);
     for (const char* table : {"runs", "stage_results", "verified", "actions", "events", "node_state", "leases"})
         REQUIRE(raw.text(std::string("SELECT to_regclass('") + table + "') IS NOT NULL") == "t");
+}
+
+TEST_CASE("pg store: a connection dropped while the schema is migrated is made again, and the open succeeds",
+          "[journal][pg]") {
+    NEED_CLUSTER(cluster);
+    const std::string url = cluster->create_database();
+    PgRaw holder(url);
+    // Another opener holds the migrate lock: ours connects, reads schema 0
+    // and waits for the lock inside its migration.
+    REQUIRE(holder.exec("SELECT pg_advisory_lock(1802071150, 1)"));  // kLockSpace ("kiln"), kMigrateLock
+    const std::string waiting =
+        "SELECT coalesce(max(pid), 0) FROM pg_stat_activity WHERE datname = current_database() AND "
+        "application_name = 'kiln' AND wait_event_type = 'Lock'";
+    std::string error;
+    std::atomic<bool> done{false};
+    std::thread opener([&] {
+        auto s = open_pg_store(url, {});
+        if (!s) error = s.error().str();
+        done = true;
+    });
+    const int64_t first = [&] {
+        int64_t pid = 0;
+        kiln::test::wait_until([&] { return (pid = holder.integer(waiting)) != 0; }, 60);
+        return pid;
+    }();
+    // The server ends that session (as a restart does) while it waits.
+    if (first != 0) holder.exec("SELECT pg_terminate_backend(" + std::to_string(first) + ")");
+    // The opener connects again and waits for the lock on a new session.
+    int64_t second = 0;
+    kiln::test::wait_until([&] { return done || ((second = holder.integer(waiting)) != 0 && second != first); }, 60);
+    REQUIRE(holder.exec("SELECT pg_advisory_unlock(1802071150, 1)"));
+    opener.join();
+    REQUIRE(first != 0);
+    INFO(error);
+    REQUIRE(second != 0);
+    REQUIRE(second != first);
+    REQUIRE(error.empty());
+    REQUIRE(holder.integer("SELECT max(version) FROM kiln_schema") == 5);
 }
 
 TEST_CASE("pg store: a read-only open of an empty database creates nothing", "[journal][pg]") {

@@ -30,6 +30,7 @@
 #include "tests/support/pg_cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_stages.h"
+#include "tests/support/wait.h"
 
 using kiln::test::LedgerStage;
 using kiln::test::PgCluster;
@@ -37,6 +38,7 @@ using kiln::test::PgRaw;
 using kiln::test::run_child;
 using kiln::test::RunningChild;
 using kiln::test::TempDir;
+using kiln::test::wait_until;
 
 namespace {
 
@@ -86,16 +88,6 @@ std::vector<std::string> worker_argv(const std::string& url, const std::string& 
                                      "--lease-ttl",    "2s",      "--poll", "50ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
-}
-
-template <class F>
-bool wait_until(F&& ready, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (!ready()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return true;
 }
 
 nlohmann::json workers_json(const std::string& url, const std::string& fleet) {

@@ -27,6 +27,7 @@
 #include "tests/support/pg_cluster.h"
 #include "tests/support/skip.h"
 #include "tests/support/test_stages.h"
+#include "tests/support/wait.h"
 
 using kiln::test::LedgerStage;
 using kiln::test::PgCluster;
@@ -34,6 +35,7 @@ using kiln::test::PgRaw;
 using kiln::test::run_child;
 using kiln::test::RunningChild;
 using kiln::test::TempDir;
+using kiln::test::wait_until;
 
 namespace {
 
@@ -104,17 +106,6 @@ std::set<std::string> claimed_by(PgRaw& raw, const std::string& worker) {
         i = j + 1;
     }
     return out;
-}
-
-// Polls `ready` until it holds or `seconds` pass.
-template <class F>
-bool wait_until(F&& ready, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (!ready()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
 }
 
 // The most nodes out of service at once as the ledger shows it: a node is
@@ -503,6 +494,11 @@ TEST_CASE("workers: PostgreSQL restarted twice mid-run, they reconnect and finis
     for (const char* id : {"w1", "w2", "w3"})
         workers.push_back(
             std::make_unique<RunningChild>(worker_argv(url, fleet, id), ledger_env(ledger, 40), dir.file(id)));
+    // This case is about running workers: all three are past their open
+    // (registered) before the server goes away. A worker that meets the
+    // restart while it opens is the journal test's case.
+    PgRaw up(url);
+    REQUIRE(wait_until([&] { return up.text("SELECT count(*) FROM workers") == "3"; }, 120));  // "": no table yet
     // Restart once a quarter of the work is done, and again at half.
     for (const int fraction : {4, 2}) {
         REQUIRE(wait_until([&] { return LedgerStage::read_ledger(ledger).size() >= size_t(total / fraction); }, 120));

@@ -1556,20 +1556,34 @@ Status migrate(Connection& db) {
     });
 }
 
+// Reads the schema version and, unless read-only, brings it to this kiln's.
+Status check_schema(Connection& db, const std::string& url, bool read_only) {
+    auto version = schema_version(db);
+    if (!version) return version.error();
+    if (*version > kSchemaVersion) return refuse_newer(url, *version);
+    if (*version == kSchemaVersion) return ok_status();
+    if (read_only)
+        return make_error(
+            "journal", "journal.missing",
+            "cannot open " + url + ": no kiln journal there yet (schema " + std::to_string(*version) + ")");
+    return migrate(db);
+}
+
 Result<std::unique_ptr<Store>> open(const std::string& url, const PgOptions& options) {
     if (auto s = check_store_url(url); !s) return s.error();
     auto db = std::make_unique<Connection>(url, options);
+    // A first connection that fails is reported at once: a wrong URL or
+    // password, or no server, is not waited on.
     if (auto s = db->connect(); !s) return s.error();
-    auto version = schema_version(*db);
-    if (!version) return version.error();
-    if (*version > kSchemaVersion) return refuse_newer(url, *version).error();
-    if (options.read_only) {
-        if (*version < kSchemaVersion)
-            return make_error(
-                "journal", "journal.missing",
-                "cannot open " + url + ": no kiln journal there yet (schema " + std::to_string(*version) + ")");
-    } else if (*version < kSchemaVersion) {
-        if (auto s = migrate(*db); !s) return s.error();
+    // A server that answered and then went away while the schema was read
+    // or migrated (a restart while a worker starts) is connected to again,
+    // as any operation's would be (Connection::ready): both land the same
+    // however often they run, the migration under its lock.
+    for (int tries = 1;; ++tries) {
+        auto s = check_schema(*db, url, options.read_only);
+        if (s) break;
+        if (!db->lost() || tries == 3) return s.error();
+        if (auto r = db->ready("open the journal"); !r) return r.error();
     }
     return std::unique_ptr<Store>(std::make_unique<PgStore>(std::move(db), options.read_only, url, options));
 }
