@@ -68,9 +68,10 @@ TEST_CASE("pg store: migrations run once under concurrent opens and are versione
         REQUIRE(e.empty());
     }
     PgRaw raw(url);
-    REQUIRE(raw.integer("SELECT count(*) FROM kiln_schema") == 5);
-    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 5);
-    for (const char* table : {"runs", "stage_results", "verified", "actions", "events", "node_state", "leases"})
+    REQUIRE(raw.integer("SELECT count(*) FROM kiln_schema") == 6);
+    REQUIRE(raw.integer("SELECT max(version) FROM kiln_schema") == 6);
+    for (const char* table :
+         {"runs", "stage_results", "verified", "actions", "events", "node_state", "leases", "records"})
         REQUIRE(raw.text(std::string("SELECT to_regclass('") + table + "') IS NOT NULL") == "t");
 }
 
@@ -109,7 +110,7 @@ TEST_CASE("pg store: a connection dropped while the schema is migrated is made a
     REQUIRE(second != 0);
     REQUIRE(second != first);
     REQUIRE(error.empty());
-    REQUIRE(holder.integer("SELECT max(version) FROM kiln_schema") == 5);
+    REQUIRE(holder.integer("SELECT max(version) FROM kiln_schema") == 6);
 }
 
 TEST_CASE("pg store: a read-only open of an empty database creates nothing", "[journal][pg]") {

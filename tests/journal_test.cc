@@ -479,15 +479,87 @@ TEMPLATE_TEST_CASE("journal: history ties on one millisecond are deterministic",
     REQUIRE((*hist)[2].name == "first");
 }
 
-TEST_CASE("journal: open creates the parent folders, WAL mode and schema version 1", "[journal]") {
+TEMPLATE_TEST_CASE("journal: records round trip, the newest of a kind per node, readable read-only", "[journal]",
+                   JOURNAL_BACKENDS) {
+    NEED_BACKEND(jb);
+    {
+        auto store = open_rw(jb);
+        auto none = store->latest_record("n1", "smoke.result");
+        REQUIRE(none.ok());
+        REQUIRE_FALSE(none->has_value());
+        const int64_t run = new_run(*store);
+        require_ok(store->put_record({run, "n1", "smoke", "smoke.result", 1, R"({"verdict":"fail"})", 1000}));
+        require_ok(store->put_record({run, "n1", "smoke", "smoke.result", 1, R"({"verdict":"pass"})", 900}));
+        require_ok(store->put_record({run, "n1", "handover", "handover", 1, R"({"state":"ready"})", 0}));
+        require_ok(store->put_record({run, "n2", "smoke", "smoke.result", 1, R"({"verdict":"fail"})", 0}));
+    }
+    auto store = open_ro(jb);
+    // The newest by insertion, whatever its time says (a clock stepped back).
+    auto latest = store->latest_record("n1", "smoke.result");
+    REQUIRE(latest.ok());
+    REQUIRE(latest->has_value());
+    REQUIRE((*latest)->body == R"({"verdict":"pass"})");
+    REQUIRE((*latest)->node == "n1");
+    REQUIRE((*latest)->stage == "smoke");
+    REQUIRE((*latest)->kind == "smoke.result");
+    REQUIRE((*latest)->schema == 1);
+    REQUIRE((*latest)->ts_ms == 900);
+    REQUIRE((*latest)->run_id == 1);
+    auto hand = store->latest_record("n1", "handover");
+    REQUIRE(hand.ok());
+    REQUIRE(hand->has_value());
+    REQUIRE((*hand)->ts_ms > 0);  // 0 means now
+    REQUIRE((*store->latest_record("n2", "smoke.result"))->body == R"({"verdict":"fail"})");
+    REQUIRE_FALSE(store->latest_record("n2", "handover")->has_value());
+    auto refused = store->put_record({1, "n1", "smoke", "smoke.result", 1, "{}", 0});
+    REQUIRE_FALSE(refused.ok());
+    REQUIRE(refused.error().code == "journal.read_only");
+}
+
+TEST_CASE("journal: a schema-1 journal reads with no records, and a writing open adds them", "[journal]") {
+    Scratch dir;
+    const std::string path = dir.file("old.db");
+    {
+        auto store = open_rw(path);
+        require_ok(store->set_node_state({"n1", "ready", "", "handover", "", 9, 0}));
+    }
+    {
+        // As kiln wrote it before the records table.
+        sqlite3* db = nullptr;
+        REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+        REQUIRE(sqlite3_exec(db, "DROP TABLE records; PRAGMA user_version=1", nullptr, nullptr, nullptr) == SQLITE_OK);
+        sqlite3_close(db);
+    }
+    {
+        SqliteOptions ro;
+        ro.read_only = true;
+        auto store = open_sqlite_store(path, ro);
+        INFO((store ? std::string() : store.error().str()));
+        REQUIRE(store.ok());
+        REQUIRE((*store)->node_states()->size() == 1);
+        auto none = (*store)->latest_record("n1", "smoke.result");
+        REQUIRE(none.ok());
+        REQUIRE_FALSE(none->has_value());
+        RawDb raw(path);
+        REQUIRE(raw.integer("PRAGMA user_version") == 1);  // a reader changed nothing
+    }
+    auto store = open_rw(path);
+    require_ok(store->put_record({0, "n1", "smoke", "smoke.result", 1, "{}", 0}));
+    REQUIRE(store->latest_record("n1", "smoke.result")->has_value());
+    REQUIRE(store->node_states()->size() == 1);
+    RawDb raw(path);
+    REQUIRE(raw.integer("PRAGMA user_version") == 2);
+}
+
+TEST_CASE("journal: open creates the parent folders, WAL mode and schema version 2", "[journal]") {
     Scratch dir;
     const std::string path = dir.file("a/b/c/journal.db");
     { auto store = open_rw(path); }
     REQUIRE(fs::exists(path));
     RawDb raw(path);
     REQUIRE(raw.text("PRAGMA journal_mode") == "wal");
-    REQUIRE(raw.integer("PRAGMA user_version") == 1);
-    for (const char* table : {"runs", "stage_results", "verified", "actions", "events", "node_state"})
+    REQUIRE(raw.integer("PRAGMA user_version") == 2);
+    for (const char* table : {"runs", "stage_results", "verified", "actions", "events", "node_state", "records"})
         REQUIRE(raw.integer(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") + table +
                             "'") == 1);
 }
@@ -622,7 +694,7 @@ TEST_CASE("journal: a journal from a newer kiln is refused, untouched", "[journa
     {
         sqlite3* db = nullptr;
         REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-        REQUIRE(sqlite3_exec(db, "PRAGMA user_version=2", nullptr, nullptr, nullptr) == SQLITE_OK);
+        REQUIRE(sqlite3_exec(db, "PRAGMA user_version=3", nullptr, nullptr, nullptr) == SQLITE_OK);
         sqlite3_close(db);
     }
     for (bool read_only : {false, true}) {
@@ -636,7 +708,7 @@ TEST_CASE("journal: a journal from a newer kiln is refused, untouched", "[journa
         REQUIRE(r.error().message.find('\n') == std::string::npos);
     }
     RawDb raw(path);
-    REQUIRE(raw.integer("PRAGMA user_version") == 2);
+    REQUIRE(raw.integer("PRAGMA user_version") == 3);
     REQUIRE(raw.integer("SELECT count(*) FROM sqlite_master") == 0);  // no tables were added
     REQUIRE(raw.text("PRAGMA journal_mode") == "delete");             // nor its journal mode changed
 }

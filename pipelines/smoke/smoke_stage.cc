@@ -10,7 +10,7 @@
 #include "pipelines/smoke/check_json.h"
 #include "pipelines/smoke/fault_search.h"
 #include "pipelines/smoke/relative_verdict.h"
-#include "pipelines/smoke/smoke_result_store.h"
+#include "pipelines/smoke/smoke_record.h"
 #include "provisioner/core/json_limits.h"
 #include "provisioner/journal/store.h"
 
@@ -47,14 +47,13 @@ SmokeStage::SmokeStage(SmokeStageOptions options) : options_(std::move(options))
 
 Result<engine::Observation> SmokeStage::observe(engine::StageContext& ctx) {
     engine::Observation o;
-    auto last = load_result(smoke_state_dir(ctx.fleet(), options_.state_dir), ctx.node().name);
-    if (!last) {
+    auto last = latest_smoke_result(ctx);
+    if (!last) return last.error();
+    if (!*last) {
         o.state = {{"last_result", nullptr}};
         return o;
     }
-    o.state = {{"last_result", last->value("verdict", "")},
-               {"input_hash", last->value("input_hash", "")},
-               {"ts_ms", last->value("ts_ms", int64_t(0))}};
+    o.state = {{"last_result", (*last)->verdict}, {"input_hash", (*last)->input_hash}, {"ts_ms", (*last)->ts_ms}};
     return o;
 }
 
@@ -798,11 +797,11 @@ Status SmokeStage::apply(engine::StageContext& ctx, const engine::Action& action
     if (action.id != "smoke:run") return make_error("smoke", "smoke.action", "unknown action " + action.id);
     auto result = run_node(ctx);
     if (!result) return result.error();
-    const std::string dir = smoke_state_dir(ctx.fleet(), options_.state_dir);
-    if (auto s = save_result(dir, ctx.node().name, *result); !s) return s;
     // The journal keeps each rank's document (no secrets in it: figures only).
-    ctx.event("smoke.result", result->dump());
-    if (result->value("verdict", "fail") == "pass") return ok_status();
+    if (auto s = ctx.publish(kResultKind, kResultSchema, *result); !s) return s;
+    const bool passed = result->value("verdict", "fail") == "pass";
+    ctx.event("smoke.result", passed ? "pass" : "fail: " + describe_failures(*result));
+    if (passed) return ok_status();
     if (options_.on_quarantine) options_.on_quarantine(ctx, *result);
     Error e = make_error("smoke", "smoke.failed", "failed checks: " + describe_failures(*result));
     e.quarantine = true;
@@ -810,12 +809,13 @@ Status SmokeStage::apply(engine::StageContext& ctx, const engine::Action& action
 }
 
 Status SmokeStage::verify(engine::StageContext& ctx) {
-    auto last = load_result(smoke_state_dir(ctx.fleet(), options_.state_dir), ctx.node().name);
-    if (!last) return make_error("smoke", "smoke.no_result", "no smoke result for " + ctx.node().name);
-    if (last->value("input_hash", "") != ctx.input_hash())
+    auto last = latest_smoke_result(ctx);
+    if (!last) return last.error();
+    if (!*last) return make_error("smoke", "smoke.no_result", "no smoke result for " + ctx.node().name);
+    if ((*last)->input_hash != ctx.input_hash())
         return make_error("smoke", "smoke.stale", "the smoke result predates the node's current inputs");
-    if (last->value("verdict", "") != "pass") {
-        Error e = make_error("smoke", "smoke.failed", "failed checks: " + describe_failures(*last));
+    if (!(*last)->passed()) {
+        Error e = make_error("smoke", "smoke.failed", "failed checks: " + describe_failures((*last)->document));
         e.quarantine = true;
         return e;
     }

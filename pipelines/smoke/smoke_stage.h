@@ -2,8 +2,8 @@
 // rank per VM, a TCP ring between them; with [smoke.NAME] scope = "rack" or
 // "fleet" one ring over the VMs of several nodes, each node starting its own
 // VMs' ranks once all have met), collects each rank's JSON, holds
-// the figures against the fleet's [smoke.NAME.thresholds], keeps the result
-// (smoke_result_store.h) and journals it as the "smoke.result" event.
+// the figures against the fleet's [smoke.NAME.thresholds], and publishes
+// the result in the journal (the "smoke.result" record, smoke_record.h).
 // A failed check fails the stage with quarantine = true, naming the checks.
 #pragma once
 
@@ -23,7 +23,6 @@ namespace kiln::smoke {
 
 struct SmokeStageOptions {
     std::shared_ptr<SmokeTransport> transport;
-    std::string state_dir;                // "" = <fleet dir>/.kiln/smoke
     std::vector<std::string> extra_args;  // added to every kiln-smoke (smaller sizes in tests)
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
     // Called with the result before a quarantine error returns: handover

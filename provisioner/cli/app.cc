@@ -558,21 +558,66 @@ int cmd_workers(const WorkersArgs& args, const Globals& g, const engine::StageRe
     return print_workers(fleet->name, rows, args.as_json, stdout);
 }
 
-// ---- history --------------------------------------------------------------
+// ---- record ---------------------------------------------------------------
 
-int cmd_history(const std::string& fleet_path, const std::string& node, int limit, bool as_json, const Globals& g,
-                const engine::StageRegistry& reg) {
+// For a command about one node of the fleet: its journal, opened to read
+// (null inside: no journal yet). nullopt: the error is printed.
+std::optional<std::unique_ptr<journal::Store>> open_node_reader(const std::string& fleet_path, const std::string& node,
+                                                                const char* command, const Globals& g,
+                                                                const engine::StageRegistry& reg) {
     auto fleet = load(fleet_path, g, reg);
-    if (!fleet) return 1;
+    if (!fleet) return std::nullopt;
     if (!fleet->find_node(node)) {
-        print_error(make_error("history", "node.unknown", "no node '" + node + "' in " + fleet_path));
-        return 1;
+        print_error(make_error(command, "node.unknown", "no node '" + node + "' in " + fleet_path));
+        return std::nullopt;
     }
     auto store = open_reader(g, *fleet);
     if (!store) {
         print_error(store.error());
+        return std::nullopt;
+    }
+    return std::move(*store);
+}
+
+int cmd_record(const std::string& fleet_path, const std::string& node, const std::string& kind, bool as_json,
+               const Globals& g, const engine::StageRegistry& reg) {
+    auto store = open_node_reader(fleet_path, node, "record", g, reg);
+    if (!store) return 1;
+    std::optional<journal::NodeRecord> rec;
+    if (*store) {
+        auto r = (*store)->latest_record(node, kind);
+        if (!r) {
+            print_error(r.error());
+            return 1;
+        }
+        rec = std::move(*r);
+    }
+    if (!rec) {
+        print_error(make_error("record", "record.none",
+                               "no " + kind + " record of " + node +
+                                   " in the journal (the stage that publishes it has not run there; "
+                                   "kinds: smoke.result, handover)"));
         return 1;
     }
+    auto body = json::parse(rec->body, nullptr, false);
+    if (body.is_discarded()) {
+        print_error(make_error("record", "journal.record",
+                               "the " + kind + " record of " + node + " in the journal is not JSON"));
+        return 1;
+    }
+    if (as_json)
+        body = json{{"node", rec->node},   {"kind", rec->kind},   {"schema", rec->schema}, {"run_id", rec->run_id},
+                    {"stage", rec->stage}, {"ts_ms", rec->ts_ms}, {"body", body}};
+    std::printf("%s\n", body.dump(2).c_str());
+    return 0;
+}
+
+// ---- history --------------------------------------------------------------
+
+int cmd_history(const std::string& fleet_path, const std::string& node, int limit, bool as_json, const Globals& g,
+                const engine::StageRegistry& reg) {
+    auto store = open_node_reader(fleet_path, node, "history", g, reg);
+    if (!store) return 1;
     std::vector<journal::HistoryEntry> entries;
     if (*store) {
         auto h = (*store)->history(node, limit);
@@ -698,6 +743,14 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     history->add_option("--limit", limit, "at most this many entries (0 = all)");
     history->add_flag("--json", as_json, "as JSON");
 
+    std::string record_kind;
+    auto* record = app.add_subcommand(
+        "record", "print the newest record a stage published for one node (the smoke result, the handover verdict)");
+    record->add_option("FLEET", fleet, "fleet config (TOML)")->required();
+    record->add_option("NODE", node, "node name")->required();
+    record->add_option("KIND", record_kind, "smoke.result or handover")->required();
+    record->add_flag("--json", as_json, "with its envelope: kind, schema, run, stage, time; the record itself is JSON");
+
     HostInspectArgs host_args;
     auto* host_inspect = add_host_commands(app, host_args);
     VmXmlArgs vm_xml_args;
@@ -748,6 +801,7 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     if (*status) return cmd_status(fleet, as_json, g, registry);
     if (*workers_cmd) return cmd_workers(workers_args, g, registry);
     if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
+    if (*record) return cmd_record(fleet, node, record_kind, as_json, g, registry);
     if (*stages_cmd) return cmd_stages(as_json, registry);
     if (*host_inspect) return cmd_host_inspect(host_args);
     if (*vm_xml) {

@@ -29,7 +29,7 @@ void register_product_stages(StageRegistry& registry) {
     smoke_options.transport = smoke::default_transport();
     smoke_options.on_quarantine = [handover](StageContext& ctx, const nlohmann::json& result) {
         handover->notify_quarantined(ctx, result);
-        evidence::write_quarantine_evidence(ctx);
+        evidence::write_quarantine_evidence(ctx, result);
     };
     // A VM fault localisation names is named with its host GPUs and NICs,
     // as the vm stage placed them.

@@ -14,6 +14,7 @@
 
 #include "provisioner/engine/input_hash.h"
 #include "provisioner/engine/scheduler.h"
+#include "provisioner/engine/stage_records.h"
 #include "provisioner/engine/worker_pool.h"
 
 namespace kiln::engine {
@@ -243,6 +244,7 @@ Result<PlanSummary> Engine::plan(const RunOptions& options, const PlanSink& sink
             ctx.set_hashes(e.input_hash,
                            e.last_verified.empty() ? std::nullopt : std::optional<std::string>(e.last_verified));
             ctx.set_reimage(options.reimage);
+            wire_records(ctx, store_, 0);
             ctx.set_node_pending([&](const std::string& other) { return selected.count(other) > 0; });
             auto observed = stage->observe(ctx);
             Result<std::vector<Action>> actions =

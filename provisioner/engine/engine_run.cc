@@ -34,6 +34,7 @@
 #include "provisioner/engine/open_files.h"
 #include "provisioner/engine/parking_lot.h"
 #include "provisioner/engine/scheduler.h"
+#include "provisioner/engine/stage_records.h"
 #include "provisioner/engine/worker_pool.h"
 #include "provisioner/journal/leases.h"
 
@@ -314,6 +315,7 @@ public:
               }),
           slots_{run, node_.name, resume_ && resume_->slots_held} {
         ctx_.set_reimage(run.options_.reimage);
+        wire_records(ctx_, run.store_, run.run_id_);
         ctx_.set_node_pending([&run](const std::string& other) {
             auto at = run.run_of_.find(other);
             if (at == run.run_of_.end()) return false;

@@ -32,6 +32,18 @@ Result<std::unique_ptr<StageContext::Hold>> StageContext::hold_exclusive(const s
     return ExclusiveLocks(nullptr, std::chrono::milliseconds(0)).acquire(*this, key);
 }
 
+Status StageContext::publish(const std::string& kind, int schema, const nlohmann::json& body) const {
+    if (publish_) return publish_(kind, schema, body);
+    return make_error("engine", "journal.required",
+                      "cannot publish the " + kind + " record of " + node_.name + ": no journal");
+}
+
+Result<std::optional<StageContext::Published>> StageContext::latest_for(const std::string& node,
+                                                                        const std::string& kind) const {
+    if (latest_) return latest_(node, kind);
+    return std::optional<Published>();
+}
+
 std::vector<std::string> Stage::resources(const config::Fleet&, const config::Node&) const {
     return {};
 }

@@ -145,6 +145,28 @@ public:
     // Without an engine (a context built by hand): this process only.
     Result<std::unique_ptr<Hold>> hold_exclusive(const std::string& key) const;
 
+    // Records a stage publishes for later stages and the report (the
+    // journal's NodeRecord: a kind, its body's schema version, a JSON body),
+    // and the newest one of a kind for a node. Without a journal (a context
+    // built by hand) publish fails and latest finds none.
+    struct Published {
+        std::string kind;
+        int schema = 0;
+        nlohmann::json body;
+        int64_t run_id = 0;
+        std::string stage;
+        int64_t ts_ms = 0;
+    };
+    using PublishFn = std::function<Status(const std::string& kind, int schema, const nlohmann::json& body)>;
+    using LatestFn = std::function<Result<std::optional<Published>>(const std::string& node, const std::string& kind)>;
+    void set_records(PublishFn publish, LatestFn latest) {
+        publish_ = std::move(publish);
+        latest_ = std::move(latest);
+    }
+    Status publish(const std::string& kind, int schema, const nlohmann::json& body) const;
+    Result<std::optional<Published>> latest(const std::string& kind) const { return latest_for(node_.name, kind); }
+    Result<std::optional<Published>> latest_for(const std::string& node, const std::string& kind) const;
+
     void progress(const std::string& message, int percent = -1) const {
         if (progress_) progress_(message, percent);
     }
@@ -169,6 +191,8 @@ private:
     std::optional<nlohmann::json> resumed_;
     WakeFn wake_;
     HoldFn hold_;
+    PublishFn publish_;
+    LatestFn latest_;
 };
 
 class Stage {

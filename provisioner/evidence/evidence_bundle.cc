@@ -14,10 +14,12 @@
 
 #include "firmware/redfish/session_pool.h"
 #include "firmware/stage/firmware_stage.h"
-#include "pipelines/smoke/smoke_result_store.h"
+#include "pipelines/smoke/smoke_record.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/evidence/bmc_evidence.h"
 #include "provisioner/evidence/secret_scrub.h"
+#include "provisioner/handover/handover_record.h"
+#include "provisioner/journal/legacy_state.h"
 #include "provisioner/vm/node_vms.h"
 
 namespace kiln::evidence {
@@ -94,33 +96,69 @@ json gpu_state(const json& smoke) {
     return out;
 }
 
-void gather_smoke(const BundleRequest& rq, Contents& c) {
-    const auto dir = smoke::smoke_state_dir(*rq.fleet, rq.smoke_state_dir);
+// The newest record of `kind` for the node: from the journal, else the file
+// an older kiln kept beside it. `source` says which; "" with `why` when none.
+std::optional<json> published(const BundleRequest& rq, const char* kind, const std::string& legacy_stage,
+                              std::string& source, std::string& why) {
     const auto& node = rq.node->name;
-    auto result = smoke::load_result(dir, node);
-    const std::string source = (fs::path(dir) / (node + ".json")).string();
+    if (rq.store) {
+        auto rec = rq.store->latest_record(node, kind);
+        if (!rec) {
+            why = rec.error().message;
+            return std::nullopt;
+        }
+        if (*rec) {
+            auto body = json::parse((*rec)->body, nullptr, false);
+            if (body.is_discarded() || !body.is_object()) {
+                why = std::string("the ") + kind + " record of " + node + " in the journal is not a JSON object";
+                return std::nullopt;
+            }
+            source = fmt::format("journal ({} record, run {}, schema {})", kind, (*rec)->run_id, (*rec)->schema);
+            return body;
+        }
+    }
+    if (auto legacy = journal::read_legacy_state(rq.fleet->dir, legacy_stage, node)) {
+        source = journal::legacy_state_path(rq.fleet->dir, legacy_stage, node);
+        return legacy;
+    }
+    why = std::string("no ") + kind + " record for " + node +
+          (rq.store ? " in the journal" : " (no journal: " + rq.store_unavailable + ")");
+    return std::nullopt;
+}
+
+void gather_smoke(const BundleRequest& rq, Contents& c) {
+    const auto& node = rq.node->name;
+    std::string source = "the quarantining run's smoke result", why;
+    auto body = rq.smoke_result ? rq.smoke_result : published(rq, smoke::kResultKind, "smoke", source, why);
+    std::optional<smoke::SmokeRecord> result;
+    if (body) {
+        if (auto r = smoke::read_smoke_record(*body, smoke::kResultSchema, node))
+            result = std::move(*r);
+        else
+            why = r.error().message;
+    }
     if (!result) {
-        const std::string why = "no smoke result for " + node + " in " + dir;
         c.unavailable("smoke.failed_checks", why);
         c.unavailable("smoke.localisation", why);
         c.unavailable("gpu.nvml", why);
         return;
     }
-    c.add("smoke/result.json", pretty(*result), source);
+    const json& doc = result->document;
+    c.add("smoke/result.json", pretty(doc), source);
     c.add("smoke/failed_checks.json",
-          pretty({{"verdict", result->value("verdict", "")},
-                  {"summary", smoke::describe_failures(*result)},
-                  {"failed", result->value("failed", json::array())}}),
+          pretty({{"verdict", result->verdict},
+                  {"summary", smoke::describe_failures(doc)},
+                  {"failed", doc.value("failed", json::array())}}),
           source + " (\"failed\")");
     c.included("smoke.failed_checks");
-    if (result->contains("localisation") && (*result)["localisation"].is_object()) {
-        c.add("smoke/localisation.json", pretty((*result)["localisation"]), source + " (\"localisation\")");
+    if (doc.contains("localisation") && doc["localisation"].is_object()) {
+        c.add("smoke/localisation.json", pretty(doc["localisation"]), source + " (\"localisation\")");
         c.included("smoke.localisation");
     } else {
         c.unavailable("smoke.localisation",
                       "no fault localisation ran for " + node + " (its ring is its own, or the shared ring passed)");
     }
-    json gpus = gpu_state(*result);
+    json gpus = gpu_state(doc);
     if (gpus.empty()) {
         c.unavailable("gpu.nvml", "the smoke result carries no GPU state (the guests ran the CPU path)");
     } else {
@@ -130,15 +168,19 @@ void gather_smoke(const BundleRequest& rq, Contents& c) {
 }
 
 void gather_handover(const BundleRequest& rq, Contents& c, std::string& state) {
-    const fs::path dir = rq.handover_state_dir.empty() ? fs::path(rq.fleet->dir) / ".kiln" / "handover"
-                                                       : fs::path(rq.handover_state_dir);
-    auto rec = smoke::load_result(dir.string(), rq.node->name);  // the same small JSON-per-node store
-    if (!rec) {
-        c.unavailable("handover", "no handover record for " + rq.node->name + " in " + dir.string());
+    std::string source, why;
+    auto body = published(rq, handover::kRecordKind, "handover", source, why);
+    if (!body) {
+        c.unavailable("handover", why);
         return;
     }
-    state = rec->value("state", "");
-    c.add("handover/state.json", pretty(*rec), (dir / (rq.node->name + ".json")).string());
+    auto rec = handover::read_handover_record(*body, handover::kRecordSchema, rq.node->name);
+    if (!rec) {
+        c.unavailable("handover", rec.error().message);
+        return;
+    }
+    state = rec->state;
+    c.add("handover/state.json", pretty(rec->to_json()), source);
     c.included("handover");
 }
 

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,16 +40,15 @@ namespace kiln::evidence {
 struct BundleRequest {
     const config::Fleet* fleet = nullptr;
     const config::Node* node = nullptr;
-    std::string out;                          // the archive; "" = default_bundle_path()
-    journal::Store* store = nullptr;          // the journal to read history from
-    std::string store_unavailable;            // why there is no store, when null
-    int history_limit = 0;                    // 0 = the whole history
-    std::string smoke_state_dir;              // "" = the smoke stage's default
-    std::string handover_state_dir;           // "" = <fleet dir>/.kiln/handover
-    std::shared_ptr<net::HttpClient> http;    // default: curl
-    std::shared_ptr<CommandRunner> commands;  // default: ProcessRunner
-    redfish::Waiter wait;                     // default: sleeping
-    redfish::SessionOptions bmc;              // default: bundle_bmc_options()
+    std::string out;                             // the archive; "" = default_bundle_path()
+    journal::Store* store = nullptr;             // the journal: history, smoke and handover records
+    std::optional<nlohmann::json> smoke_result;  // given: packed instead of the journal's
+    std::string store_unavailable;               // why there is no store, when null
+    int history_limit = 0;                       // 0 = the whole history
+    std::shared_ptr<net::HttpClient> http;       // default: curl
+    std::shared_ptr<CommandRunner> commands;     // default: ProcessRunner
+    redfish::Waiter wait;                        // default: sleeping
+    redfish::SessionOptions bmc;                 // default: bundle_bmc_options()
     bool bmc_options_given = false;
     // Secret values from outside the fleet file (--store-password): scrubbed too.
     std::vector<std::string> extra_secrets;

@@ -7,7 +7,7 @@
 
 namespace kiln::evidence {
 
-std::string write_quarantine_evidence(engine::StageContext& ctx, const QuarantineEvidenceOptions& options) {
+std::string write_quarantine_evidence(engine::StageContext& ctx, const nlohmann::json& smoke_result) {
     const auto& fleet = ctx.fleet();
     journal::StoreSpec spec;
     if (fleet.store) {
@@ -19,7 +19,7 @@ std::string write_quarantine_evidence(engine::StageContext& ctx, const Quarantin
     BundleRequest rq;
     rq.fleet = &fleet;
     rq.node = &ctx.node();
-    rq.smoke_state_dir = options.smoke_state_dir;
+    rq.smoke_result = smoke_result;
     rq.wait = [&ctx](std::chrono::milliseconds d) { return ctx.wait_for(d); };
     std::unique_ptr<journal::Store> store;
     if (auto opened = journal::open_store_reader(spec); !opened) {

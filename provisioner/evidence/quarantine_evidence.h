@@ -9,15 +9,15 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "provisioner/engine/stage.h"
 
 namespace kiln::evidence {
 
-struct QuarantineEvidenceOptions {
-    std::string smoke_state_dir;  // "" = the smoke stage's default
-};
-
-// The archive written, or "" when none could be (the event says why).
-std::string write_quarantine_evidence(engine::StageContext& ctx, const QuarantineEvidenceOptions& options = {});
+// `smoke_result`: the result that quarantined the node, packed as it is
+// (the run's journal may be another than the fleet's). The archive
+// written, or "" when none could be (the event says why).
+std::string write_quarantine_evidence(engine::StageContext& ctx, const nlohmann::json& smoke_result);
 
 }  // namespace kiln::evidence

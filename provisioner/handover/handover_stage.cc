@@ -1,8 +1,6 @@
 #include "provisioner/handover/handover_stage.h"
 
-#include <filesystem>
-
-#include "pipelines/smoke/smoke_result_store.h"
+#include "provisioner/engine/published.h"
 #include "provisioner/journal/store.h"
 
 namespace kiln::handover {
@@ -14,30 +12,22 @@ HandoverStage::HandoverStage(HandoverOptions options)
       hooks_(options_.commands ? options_.commands : std::make_shared<ProcessRunner>(),
              options_.http ? options_.http : std::make_shared<net::CurlHttpClient>()) {}
 
-std::string HandoverStage::state_dir(const config::Fleet& fleet) const {
-    if (!options_.state_dir.empty()) return options_.state_dir;
-    return (std::filesystem::path(fleet.dir) / ".kiln" / "handover").string();
-}
-
 json handover_document(const config::Fleet& fleet, const std::string& node, const std::string& state,
-                       const json* smoke) {
+                       const smoke::SmokeRecord* smoke) {
     json failed = json::array();
     json checks = json::array();
     std::string verdict = "not run";
     if (smoke) {
-        verdict = smoke->value("verdict", "fail");
-        if (smoke->contains("failed")) failed = (*smoke)["failed"];
-        if (smoke->contains("vms"))
-            for (const auto& vm : (*smoke)["vms"]) {
-                if (!vm.contains("report") || !vm["report"].is_object()) continue;
-                for (const auto& c : vm["report"].value("checks", json::array()))
-                    checks.push_back({{"vm", vm.value("vm", "")},
-                                      {"name", c.value("name", "")},
-                                      {"figure", c.value("figure", json(nullptr))},
-                                      {"threshold", c.value("threshold", json(nullptr))},
-                                      {"unit", c.value("unit", "")},
-                                      {"verdict", c.value("verdict", "")}});
-            }
+        verdict = smoke->verdict;
+        failed = smoke->document.value("failed", json::array());
+        for (const auto& vm : smoke->vms)
+            for (const auto& c : vm.checks)
+                checks.push_back({{"vm", vm.vm},
+                                  {"name", c.name},
+                                  {"figure", c.figure ? json(*c.figure) : json(nullptr)},
+                                  {"threshold", c.threshold ? json(*c.threshold) : json(nullptr)},
+                                  {"unit", c.unit},
+                                  {"verdict", c.verdict}});
     }
     return {{"fleet", fleet.name},
             {"node", node},
@@ -47,11 +37,17 @@ json handover_document(const config::Fleet& fleet, const std::string& node, cons
             {"ts_ms", journal::now_ms()}};
 }
 
+Result<std::optional<HandoverRecord>> latest_handover(const engine::StageContext& ctx) {
+    return engine::latest_published<HandoverRecord>(
+        ctx, kRecordKind, "handover", kRecordSchema,
+        [](const json& body, int schema, const std::string& node) { return read_handover_record(body, schema, node); });
+}
+
 Result<engine::Observation> HandoverStage::observe(engine::StageContext& ctx) {
     engine::Observation o;
-    auto rec = smoke::load_result(state_dir(ctx.fleet()), ctx.node().name);
-    o.state = rec ? json{{"state", rec->value("state", "")}, {"input_hash", rec->value("input_hash", "")}}
-                  : json{{"state", nullptr}};
+    auto rec = latest_handover(ctx);
+    if (!rec) return rec.error();
+    o.state = *rec ? json{{"state", (*rec)->state}, {"input_hash", (*rec)->input_hash}} : json{{"state", nullptr}};
     return o;
 }
 
@@ -70,56 +66,67 @@ Result<std::vector<engine::Action>> HandoverStage::plan(engine::StageContext& ct
 Status HandoverStage::apply(engine::StageContext& ctx, const engine::Action& action) {
     if (action.id != "handover:ready") return make_error("handover", "handover.action", "unknown action " + action.id);
     const auto& node = ctx.node().name;
-    auto smoke_result = smoke::load_result(smoke::smoke_state_dir(ctx.fleet(), options_.smoke_state_dir), node);
+    auto smoke_result = smoke::latest_smoke_result(ctx);
+    if (!smoke_result) return smoke_result.error();
+    const smoke::SmokeRecord* smoke = *smoke_result ? &**smoke_result : nullptr;
     // A smoke result that failed (a pipeline that ran handover anyway, or a
     // stale pass overwritten by a failure) never becomes "ready".
-    if (smoke_result && smoke_result->value("verdict", "") != "pass") {
-        notify_quarantined(ctx, *smoke_result);
+    if (smoke && !smoke->passed()) {
+        notify_quarantined(ctx, smoke->document);
         Error e = make_error("handover", "handover.quarantined",
-                             "quarantined: failed checks: " + smoke::describe_failures(*smoke_result));
+                             "quarantined: failed checks: " + smoke::describe_failures(smoke->document));
         e.quarantine = true;
         return e;
     }
-    const json doc = handover_document(ctx.fleet(), node, "ready", smoke_result ? &*smoke_result : nullptr);
+    const json doc = handover_document(ctx.fleet(), node, "ready", smoke);
     std::string hook_said = "no hook configured";
     if (ctx.fleet().handover) {
         auto r = hooks_.run(*ctx.fleet().handover, doc.dump());
         if (!r) return r.error();
         hook_said = *r;
     }
-    json rec = {{"state", "ready"},
-                {"input_hash", ctx.input_hash()},
-                {"hook", hook_said},
-                {"ts_ms", journal::now_ms()},
-                {"smoke", smoke_result ? smoke_result->value("verdict", "") : "not run"}};
-    if (auto s = smoke::save_result(state_dir(ctx.fleet()), node, rec); !s) return s;
-    ctx.event("handover", "ready; " + hook_said);
+    HandoverRecord rec;
+    rec.state = "ready";
+    rec.input_hash = ctx.input_hash();
+    rec.summary = "ready; " + hook_said;
+    rec.hook = hook_said;
+    rec.smoke = smoke ? smoke->verdict : "not run";
+    rec.ts_ms = journal::now_ms();
+    if (auto s = ctx.publish(kRecordKind, kRecordSchema, rec.to_json()); !s) return s;
+    ctx.event("handover", rec.summary);
     return ok_status();
 }
 
 Status HandoverStage::verify(engine::StageContext& ctx) {
-    auto rec = smoke::load_result(state_dir(ctx.fleet()), ctx.node().name);
-    if (!rec || rec->value("state", "") != "ready" || rec->value("input_hash", "") != ctx.input_hash())
+    auto rec = latest_handover(ctx);
+    if (!rec) return rec.error();
+    if (!*rec || !(*rec)->ready_for(ctx.input_hash()))
         return make_error("handover", "handover.not_ready", ctx.node().name + " was not handed over");
     return ok_status();
 }
 
 void HandoverStage::notify_quarantined(engine::StageContext& ctx, const json& smoke_result) {
     const auto& node = ctx.node().name;
-    const json doc = handover_document(ctx.fleet(), node, "quarantined", &smoke_result);
+    auto typed = smoke::read_smoke_record(smoke_result, smoke::kResultSchema, node);
+    const json doc = handover_document(ctx.fleet(), node, "quarantined", typed ? &*typed : nullptr);
     std::string hook_said = "no hook configured";
     if (ctx.fleet().handover) {
         auto r = hooks_.run(*ctx.fleet().handover, doc.dump());
         hook_said = r ? *r : "hook failed: " + r.error().message;
         if (!r) ctx.event("handover.hook_failed", r.error().message);
     }
-    json rec = {{"state", "quarantined"},
-                {"input_hash", ""},
-                {"hook", hook_said},
-                {"ts_ms", journal::now_ms()},
-                {"failed", smoke_result.value("failed", json::array())}};
-    (void)smoke::save_result(state_dir(ctx.fleet()), node, rec);
-    ctx.event("handover", "quarantined: " + smoke::describe_failures(smoke_result) + "; " + hook_said);
+    HandoverRecord rec;
+    rec.state = "quarantined";
+    rec.summary = "quarantined: " + smoke::describe_failures(smoke_result) + "; " + hook_said;
+    rec.hook = hook_said;
+    rec.smoke = smoke_result.value("verdict", "fail");
+    rec.failed = smoke_result.value("failed", json::array());
+    rec.ts_ms = journal::now_ms();
+    // Never fails the caller (the node is quarantined either way): a record
+    // the journal would not take is said in an event.
+    if (auto s = ctx.publish(kRecordKind, kRecordSchema, rec.to_json()); !s)
+        ctx.event("handover.record_failed", s.error().message);
+    ctx.event("handover", rec.summary);
 }
 
 }  // namespace kiln::handover

@@ -1,5 +1,6 @@
 // The "handover" stage: the node is ready (the smoke job passed) or
-// quarantined (with the failing checks). Either way the fleet's [handover]
+// quarantined (with the failing checks), published in the journal as the
+// "handover" record (handover_record.h). Either way the fleet's [handover]
 // hook hears about it with one JSON document:
 //   {"fleet","node","state":"ready"|"quarantined","failed_checks":[...],
 //    "smoke":{"verdict","checks":[{"vm","name","figure","threshold","unit","verdict"}]},"ts_ms"}
@@ -12,16 +13,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipelines/smoke/smoke_record.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/handover/handover_hook.h"
+#include "provisioner/handover/handover_record.h"
 
 namespace kiln::handover {
 
 struct HandoverOptions {
     std::shared_ptr<CommandRunner> commands;  // default ProcessRunner
     std::shared_ptr<net::HttpClient> http;    // default CurlHttpClient
-    std::string smoke_state_dir;              // "" = the smoke stage's default
-    std::string state_dir;                    // "" = <fleet dir>/.kiln/handover
 };
 
 class HandoverStage : public engine::Stage {
@@ -39,13 +40,17 @@ public:
     void notify_quarantined(engine::StageContext& ctx, const nlohmann::json& smoke_result);
 
 private:
-    std::string state_dir(const config::Fleet& fleet) const;
     HandoverOptions options_;
     HookRunner hooks_;
 };
 
-// The document for the hook (exposed for tests).
+// The document for the hook (exposed for tests). `smoke`: null when the
+// node has no smoke result.
 nlohmann::json handover_document(const config::Fleet& fleet, const std::string& node, const std::string& state,
-                                 const nlohmann::json* smoke_result);
+                                 const smoke::SmokeRecord* smoke);
+
+// The node's verdict, for a stage: its newest record in the journal, else
+// the file an older kiln kept (journal/legacy_state.h). nullopt: none.
+Result<std::optional<HandoverRecord>> latest_handover(const engine::StageContext& ctx);
 
 }  // namespace kiln::handover

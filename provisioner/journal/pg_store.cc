@@ -109,6 +109,13 @@ ALTER TABLE IF EXISTS verified ADD COLUMN IF NOT EXISTS generation BIGINT NOT NU
 ALTER TABLE leases ADD COLUMN held_from BIGINT NOT NULL DEFAULT 0;
 UPDATE leases SET held_from = generation;
 )sql"},
+    // Records stages publish for later stages and the report (NodeRecord).
+    {6, R"sql(
+CREATE TABLE records(
+  id BIGSERIAL PRIMARY KEY, run_id BIGINT NOT NULL, node TEXT NOT NULL, stage TEXT NOT NULL, kind TEXT NOT NULL,
+  body_schema INTEGER NOT NULL, body TEXT NOT NULL, ts_ms BIGINT NOT NULL);
+CREATE INDEX records_node_kind ON records(node, kind, id);
+)sql"},
 };
 
 // After "WITH freed AS (UPDATE ... RETURNING 1)": wakes listening workers
@@ -843,6 +850,43 @@ public:
                                r->text(i, 5), static_cast<int>(r->integer(i, 6)), static_cast<int>(r->integer(i, 7)),
                                r->integer(i, 8), r->integer(i, 9)});
             return out;
+        });
+    }
+
+    Status put_record(const NodeRecord& rec) override {
+        // Unflushed: the stage result written after it (flushed) makes it
+        // durable; a record lost with a crash before that is one the stage
+        // was not verified on, so it runs again.
+        return write<void>(
+            "record a result",
+            [&]() -> Status {
+                auto r = fenced_exec(rec.node, "record the " + rec.kind + " of " + rec.node,
+                                     "INSERT INTO records(run_id, node, stage, kind, body_schema, body, ts_ms) "
+                                     "SELECT $4::bigint, $1, $5, $6, $7::integer, $8, $9::bigint FROM fence",
+                                     Params()
+                                         .add(rec.run_id)
+                                         .add(rec.stage)
+                                         .add(rec.kind)
+                                         .add(rec.schema)
+                                         .add(rec.body)
+                                         .add(rec.ts_ms ? rec.ts_ms : now_ms()));
+                if (!r) return r.error();
+                return ok_status();
+            },
+            Again::Unsent);
+    }
+
+    Result<std::optional<NodeRecord>> latest_record(const std::string& node, const std::string& kind) override {
+        using R = std::optional<NodeRecord>;
+        return read<R>([&]() -> Result<R> {
+            auto r = db_->exec("read the " + kind + " of " + node,
+                               "SELECT run_id, node, stage, kind, body_schema, body, ts_ms FROM records "
+                               "WHERE node=$1 AND kind=$2 ORDER BY id DESC LIMIT 1",
+                               Params().add(node).add(kind));
+            if (!r) return r.error();
+            if (r->count() == 0) return R();
+            return R(NodeRecord{r->integer(0, 0), r->text(0, 1), r->text(0, 2), r->text(0, 3),
+                                static_cast<int>(r->integer(0, 4)), r->text(0, 5), r->integer(0, 6)});
         });
     }
 

@@ -22,7 +22,10 @@ int64_t now_ms() {
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 2: the records table (published stage records). A journal at 1 is still
+// read (read-only: no records yet); a writing open adds the table.
+constexpr int kSchemaVersion = 2;
+constexpr int kOldestReadable = 1;
 
 // Small pages: a commit writes whole pages to the WAL, and our rows are a
 // few hundred bytes, so 1 KiB pages write a quarter of the bytes per commit
@@ -61,6 +64,10 @@ CREATE INDEX IF NOT EXISTS events_node ON events(node);
 CREATE TABLE IF NOT EXISTS node_state(
   node TEXT PRIMARY KEY, state TEXT NOT NULL, detail TEXT NOT NULL, stage TEXT NOT NULL, error TEXT NOT NULL,
   updated_ms INTEGER NOT NULL, run_id INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records(
+  id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, node TEXT NOT NULL, stage TEXT NOT NULL, kind TEXT NOT NULL,
+  body_schema INTEGER NOT NULL, body TEXT NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS records_node_kind ON records(node, kind, id);
 )sql";
 
 // Newest first. On one millisecond a stage row goes before its actions and
@@ -248,8 +255,15 @@ public:
             {&stage_records_,
              "SELECT run_id, node, stage, input_hash, outcome, error, attempts, actions, started_ms, ended_ms "
              "FROM stage_results WHERE node=? ORDER BY started_ms, id"},
+            {&put_record_,
+             "INSERT INTO records(run_id, node, stage, kind, body_schema, body, ts_ms) VALUES(?,?,?,?,?,?,?)"},
+            {&latest_record_,
+             "SELECT run_id, node, stage, kind, body_schema, body, ts_ms FROM records WHERE node=? AND kind=? "
+             "ORDER BY id DESC LIMIT 1"},
         };
         for (const auto& d : defs) {
+            // A journal at schema 1, opened read-only, has no records table.
+            if (!has_records_ && (d.stmt == &put_record_ || d.stmt == &latest_record_)) continue;
             sqlite3_stmt* s = nullptr;
             if (sqlite3_prepare_v3(db_.get(), d.sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK)
                 return fail("journal.schema", "prepare statements");
@@ -418,6 +432,33 @@ public:
         });
     }
 
+    Status put_record(const NodeRecord& r) override {
+        return write<void>("record a result", [&]() -> Status {
+            Call c(put_record_);
+            c.bind(r.run_id).bind(r.node).bind(r.stage).bind(r.kind).bind(r.schema).bind(r.body);
+            c.bind(r.ts_ms ? r.ts_ms : now_ms());
+            if (c.step() != SQLITE_DONE) return fail("journal.write", "record the " + r.kind + " of " + r.node);
+            return ok_status();
+        });
+    }
+
+    Result<std::optional<NodeRecord>> latest_record(const std::string& node, const std::string& kind) override {
+        using R = std::optional<NodeRecord>;
+        if (!has_records_) return R();
+        return read<R>("read a record", [&]() -> Result<R> {
+            Call c(latest_record_);
+            c.bind(node).bind(kind);
+            const int rc = c.step();
+            if (rc == SQLITE_ROW)
+                return R(NodeRecord{c.integer(0), c.text(1), c.text(2), c.text(3), static_cast<int>(c.integer(4)),
+                                    c.text(5), c.integer(6)});
+            if (rc != SQLITE_DONE) return fail("journal.read", "read the " + kind + " of " + node);
+            return R();
+        });
+    }
+
+    void set_has_records(bool on) { has_records_ = on; }
+
 private:
     // One queued write: the caller's operation, and its outcome once the
     // transaction holding it has committed (or failed).
@@ -573,7 +614,8 @@ private:
     bool read_only_;
     Stmt begin_, commit_, rollback_, savepoint_, release_, rollback_to_, begin_run_, end_run_, runs_, last_verified_,
         record_stage_, upsert_verified_, forget_one_, forget_all_, begin_action_, end_action_, event_, set_state_,
-        states_, history_, stage_records_;
+        states_, history_, stage_records_, put_record_, latest_record_;
+    bool has_records_ = true;  // false: a schema-1 journal opened read-only
 
     std::mutex queue_mu_;  // queue_, flushing_ and every Pending's done
     std::vector<Pending*> queue_;
@@ -625,7 +667,7 @@ Result<std::unique_ptr<Store>> open(const std::string& path, const SqliteOptions
     if (auto s = check_version(h, path, &version); !s) return s.error();
 
     if (options.read_only) {
-        if (version < kSchemaVersion)
+        if (version < kOldestReadable)
             return make_error("journal", "journal.missing", "cannot open " + path + ": it is not a kiln journal yet");
     } else {
         // WAL: a commit is durable once written to the log, so kill -9 at any
@@ -659,6 +701,7 @@ Result<std::unique_ptr<Store>> open(const std::string& path, const SqliteOptions
     }
 
     auto store = std::make_unique<SqliteStore>(std::move(db), path, options.read_only);
+    store->set_has_records(version >= 2 || !options.read_only);
     if (auto s = store->prepare_all(); !s) return s.error();
     return std::unique_ptr<Store>(std::move(store));
 }

@@ -84,6 +84,20 @@ struct HistoryEntry {
     std::string error;
 };
 
+// A record a stage publishes for later stages and the report (the smoke
+// stage's result, handover's verdict): its kind, the version of its body's
+// schema, and the body, JSON written and read by the publishing stage's
+// record type. Each is kept; readers take the newest of a kind.
+struct NodeRecord {
+    int64_t run_id = 0;
+    std::string node;
+    std::string stage;
+    std::string kind;  // "smoke.result", "handover", ...
+    int schema = 0;
+    std::string body;
+    int64_t ts_ms = 0;
+};
+
 class Store {
 public:
     virtual ~Store() = default;
@@ -119,6 +133,11 @@ public:
     virtual Result<std::vector<StageRecord>> stage_records(const std::string& node) {
         return Error{"journal", "journal.unsupported", "this journal cannot list stage results of " + node};
     }
+
+    // Published records (NodeRecord). Stores without them say so.
+    virtual Status put_record(const NodeRecord& record);
+    // The newest record of `kind` for `node`; nullopt when there is none.
+    virtual Result<std::optional<NodeRecord>> latest_record(const std::string& node, const std::string& kind);
 
     // Node leases, when several workers share this store (PostgreSQL);
     // null for a store one process owns under its run lock (SQLite).

@@ -12,8 +12,6 @@ namespace kiln::report {
 
 namespace {
 
-using nlohmann::json;
-
 std::string esc(std::string_view s) {
     return escape_html(s);
 }
@@ -48,12 +46,6 @@ const char* state_class(const std::string& state) {
     if (state == "quarantined") return "warn";
     if (state == "failed") return "bad";
     return "idle";
-}
-
-std::string number(const json& v) {
-    if (!v.is_number()) return "-";
-    double d = v.get<double>();
-    return fmt::format("{:.4g}", d);
 }
 
 constexpr const char* kStyle = R"css(
@@ -142,50 +134,49 @@ void gantt(std::string& h, const ReportData& d) {
     h += "</p>\n";
 }
 
+std::string number(const std::optional<double>& v) {
+    return v ? fmt::format("{:.4g}", *v) : "-";
+}
+
 void smoke(std::string& h, const ReportData& d) {
     h += "<h2 id=\"smoke\">Smoke figures</h2>\n";
     bool any = false;
     for (const auto& n : d.nodes) {
         if (!n.smoke) continue;
         any = true;
-        const json& r = *n.smoke;
-        const std::string verdict = r.value("verdict", "fail");
-        h += fmt::format("<h3>{} <span class=\"{}\">{}</span></h3>\n", esc(n.name), verdict == "pass" ? "pass" : "fail",
-                         esc(verdict));
+        const kiln::smoke::SmokeRecord& r = *n.smoke;
+        h += fmt::format("<h3>{} <span class=\"{}\">{}</span></h3>\n", esc(n.name), r.passed() ? "pass" : "fail",
+                         esc(r.verdict));
         h += "<table class=\"smoke\"><tr><th>VM</th><th>check</th><th>figure</th><th>threshold</th><th>unit</th>"
              "<th>against threshold</th><th>verdict</th><th>detail</th></tr>\n";
-        for (const auto& vm : r.value("vms", json::array())) {
-            const std::string vm_name = vm.value("vm", "");
-            if (!vm.contains("report") || !vm["report"].is_object()) {
-                h += fmt::format("<tr><td>{}</td><td colspan=\"7\" class=\"err\">{}</td></tr>\n", esc(vm_name),
-                                 esc(vm.value("error", "no report")));
+        for (const auto& vm : r.vms) {
+            if (!vm.has_report) {
+                h += fmt::format("<tr><td>{}</td><td colspan=\"7\" class=\"err\">{}</td></tr>\n", esc(vm.vm),
+                                 esc(vm.error.empty() ? "no report" : vm.error));
                 continue;
             }
-            for (const auto& c : vm["report"].value("checks", json::array())) {
+            for (const auto& c : vm.checks) {
                 // The fleet's threshold, where one is set, is the one held against.
-                json threshold = c.value("threshold", json(nullptr));
-                const std::string name = c.value("name", "");
-                if (r.contains("thresholds") && r["thresholds"].contains(name)) threshold = r["thresholds"][name];
-                std::string v = c.value("verdict", "");
-                for (const auto& f : r.value("failed", json::array()))
-                    if (f.value("vm", "") == vm_name && f.value("name", "") == name) v = "fail";
+                std::optional<double> threshold = c.threshold;
+                if (auto it = r.thresholds.find(c.name); it != r.thresholds.end()) threshold = it->second;
+                std::string v = c.verdict;
+                for (const auto& f : r.failed)
+                    if (f.vm == vm.vm && f.name == c.name) v = "fail";
                 std::string bar;
-                const json figure = c.value("figure", json(nullptr));
-                if (figure.is_number() && threshold.is_number() && threshold.get<double>() > 0) {
-                    const double ratio = std::min(2.0, figure.get<double>() / threshold.get<double>());
+                if (c.figure && threshold && *threshold > 0) {
+                    const double ratio = std::min(2.0, *c.figure / *threshold);
                     bar = fmt::format(
                         "<svg width=\"120\" height=\"12\"><rect width=\"120\" height=\"12\" fill=\"#eef1f4\"/>"
                         "<rect width=\"{:.1f}\" height=\"12\" fill=\"{}\"/><line x1=\"60\" x2=\"60\" "
                         "y1=\"0\" y2=\"12\" stroke=\"#1d2329\"/></svg> {:.3g}x",
-                        60 * ratio, v == "fail" ? "#d64545" : "#2e9e5b",
-                        figure.get<double>() / threshold.get<double>());
+                        60 * ratio, v == "fail" ? "#d64545" : "#2e9e5b", *c.figure / *threshold);
                 }
                 h += fmt::format(
                     "<tr class=\"check\" data-check=\"{1}\"><td>{0}</td><td>{1}</td><td class=\"num\">{2}</td>"
                     "<td class=\"num\">{3} {4}</td><td>{5}</td><td class=\"ratio\">{6}</td><td "
                     "class=\"{7}\">{7}</td><td>{8}</td></tr>\n",
-                    esc(vm_name), esc(name), number(figure), esc(c.value("compare", ">=")), number(threshold),
-                    esc(c.value("unit", "")), bar, esc(v), esc(c.value("detail", "")));
+                    esc(vm.vm), esc(c.name), number(c.figure), esc(c.compare), number(threshold), esc(c.unit), bar,
+                    esc(v), esc(c.detail));
             }
         }
         h += "</table>\n";

@@ -1,5 +1,6 @@
 // What `kiln report` shows, gathered from the fleet and the journal: each
-// node's state, its stage results over time, and its last smoke result.
+// node's state, its stage results over time, and the records its smoke and
+// handover stages published (read typed: smoke_record.h, handover_record.h).
 // Kept apart from the HTML so the page can be tested on data made by hand.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipelines/smoke/smoke_record.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 #include "provisioner/journal/store.h"
@@ -24,10 +26,11 @@ struct NodeReport {
     std::string stage;
     std::string error;
     std::vector<journal::StageRecord> stages;  // oldest first
-    std::optional<nlohmann::json> smoke;       // the last "smoke.result" document
-    std::string handover;                      // the last "handover" event message
+    std::optional<smoke::SmokeRecord> smoke;   // the newest "smoke.result" record
+    std::string handover;                      // the newest "handover" record's summary
     // The "warning" events of the node's newest run (a stage's observation
-    // notes: an inventory part the BMC would not give, ...), oldest first.
+    // notes: an inventory part the BMC would not give, ...), oldest first;
+    // and a record the journal holds that this kiln could not read.
     struct Warning {
         std::string stage;
         std::string text;

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "firmware/redfish/session_pool.h"
-#include "pipelines/smoke/smoke_result_store.h"
+#include "pipelines/smoke/smoke_record.h"
 #include "pipelines/smoke/smoke_stage.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/command.h"
@@ -96,7 +96,6 @@ void write_quarantine_state(const test::TempDir& dir) {
                               {"rank", 0},
                               {"exit_code", 1},
                               {"report", {{"backend", "cpu"}, {"checks", json::array()}}}}})}};
-    REQUIRE(smoke::save_result(dir.path() + "/.kiln/smoke", kNode, result));
     dir.write(std::string(".kiln/vm/") + kNode + "/lab-gpu-07-vm0.serial.log",
               "[    0.000000] Linux version 6.1\nkiln-ready lab-gpu-07-vm0\nlogin: root password " + kSecret + "\n");
     journal::StoreSpec spec;
@@ -115,7 +114,20 @@ void write_quarantine_state(const test::TempDir& dir) {
     rec.started_ms = journal::now_ms();
     rec.ended_ms = rec.started_ms + 1;
     REQUIRE((*store)->record_stage(rec));
+    REQUIRE((*store)->put_record({*run, kNode, "smoke", smoke::kResultKind, smoke::kResultSchema, result.dump(), 0}));
     REQUIRE((*store)->end_run(*run, "failed"));
+}
+
+// The smoke result write_quarantine_state published, as the journal has it.
+json published_result(const test::TempDir& dir) {
+    journal::StoreSpec spec;
+    spec.sqlite_path = dir.path() + "/.kiln/journal.db";
+    auto store = journal::open_store(spec);
+    REQUIRE(store);
+    auto rec = (*store)->latest_record(kNode, smoke::kResultKind);
+    REQUIRE(rec);
+    REQUIRE(*rec);
+    return json::parse((*rec)->body);
 }
 
 CommandResult run(std::vector<std::string> argv, const std::string& cwd = "") {
@@ -214,7 +226,11 @@ TEST_CASE(
     const json fw = json::parse(files.at(top + "bmc/firmware_inventory.json"));
     CHECK(fw.dump().find("P79 v1.45") != std::string::npos);
 
-    // The failing checks and every localisation run.
+    // The failing checks and every localisation run, from the smoke stage's
+    // record in the journal.
+    for (const auto& f : manifest["files"])
+        if (f["path"] == "smoke/result.json")
+            CHECK(f["source"].get<std::string>().rfind("journal (smoke.result record, run 1, schema 1)", 0) == 0);
     const json failed = json::parse(files.at(top + "smoke/failed_checks.json"));
     CHECK(failed["failed"][0]["name"] == "allreduce_busbw_gbps");
     const json loc = json::parse(files.at(top + "smoke/localisation.json"));
@@ -283,6 +299,37 @@ TEST_CASE("an --out that is a folder is refused and leaves nothing behind") {
     CHECK(fs::is_empty(dir.path() + "/folder"));
 }
 
+TEST_CASE("kiln record prints a node's newest published record, and names what it lacks") {
+    test::TempDir dir;
+    const auto fleet = write_fleet(dir, "http://127.0.0.1:1");
+    write_quarantine_state(dir);
+
+    auto body = run({KILN_BINARY, "record", fleet, kNode, "smoke.result"});
+    INFO(body.err);
+    REQUIRE(body.exit_code == 0);
+    const json result = json::parse(body.out);
+    CHECK(result["verdict"] == "fail");
+    CHECK(result["failed"][0]["name"] == "allreduce_busbw_gbps");
+    CHECK(result["localisation"]["suspects"] == json::array({kNode}));
+
+    auto wrapped = run({KILN_BINARY, "record", fleet, kNode, "smoke.result", "--json"});
+    REQUIRE(wrapped.exit_code == 0);
+    const json envelope = json::parse(wrapped.out);
+    CHECK(envelope["kind"] == "smoke.result");
+    CHECK(envelope["schema"] == 1);
+    CHECK(envelope["stage"] == "smoke");
+    CHECK(envelope["run_id"] == 1);
+    CHECK(envelope["body"] == result);
+
+    auto none = run({KILN_BINARY, "record", fleet, kNode, "handover"});
+    CHECK(none.exit_code == 1);
+    CHECK(none.out.empty());
+    CHECK(none.err.find("no handover record of lab-gpu-07 in the journal") != std::string::npos);
+    auto stranger = run({KILN_BINARY, "record", fleet, "nobody", "smoke.result"});
+    CHECK(stranger.exit_code == 1);
+    CHECK(stranger.err.find("no node 'nobody'") != std::string::npos);
+}
+
 TEST_CASE("at quarantine the bundle is written beside the fleet and journaled as an event") {
     test::TempDir dir;
     bmc::test::BmcChild bmc;
@@ -300,7 +347,7 @@ TEST_CASE("at quarantine the bundle is written beside the fleet and journaled as
     engine::StageContext ctx(fleet, *fleet.find_node(kNode), "smoke", stop,
                              engine::StageContext::Clock::now() + std::chrono::minutes(2), nullptr,
                              [&](const std::string& k, const std::string& m) { events.push_back(k + ": " + m); });
-    const std::string archive = evidence::write_quarantine_evidence(ctx);
+    const std::string archive = evidence::write_quarantine_evidence(ctx, published_result(dir));
     INFO(fmt::format("{}", fmt::join(events, "\n")));
     REQUIRE_FALSE(archive.empty());
     CHECK(fs::path(archive).parent_path() == fs::path(dir.path()) / ".kiln" / "evidence");
@@ -331,9 +378,7 @@ TEST_CASE("kiln's own smoke stage writes the bundle when it quarantines a node")
     engine::StageContext ctx(*loaded.fleet, *loaded.fleet->find_node(kNode), "smoke", stop,
                              engine::StageContext::Clock::now() + std::chrono::minutes(2), nullptr,
                              [&](const std::string& k, const std::string& m) { events.push_back(k + ": " + m); });
-    auto result = smoke::load_result(dir.path() + "/.kiln/smoke", kNode);
-    REQUIRE(result);
-    smoke_stage->options().on_quarantine(ctx, *result);
+    smoke_stage->options().on_quarantine(ctx, published_result(dir));
     INFO(fmt::format("{}", fmt::join(events, "\n")));
     const auto evidence_dir = fs::path(dir.path()) / ".kiln" / "evidence";
     REQUIRE(fs::is_directory(evidence_dir));

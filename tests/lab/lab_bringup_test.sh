@@ -75,9 +75,13 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # prints its time, and the time since the test began.
 # What the smoke job said, for a failure's log (the work folder goes with it).
 smoke_failures() {
-  for f in "$KILN_LAB_STATE"/smoke/*.json; do
-    [ -f "$f" ] && jq -c '{node, failed, warnings}' "$f" || true
+  for n in labt-gpu-01 labt-gpu-02; do
+    "$kiln" record "$fleet" "$n" smoke.result 2>&1 | jq -c '{node, failed, warnings}' 2>/dev/null || true
   done
+}
+# smoke_result NODE FILE: the node's newest smoke result, from the journal.
+smoke_result() {
+  "$kiln" record "$fleet" "$1" smoke.result >"$2" || fail "no smoke result for $1 in the journal"
 }
 t0=$SECONDS
 budget=${KILN_LABTEST_BUDGET:-2280}
@@ -135,8 +139,8 @@ status=$("$kiln" status "$fleet" --json)
 for n in labt-gpu-01 labt-gpu-02; do
   state=$(jq -r --arg n "$n" '.nodes[] | select(.name == $n) | .state' <<<"$status")
   [ "$state" = ready ] || fail "$n is $state after the first apply, want ready"
-  smoke=$KILN_LAB_STATE/smoke/$n.json
-  [ -f "$smoke" ] || fail "no smoke result for $n"
+  smoke=$work/smoke-$n.json
+  smoke_result "$n" "$smoke"
   [ "$(jq '.vms | length' "$smoke")" = 2 ] || fail "$n smoke ran on $(jq '.vms | length' "$smoke") VMs, want 2"
   # One ring over both nodes' VMs: each node ran its own two ranks of four,
   # and the ring's checks are judged, not skipped.
@@ -202,7 +206,8 @@ printf 'schema = 1\nname = "reimage"\ndescription = "smoke again on the VMs as t
 if step linkdown "$work/linkdown.txt" "$kiln" --pipelines "$work/linkdown-pipelines" reimage "$fleet" labt-gpu-01; then
   tail -30 "$work/linkdown.txt"; fail "the smoke re-run passed with a fabric link down"
 fi
-smoke=$KILN_LAB_STATE/smoke/labt-gpu-01.json
+smoke=$work/smoke-linkdown.json
+smoke_result labt-gpu-01 "$smoke"
 check_of() { jq -c --arg vm "$1" --arg c "$2" '.vms[] | select(.vm == $vm) | .report.checks[] | select(.name == $c)' "$smoke"; }
 own=$(check_of kiln-labt-gpu-01-vm1 rdma_ports_down)
 jq -e '.verdict == "fail" and (.detail | test("rxe_eth1 port 1 \\(eth1\\) is DOWN"))' <<<"$own" >/dev/null ||
@@ -215,16 +220,20 @@ state=$("$kiln" status "$fleet" --json | jq -r '.nodes[] | select(.name == "labt
 [ "$state" != ready ] || fail "labt-gpu-01 is ready with a fabric link down"
 
 # Reimage one node: fresh VMs and a new smoke result, the other untouched.
-before=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")
-other=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-02.json")
+smoke_result labt-gpu-01 "$work/smoke-before-01.json"
+smoke_result labt-gpu-02 "$work/smoke-before-02.json"
+before=$(jq '.ts_ms' "$work/smoke-before-01.json")
+other=$(jq '.ts_ms' "$work/smoke-before-02.json")
 step reimage "$work/reimage.txt" "$kiln" reimage "$fleet" labt-gpu-01 ||
   { tail -30 "$work/reimage.txt"; smoke_failures; fail "reimage failed"; }
 grep -q "reimage kiln-labt-gpu-01-vm0" "$work/reimage.txt" || fail "reimage did not redo vm0"
-after=$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")
+smoke_result labt-gpu-01 "$work/smoke-after-01.json"
+smoke_result labt-gpu-02 "$work/smoke-after-02.json"
+after=$(jq '.ts_ms' "$work/smoke-after-01.json")
 [ "$after" -gt "$before" ] || fail "reimage left the old smoke result"
 # A run of one node rings its own VMs: the other node's serve their users.
-[ "$(jq -r '.vms[0].report.ranks' "$KILN_LAB_STATE/smoke/labt-gpu-01.json")" = 2 ] || fail "reimage ring is not 2 ranks"
-[ "$(jq '.ts_ms' "$KILN_LAB_STATE/smoke/labt-gpu-02.json")" = "$other" ] || fail "reimage touched labt-gpu-02"
+[ "$(jq -r '.vms[0].report.ranks' "$work/smoke-after-01.json")" = 2 ] || fail "reimage ring is not 2 ranks"
+[ "$(jq '.ts_ms' "$work/smoke-after-02.json")" = "$other" ] || fail "reimage touched labt-gpu-02"
 state=$("$kiln" status "$fleet" --json | jq -r '.nodes[] | select(.name == "labt-gpu-01") | .state')
 [ "$state" = ready ] || fail "labt-gpu-01 is $state after reimage"
 # What the reimage verified counts for the node's own pipeline: converged.

@@ -70,7 +70,16 @@ TEST_CASE("the report of a journal from a real run: timeline smoke figures failu
     REQUIRE(data->nodes.size() == 2);
     CHECK(data->nodes[0].stages.size() == 2);  // smoke, handover
     CHECK(data->nodes[1].stages.size() == 1);  // smoke, quarantined
+    // The stages' records, read typed.
+    REQUIRE(data->nodes[0].smoke);
+    CHECK(data->nodes[0].smoke->passed());
+    CHECK(data->nodes[0].handover.rfind("ready; handover command /usr/bin/tee", 0) == 0);
+    CHECK(data->nodes[0].handover.find(": exit 0") != std::string::npos);
     REQUIRE(data->nodes[1].smoke);
+    CHECK(data->nodes[1].smoke->verdict == "fail");
+    REQUIRE(data->nodes[1].smoke->failed.size() == 2);
+    CHECK(data->nodes[1].smoke->failed[0].threshold == 1e15);
+    CHECK(data->nodes[1].handover.rfind("quarantined: kiln-n002-vm0 cpu_gemm_gflops", 0) == 0);
     const std::string html = render_html(*data);
 
     CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
@@ -123,6 +132,24 @@ TEST_CASE("the report of a journal from a real run: timeline smoke figures failu
     }
 }
 
+TEST_CASE("a record the report cannot read is shown as a warning of its node, the rest of the report stands") {
+    SmokeHarness h({{"allreduce_errors", 0}});
+    auto run = h.run();
+    REQUIRE(run.nodes[0].state == kiln::engine::NodeState::Ready);
+    auto later = h.store->begin_run({"apply", "f", "", "test"});
+    REQUIRE(later.ok());
+    REQUIRE(h.store->put_record({*later, "n001", "handover", "handover", 9, R"({"state":"ready"})", 0}));
+    auto data = collect_report(h.fleet, h.store.get(), 0);
+    REQUIRE(data.ok());
+    const auto& n = data->nodes[0];
+    CHECK(n.smoke);
+    CHECK(n.handover.empty());
+    REQUIRE(n.warnings.size() == 1);
+    CHECK(n.warnings[0].stage == "handover");
+    CHECK(n.warnings[0].text ==
+          "the handover record of n001 in the journal: schema 9, this kiln reads 1 (written by another kiln version)");
+}
+
 TEST_CASE("journal text is escaped everywhere it appears") {
     kiln::report::ReportData d;
     d.fleet = "<b>fleet</b>";
@@ -138,17 +165,20 @@ TEST_CASE("journal text is escaped everywhere it appears") {
     rec.started_ms = 1000;
     rec.ended_ms = 5000;
     n.stages.push_back(rec);
-    n.smoke = nlohmann::json{{"verdict", "fail"},
-                             {"vms",
-                              {{{"vm", "vm'0"},
-                                {"report",
-                                 {{"checks",
-                                   {{{"name", "x<y"},
-                                     {"figure", 1.0},
-                                     {"threshold", 2.0},
-                                     {"unit", "&"},
-                                     {"verdict", "fail"},
-                                     {"detail", "</td></tr><script>"}}}}}}}}}};
+    auto smoke = kiln::smoke::read_smoke_record(nlohmann::json{{"verdict", "fail"},
+                                                               {"vms",
+                                                                {{{"vm", "vm'0"},
+                                                                  {"report",
+                                                                   {{"checks",
+                                                                     {{{"name", "x<y"},
+                                                                       {"figure", 1.0},
+                                                                       {"threshold", 2.0},
+                                                                       {"unit", "&"},
+                                                                       {"verdict", "fail"},
+                                                                       {"detail", "</td></tr><script>"}}}}}}}}}},
+                                                kiln::smoke::kResultSchema, n.name);
+    REQUIRE(smoke.ok());
+    n.smoke = std::move(*smoke);
     n.warnings.push_back({"firmware", "inventory part not read: network_adapters: GET /x<script>: HTTP 404"});
     d.nodes.push_back(n);
     const std::string html = render_html(d);

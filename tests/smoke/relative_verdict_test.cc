@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipelines/smoke/relative_verdict.h"
-#include "pipelines/smoke/smoke_result_store.h"
+#include "pipelines/smoke/smoke_record.h"
 #include "pipelines/smoke/smoke_stage.h"
 
 using nlohmann::json;

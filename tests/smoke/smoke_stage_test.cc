@@ -4,12 +4,15 @@
 // hands the node over and a second run does nothing.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
+
+#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "pipelines/smoke/smoke_result_store.h"
+#include "pipelines/smoke/smoke_record.h"
 #include "pipelines/smoke/smoke_stage.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/handover/handover_stage.h"
@@ -40,16 +43,26 @@ TEST_CASE("a failing smoke check quarantines the node and the hook receives the 
         CHECK(f["name"] == "cpu_gemm_gflops");
         CHECK(f["threshold"].get<double>() == 1e15);
     }
-    // The journal keeps the whole result as the stage's event.
+    // The journal keeps the whole result as the stage's record, typed on
+    // reading, and says the verdict in the stage's event.
+    auto rec = h.store->latest_record("n001", kiln::smoke::kResultKind);
+    REQUIRE(rec.ok());
+    REQUIRE(rec->has_value());
+    CHECK((*rec)->stage == "smoke");
+    auto typed = kiln::smoke::read_smoke_record(**rec);
+    REQUIRE(typed.ok());
+    CHECK(typed->verdict == "fail");
+    CHECK(typed->vms.size() == 2);
+    REQUIRE(typed->failed.size() == 2);
+    CHECK(typed->failed[0].name == "cpu_gemm_gflops");
+    CHECK(typed->failed[0].threshold == 1e15);
     auto hist = h.store->history("n001", 0);
     REQUIRE(hist.ok());
-    bool journaled = false;
+    bool said = false;
     for (const auto& e : *hist)
-        if (e.kind == "event" && e.name == "smoke.result") {
-            auto j = json::parse(e.text);
-            journaled = j["verdict"] == "fail" && j["vms"].size() == 2;
-        }
-    CHECK(journaled);
+        if (e.kind == "event" && e.name == "smoke.result")
+            said = e.text.rfind("fail: ", 0) == 0 && e.text.find("cpu_gemm_gflops") != std::string::npos;
+    CHECK(said);
     auto states = h.store->node_states();
     REQUIRE(states.ok());
     CHECK((*states)[0].state == "quarantined");
@@ -77,6 +90,74 @@ TEST_CASE("passing smoke checks hand the node over and a second run changes noth
     CHECK(second.stages_skipped == 2);
     CHECK(second.nodes[0].state == kiln::engine::NodeState::Ready);
     CHECK(h.hook_documents().size() == 1);  // the hook did not run again
+}
+
+namespace {
+
+// As a kiln before the records table left a converged node: no records in
+// the journal; the smoke result and the handover verdict in files beside
+// it, in the shapes that kiln wrote.
+void as_older_kiln_left_it(SmokeHarness& h, const std::string& node) {
+    auto smoke = h.store->latest_record(node, kiln::smoke::kResultKind);
+    auto hand = h.store->latest_record(node, "handover");
+    REQUIRE(smoke.ok());
+    REQUIRE(smoke->has_value());
+    REQUIRE(hand.ok());
+    REQUIRE(hand->has_value());
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(h.dir.file("journal.db").c_str(), &db) == SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    const int rc = sqlite3_exec(db, "DELETE FROM records", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+    REQUIRE(rc == SQLITE_OK);
+    REQUIRE_FALSE(h.store->latest_record(node, kiln::smoke::kResultKind)->has_value());
+    const json verdict = json::parse((*hand)->body);
+    h.dir.write(".kiln/smoke/" + node + ".json", (*smoke)->body);
+    h.dir.write(".kiln/handover/" + node + ".json", json{{"state", "ready"},
+                                                         {"input_hash", verdict["input_hash"]},
+                                                         {"hook", verdict["hook"]},
+                                                         {"ts_ms", verdict["ts_ms"]},
+                                                         {"smoke", "pass"}}
+                                                        .dump(2));
+}
+
+}  // namespace
+
+TEST_CASE("a node an older kiln left converged, its results in files beside the journal, stays converged") {
+    SmokeHarness h({{"allreduce_errors", 0}});
+    auto first = h.run();
+    REQUIRE(first.nodes[0].state == kiln::engine::NodeState::Ready);
+    const int smoke_runs = h.transport->runs_by_node["n001"];
+    REQUIRE(smoke_runs >= 1);
+    as_older_kiln_left_it(h, "n001");
+    auto second = h.run();
+    CHECK(second.stages_run == 0);
+    CHECK(second.stages_skipped == 2);
+    CHECK(second.nodes[0].state == kiln::engine::NodeState::Ready);
+    CHECK(h.transport->runs_by_node["n001"] == smoke_runs);
+    CHECK(h.hook_documents().size() == 1);
+
+    // Without the files (and still no records) there is nothing to show
+    // the smoke ran: it runs again, and publishes its record.
+    REQUIRE(std::filesystem::remove_all(h.dir.file(".kiln")) == 5);  // .kiln, the two folders and files
+    auto third = h.run();
+    CHECK(third.stages_run == 2);
+    CHECK(h.transport->runs_by_node["n001"] > smoke_runs);
+    CHECK(h.store->latest_record("n001", kiln::smoke::kResultKind)->has_value());
+}
+
+TEST_CASE("a smoke record of a schema this kiln does not know fails the node, naming it") {
+    SmokeHarness h({{"allreduce_errors", 0}});
+    auto run = h.store->begin_run({"apply", "f", "", "test"});
+    REQUIRE(run.ok());
+    REQUIRE(h.store->put_record({*run, "n001", "smoke", kiln::smoke::kResultKind, 2, R"({"verdict":"pass"})", 0}));
+    REQUIRE(h.store->end_run(*run, "completed"));
+    auto report = h.run();
+    REQUIRE(report.nodes.size() == 1);
+    CHECK(report.nodes[0].state == kiln::engine::NodeState::Failed);
+    CHECK(report.nodes[0].error.find("the smoke.result record of n001 in the journal: schema 2, this kiln reads 1") !=
+          std::string::npos);
+    CHECK(h.transport->runs_by_node["n001"] == 0);  // nothing ran on a record it could not read
 }
 
 TEST_CASE("the smoke profile's RDMA write shape reaches every kiln-smoke") {
@@ -188,9 +269,10 @@ void share_ring(SmokeHarness& h, const std::string& scope) {
 }
 
 json result_of(const SmokeHarness& h, const std::string& node) {
-    auto r = kiln::smoke::load_result(kiln::smoke::smoke_state_dir(h.fleet, ""), node);
-    REQUIRE(r.has_value());
-    return *r;
+    auto r = h.store->latest_record(node, kiln::smoke::kResultKind);
+    REQUIRE(r.ok());
+    REQUIRE(r->has_value());
+    return json::parse((*r)->body);
 }
 
 }  // namespace
