@@ -152,10 +152,13 @@ for n in labt-gpu-01 labt-gpu-02; do
       [ "$v" = pass ] || fail "$n vm$vm $check: $v, want pass"
     done
     # Real RDMA writes between the guests: a figure for each of the three
-    # other members of the ring, all positive.
+    # other members of the ring (each pair's ": FIGURE GB/s"; a pair whose
+    # perftest clock read 0 carries a note, which is not a figure), all
+    # positive.
     bw=$(jq -r --argjson k "$vm" '.vms[$k].report.checks[] | select(.name == "rdma_write_bw_gbps")' "$smoke")
     jq -e '.figure > 0' <<<"$bw" >/dev/null || fail "$n vm$vm RDMA write bandwidth: $bw"
-    [ "$(jq -r .detail <<<"$bw" | grep -o 'GB/s' | wc -l)" = 3 ] || fail "$n vm$vm did not write to all 3 peers: $bw"
+    [ "$(jq -r .detail <<<"$bw" | grep -oE ': [0-9][0-9.e+-]* GB/s' | wc -l)" = 3 ] ||
+      fail "$n vm$vm did not write to all 3 peers: $bw"
     # The writes the smoke profile asked for (examples/lab/fleet.toml).
     jq -r .detail <<<"$bw" | grep -q '^40 writes of 32768 B a pair, ' ||
       fail "$n vm$vm RDMA writes are not the lab profile's 40 x 32 KiB: $bw"
