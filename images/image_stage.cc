@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "images/builder.h"
+#include "images/image_inputs.h"
 #include "images/layer_cache.h"
 #include "images/manifest.h"
 #include "images/recipe.h"
@@ -54,8 +55,7 @@ ImageStage::ImageStage(ImageStageOptions options) : options_(std::move(options))
 }
 
 Result<nlohmann::json> ImageStage::inputs(const engine::StageContext& ctx) const {
-    auto base = Stage::inputs(ctx);
-    if (!base) return base;
+    nlohmann::json base = image_inputs(ctx.fleet(), ctx.node());
     auto l = load_for(ctx);
     if (!l) return l.error();
     LayerCache cache(image_cache_dir(ctx.fleet(), *l->profile));
@@ -67,7 +67,7 @@ Result<nlohmann::json> ImageStage::inputs(const engine::StageContext& ctx) const
     auto plan = b.plan(l->recipe, o);
     if (!plan) return plan.error();
     // The final key covers the recipe, every input file and the mirror.
-    (*base)["final_key"] = plan->back().key;
+    base["final_key"] = plan->back().key;
     return base;
 }
 

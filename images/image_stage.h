@@ -31,6 +31,7 @@ class ImageStage : public engine::Stage {
 public:
     explicit ImageStage(ImageStageOptions options = {});
     std::string name() const override { return "image"; }
+    // image_inputs.h, and the recipe's final layer key.
     Result<nlohmann::json> inputs(const engine::StageContext& ctx) const override;
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;

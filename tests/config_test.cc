@@ -7,8 +7,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "firmware/stage/firmware_inputs.h"
+#include "images/image_inputs.h"
+#include "network/stage/network_inputs.h"
+#include "pipelines/smoke/smoke_inputs.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/sha256.h"
+#include "provisioner/engine/stage.h"
+#include "provisioner/handover/handover_inputs.h"
+#include "provisioner/vm/vm_inputs.h"
 #include "tests/support/temp_dir.h"
 
 using kiln::config::Diagnostic;
@@ -23,8 +30,8 @@ namespace {
 const std::string kFixtures = KILN_TEST_FIXTURES "/config";
 // The shipped pipelines, beside tests/ in the source tree.
 const std::string kShippedPipelines = fs::path(KILN_TEST_FIXTURES "/../../pipelines").lexically_normal().string();
-// The product's stages (engine::StageRegistry::product_stage_names), written
-// out so these tests need nothing but the config module.
+// The product's stages (declared by engine::register_product_stages),
+// written out so that the loader tests need no registry.
 const std::set<std::string> kStages = {"firmware", "network", "image", "vm", "smoke", "handover"};
 
 LoadOptions options() {
@@ -253,14 +260,13 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(f.pipelines_dir == normal(kFixtures + "/pipelines"));
 }
 
-TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
+TEST_CASE("config: each shipped stage's inputs hold what it depends on, from the fleet", "[config]") {
     auto o = options();
     o.pipelines_dir_override.clear();
     auto r = load_fleet(kFixtures + "/full.toml", o);
     REQUIRE(r.fleet);
     const auto& f = *r.fleet;
-    using kiln::config::node_section_json;
-    auto fw = node_section_json(f, f.nodes[0], "firmware");
+    auto fw = kiln::firmware::firmware_inputs(f, f.nodes[0]);
     CHECK(fw["bmc"]["url"] == "https://127.0.0.1:8443");
     CHECK(fw["bmc"]["username"] == "root");
     CHECK(fw["bmc"]["password"] == "env:KILN_BMC_PASSWORD");  // the reference, never a value
@@ -275,9 +281,9 @@ TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
     CHECK(fw["bios"]["acs"] == false);
     CHECK(fw["bios"]["above_4g_decoding"] == true);
     CHECK(fw["bios"]["attributes"]["Turbo"] == "false");
-    CHECK(node_section_json(f, f.nodes[1], "firmware")["bmc"]["password"] == "file:secrets/bmc-02");
+    CHECK(kiln::firmware::firmware_inputs(f, f.nodes[1])["bmc"]["password"] == "file:secrets/bmc-02");
 
-    auto net = node_section_json(f, f.nodes[0], "network");
+    auto net = kiln::network::network_inputs(f, f.nodes[0]);
     CHECK(net["rack"] == "r1");
     REQUIRE(net["switches"].size() == 2);
     CHECK(net["switches"][0] == nlohmann::json{{"name", "leaf-1"}, {"os", "sonic"}, {"address", "127.0.0.1:2201"}});
@@ -288,40 +294,40 @@ TEST_CASE("config: node sections hold what each stage depends on", "[config]") {
     // file wrote (only when it wrote some: other fleets' hashes stay).
     CHECK(net["profile"].size() == 15);
     CHECK(net["profile"]["ecn_given"] == nlohmann::json{"ecn_min_kb", "ecn_max_kb", "ecn_probability_pct"});
-    CHECK(node_section_json(f, f.nodes[1], "network")["switches"].empty());
+    CHECK(kiln::network::network_inputs(f, f.nodes[1])["switches"].empty());
     CHECK(net.dump().find("KILN_SWITCH_PASSWORD") == std::string::npos);  // no switch credentials at all
 
-    CHECK(node_section_json(f, f.nodes[0], "image") ==
+    CHECK(kiln::images::image_inputs(f, f.nodes[0]) ==
           nlohmann::json{{"image", "gpu-guest"},
                          {"recipe", normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml")}});
-    CHECK(node_section_json(f, f.nodes[0], "vm") == nlohmann::json{{"shape",
-                                                                    {{"split", "numa"},
-                                                                     {"vcpus", 8},
-                                                                     {"memory_gib", 16},
-                                                                     {"hugepages", false},
-                                                                     {"hugepage_size", "1G"},
-                                                                     {"accelerator", "auto"},
-                                                                     {"network", "slirp"},
-                                                                     {"sysfs", "/sys"},
-                                                                     {"images_dir", ""},
-                                                                     {"base_image", ""},
-                                                                     {"ssh_authorized_keys", nlohmann::json::array()}}},
-                                                                   {"image", "gpu-guest"},
-                                                                   {"libvirt_uri", ""}});
-    auto smoke = node_section_json(f, f.nodes[0], "smoke");
+    CHECK(kiln::vm::vm_inputs(f, f.nodes[0]) == nlohmann::json{{"shape",
+                                                                {{"split", "numa"},
+                                                                 {"vcpus", 8},
+                                                                 {"memory_gib", 16},
+                                                                 {"hugepages", false},
+                                                                 {"hugepage_size", "1G"},
+                                                                 {"accelerator", "auto"},
+                                                                 {"network", "slirp"},
+                                                                 {"sysfs", "/sys"},
+                                                                 {"images_dir", ""},
+                                                                 {"base_image", ""},
+                                                                 {"ssh_authorized_keys", nlohmann::json::array()}}},
+                                                               {"image", "gpu-guest"},
+                                                               {"libvirt_uri", ""}});
+    auto smoke = kiln::smoke::smoke_inputs(f, f.nodes[0]);
     CHECK(smoke["profile"] == "default");
     CHECK(smoke["timeout_ms"] == 20 * 60 * 1000);
     CHECK(smoke["thresholds"]["allreduce_busbw_gbps"] == Approx(1.5));
-    auto hand = node_section_json(f, f.nodes[0], "handover");
+    auto hand = kiln::handover::handover_inputs(f, f.nodes[0]);
     CHECK(hand["command"] == nlohmann::json{"/usr/local/bin/cmdb-mark", "--ready"});
     CHECK(hand["webhook"] == "");
     CHECK(hand["secret"].is_null());
-    CHECK(node_section_json(f, f.nodes[0], "custom") ==
+    CHECK(kiln::engine::node_identity_inputs(f.nodes[0]) ==
           nlohmann::json{{"node", "node-01"}, {"rack", "r1"}, {"role", "gpu-node"}, {"labels", {{"slot", "u12"}}}});
     // Canonical: the same config gives the same bytes.
     auto again = load_fleet(kFixtures + "/full.toml", o);
     REQUIRE(again.fleet);
-    CHECK(node_section_json(*again.fleet, again.fleet->nodes[0], "firmware").dump() == fw.dump());
+    CHECK(kiln::firmware::firmware_inputs(*again.fleet, again.fleet->nodes[0]).dump() == fw.dump());
 }
 
 TEST_CASE("config: small helpers", "[config]") {
@@ -838,7 +844,7 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
         CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b"});
         CHECK(names(f.smoke_ring(f.nodes[2])) == std::vector<std::string>{"c"});
         // The ring is an input of the smoke stage: a node joining it reruns it.
-        auto in = kiln::config::node_section_json(f, f.nodes[1], "smoke");
+        auto in = kiln::smoke::smoke_inputs(f, f.nodes[1]);
         CHECK(in["ring"] == nlohmann::json::array({"a", "b"}));
         CHECK(in["scope"] == "rack");
 
@@ -852,7 +858,7 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
         const auto& h = *alone->result.fleet;
         CHECK(names(h.smoke_ring(h.nodes[0])) == std::vector<std::string>{"a"});
         // Node rings keep the inputs (and digests) they had before scopes existed.
-        CHECK_FALSE(kiln::config::node_section_json(h, h.nodes[0], "smoke").contains("ring"));
+        CHECK_FALSE(kiln::smoke::smoke_inputs(h, h.nodes[0]).contains("ring"));
     }
     SECTION("a node whose pipeline has no smoke stage is not in the ring") {
         auto l = load_text(fleet("fleet", "") +
@@ -915,7 +921,7 @@ TEST_CASE("config: a smoke profile shapes the RDMA writes, and only a profile th
     CHECK(p.rdma_bytes == 16384);
     CHECK(p.rdma_iterations == 50);
     CHECK(p.rdma_pair_timeout == std::chrono::seconds(90));
-    auto in = kiln::config::node_section_json(f, f.nodes[0], "smoke");
+    auto in = kiln::smoke::smoke_inputs(f, f.nodes[0]);
     CHECK(in["rdma"] == nlohmann::json({{"bytes", 16384}, {"iterations", 50}, {"pair_timeout_ms", 90000}}));
 
     // Unset: kiln-smoke's defaults, and the inputs (and digest) profiles had before.
@@ -923,11 +929,11 @@ TEST_CASE("config: a smoke profile shapes the RDMA writes, and only a profile th
     expect_ok(*plain);
     const auto& g = *plain->result.fleet;
     CHECK_FALSE(g.smoke.at("s").rdma_bytes);
-    CHECK_FALSE(kiln::config::node_section_json(g, g.nodes[0], "smoke").contains("rdma"));
+    CHECK_FALSE(kiln::smoke::smoke_inputs(g, g.nodes[0]).contains("rdma"));
     // One key alone is the only one carried.
     auto one = load_text(with("rdma_iterations = 5\n"));
     expect_ok(*one);
-    CHECK(kiln::config::node_section_json(*one->result.fleet, one->result.fleet->nodes[0], "smoke")["rdma"] ==
+    CHECK(kiln::smoke::smoke_inputs(*one->result.fleet, one->result.fleet->nodes[0])["rdma"] ==
           nlohmann::json({{"iterations", 5}}));
 
     expect_one(*load_text(with("rdma_bytes = 0\n")), 7, 14, "smoke.s.rdma_bytes", "1");

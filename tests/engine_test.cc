@@ -547,6 +547,19 @@ TEST_CASE("engine: unimplemented or unknown selections fail before anything runs
     auto b = e.check(bad_node);
     REQUIRE_FALSE(b.ok());
     REQUIRE(b.error().code == "node.unknown");
+
+    // The core names no stage: one the registry neither declares nor
+    // implements is unknown; once declared it is known, but not built in.
+    RunOptions only_firmware;
+    only_firmware.stages = {"firmware"};
+    auto unknown = e.check(only_firmware);
+    REQUIRE_FALSE(unknown.ok());
+    CHECK(unknown.error().code == "stage.unknown");
+    h.registry.declare("firmware");
+    auto declared = e.check(only_firmware);
+    REQUIRE_FALSE(declared.ok());
+    CHECK(declared.error().code == "stage.not_implemented");
+    CHECK(h.registry.ordered_names() == std::vector<std::string>{"firmware", "alpha"});
 }
 
 TEST_CASE("engine: input hashes chain, so an upstream change re-runs what follows", "[engine]") {
@@ -615,10 +628,8 @@ TEST_CASE("engine: the input hash a plan shows and a run journals is chain_hash'
     h.ledger_stage("beta");
     auto fleet = kiln::test::make_fleet(2, 1, {"alpha", "beta"});
     const auto& node = fleet.nodes[1];
-    const std::string alpha =
-        kiln::engine::chain_hash("alpha", kiln::config::node_section_json(fleet, node, "alpha"), "");
-    const std::string beta =
-        kiln::engine::chain_hash("beta", kiln::config::node_section_json(fleet, node, "beta"), alpha);
+    const std::string alpha = kiln::engine::chain_hash("alpha", kiln::engine::node_identity_inputs(node), "");
+    const std::string beta = kiln::engine::chain_hash("beta", kiln::engine::node_identity_inputs(node), alpha);
     REQUIRE(alpha.size() == 64);
     CHECK(kiln::engine::StageHash(alpha).hex() == alpha);
     CHECK(kiln::engine::StageHash(beta).hex() == beta);

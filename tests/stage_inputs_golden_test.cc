@@ -61,8 +61,7 @@ json actual_inputs(const kiln::engine::StageRegistry& registry) {
                 INFO(rel << " " << node.name << " " << stage_name);
                 REQUIRE(stage != nullptr);
                 kiln::engine::StageContext ctx(fleet, node, stage_name, stop,
-                                               kiln::engine::StageContext::Clock::time_point::max(), nullptr,
-                                               nullptr);
+                                               kiln::engine::StageContext::Clock::time_point::max(), nullptr, nullptr);
                 auto text = stage->input_text(ctx);
                 REQUIRE(text);
                 json parsed = json::parse(*text);
@@ -85,8 +84,7 @@ json actual_inputs(const kiln::engine::StageRegistry& registry) {
 
 }  // namespace
 
-TEST_CASE("stage inputs: every shipped stage hashes the same bytes for an unchanged fleet",
-          "[engine][inputs]") {
+TEST_CASE("stage inputs: every shipped stage hashes the same bytes for an unchanged fleet", "[engine][inputs]") {
     kiln::engine::StageRegistry registry;
     kiln::engine::register_product_stages(registry);
     const json actual = actual_inputs(registry);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "firmware/stage/component_match.h"
+#include "firmware/stage/firmware_inputs.h"
 #include "firmware/stage/host_os_boot.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/net/url.h"
@@ -215,6 +216,10 @@ FirmwareStage::FirmwareStage(std::shared_ptr<net::HttpClient> http, FirmwareStag
 
 FirmwareStage::~FirmwareStage() {
     pool_.reset();  // log out of every BMC before the transport goes
+}
+
+Result<nlohmann::json> FirmwareStage::inputs(const engine::StageContext& ctx) const {
+    return firmware_inputs(ctx.fleet(), ctx.node());
 }
 
 std::vector<std::string> FirmwareStage::resources(const config::Fleet&, const config::Node& node) const {

@@ -71,6 +71,8 @@ public:
 
     std::string name() const override { return "firmware"; }
     std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
+    // firmware_inputs.h
+    Result<nlohmann::json> inputs(const engine::StageContext& ctx) const override;
     void begin_run(const config::Fleet& fleet) override { reads_.clear(fleet.path + "\n"); }
     void end_run(const config::Fleet& fleet) override { reads_.clear(fleet.path + "\n"); }
     Result<engine::Observation> observe(engine::StageContext& ctx) override;

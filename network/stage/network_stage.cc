@@ -14,6 +14,7 @@
 #include "network/host/host_runner.h"
 #include "network/host/host_scope.h"
 #include "network/host/nic_firmware.h"
+#include "network/stage/network_inputs.h"
 #include "network/switch_drivers.h"
 #include "network/switch_scope.h"
 
@@ -137,13 +138,13 @@ struct NetworkStage::RunCache {
         if (fabric_error) return *fabric_error;
         return ok_status();
     }
-    // NetworkStage::input_text: node_section_json(fleet, node, "network").dump(),
+    // NetworkStage::input_text: network_inputs(fleet, node).dump(),
     // byte for byte, with what nodes share (each uplink of their leaves, far
     // switch, rack, profile) serialised once per run, not once per node.
     std::string input_text(const config::Node& node) {
         std::lock_guard<std::mutex> lock(text_mu);
         const size_t before = text_memo.uplinks_serialised;
-        std::string text = config::network_section_text(fleet, node, text_memo);
+        std::string text = network_inputs_text(fleet, node, text_memo);
         counters.uplinks_serialised += text_memo.uplinks_serialised - before;
         return text;
     }
@@ -297,7 +298,7 @@ struct NetworkStage::RunCache {
     std::mutex crossed_mu;
     std::map<std::vector<size_t>, std::shared_ptr<const CrossedSwitches>> crossed;  // by set of leaves  // the stage's
     std::mutex text_mu;
-    config::NetworkTextMemo text_memo;  // input_text's
+    NetworkTextMemo text_memo;  // input_text's
     std::once_flag built;
     std::optional<Error> fabric_error;
     Fabric fabric;
@@ -376,6 +377,10 @@ std::vector<std::string> NetworkStage::resources(const config::Fleet& fleet, con
     std::vector<std::string> out;
     for (const auto& n : names) out.push_back("switch:" + n);
     return out;
+}
+
+Result<nlohmann::json> NetworkStage::inputs(const engine::StageContext& ctx) const {
+    return network_inputs(ctx.fleet(), ctx.node());
 }
 
 Result<std::string> NetworkStage::input_text(const engine::StageContext& ctx) const {

@@ -69,8 +69,9 @@ public:
 
     std::string name() const override { return "network"; }
     std::vector<std::string> resources(const config::Fleet& fleet, const config::Node& node) const override;
-    // node_section_json's "network" text; within a run each uplink's entry
-    // is serialised once and reused by every node of its leaves.
+    // network_inputs.h; within a run (input_text) each uplink's entry is
+    // serialised once and reused by every node of its leaves.
+    Result<nlohmann::json> inputs(const engine::StageContext& ctx) const override;
     Result<std::string> input_text(const engine::StageContext& ctx) const override;
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
@@ -88,7 +89,7 @@ public:
         // them: once per switch read and set of leaves, not once per node.
         size_t shared_resolved = 0;
         // Uplink entries serialised for input hashes: once per uplink per run
-        // (config::network_section_text).
+        // (network_inputs_text).
         size_t uplinks_serialised = 0;
     };
     Counters counters() const;

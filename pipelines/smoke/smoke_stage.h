@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipelines/smoke/ring_meeting.h"
+#include "pipelines/smoke/smoke_inputs.h"
 #include "pipelines/smoke/smoke_transport.h"
 #include "provisioner/engine/stage.h"
 
@@ -46,6 +47,9 @@ class SmokeStage : public engine::Stage {
 public:
     explicit SmokeStage(SmokeStageOptions options);
     std::string name() const override { return "smoke"; }
+    Result<nlohmann::json> inputs(const engine::StageContext& ctx) const override {
+        return smoke_inputs(ctx.fleet(), ctx.node());
+    }
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;

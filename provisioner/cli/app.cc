@@ -667,10 +667,8 @@ int cmd_history(const std::string& fleet_path, const std::string& node, int limi
 // ---- stages ---------------------------------------------------------------
 
 int cmd_stages(bool as_json, const engine::StageRegistry& reg) {
-    // Product stages in pipeline order, then any others this build registers.
-    std::vector<std::string> names = engine::StageRegistry::product_stage_names();
-    for (const auto& name : reg.known_names())
-        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    // The product's stages in pipeline order, then any others this build registers.
+    const std::vector<std::string> names = reg.ordered_names();
     json arr = json::array();
     for (const auto& name : names) arr.push_back({{"name", name}, {"implemented", reg.implemented(name)}});
     if (as_json) {

@@ -1,6 +1,6 @@
-// The stages the shipped `kiln` implements: each stage module registers its
-// own here. A pipeline that names a stage missing from this list fails with
-// "stage 'X' is not implemented in this build" before any work.
+// The stages the shipped `kiln` knows, in pipeline order, and the ones it
+// implements: the product is assembled here, not in the core. A pipeline that names a stage missing from this list
+// fails with "stage 'X' is not implemented in this build" before any work.
 #include "provisioner/engine/stage_registry.h"
 
 #include <memory>
@@ -18,6 +18,7 @@
 namespace kiln::engine {
 
 void register_product_stages(StageRegistry& registry) {
+    for (const char* name : {"firmware", "network", "image", "vm", "smoke", "handover"}) registry.declare(name);
     registry.add(std::make_shared<firmware::FirmwareStage>());
     registry.add(std::make_shared<network::NetworkStage>());
     registry.add(std::make_shared<images::ImageStage>());

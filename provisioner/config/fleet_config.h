@@ -404,24 +404,4 @@ private:
     size_t switches_indexed_ = static_cast<size_t>(-1);
 };
 
-// The config a stage depends on, as canonical JSON (keys sorted, no
-// positions, secrets as their reference only). Stages hash it.
-nlohmann::json node_section_json(const Fleet& fleet, const Node& node, const std::string& stage);
-
-// What network_section_text serialised for one fleet, to reuse: the
-// pieces that many nodes' "network" sections share. Not thread-safe.
-struct NetworkTextMemo {
-    std::unordered_map<std::string, std::string> switches;  // a cable's far switch, by name
-    std::unordered_map<std::string, std::string> racks;     // a rack's switches, by rack
-    std::unordered_map<std::string, std::string> profiles;  // by network profile name
-    std::vector<std::optional<std::string>> uplinks;        // by fleet.uplinks index
-    size_t uplinks_serialised = 0;
-};
-
-// node_section_json(fleet, node, "network").dump(), byte for byte, with the
-// pieces nodes share (their leaves' uplinks, far switches, rack, profile)
-// serialised once into `memo` and copied as text: a plan hashes every
-// node's section, and each lists every uplink of its leaves.
-std::string network_section_text(const Fleet& fleet, const Node& node, NetworkTextMemo& memo);
-
 }  // namespace kiln::config

@@ -162,7 +162,7 @@ Result<std::vector<StageHash>> Engine::pipeline_hashes(const config::Node& node,
             if (!r) return r.error();
             inputs = std::move(*r);
         } else {
-            inputs = config::node_section_json(fleet_, node, name).dump();
+            inputs = node_identity_inputs(node).dump();
         }
         previous = chain_hash_text(name, inputs, previous);
         if (std::find(selected.begin(), selected.end(), name) != selected.end()) out.emplace_back(previous);

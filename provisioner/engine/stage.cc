@@ -5,8 +5,12 @@
 
 namespace kiln::engine {
 
+nlohmann::json node_identity_inputs(const config::Node& node) {
+    return {{"node", node.name}, {"rack", node.rack}, {"role", node.role}, {"labels", node.labels}};
+}
+
 Result<nlohmann::json> Stage::inputs(const StageContext& ctx) const {
-    return config::node_section_json(ctx.fleet(), ctx.node(), name());
+    return node_identity_inputs(ctx.node());
 }
 
 Result<std::string> Stage::input_text(const StageContext& ctx) const {

@@ -195,14 +195,20 @@ private:
     LatestFn latest_;
 };
 
+// What a stage that states no inputs of its own depends on: the node's
+// name, rack, role and labels. The engine hashes a pipeline's stage that
+// this build lacks the same way.
+nlohmann::json node_identity_inputs(const config::Node& node);
+
 class Stage {
 public:
     virtual ~Stage() = default;
     virtual std::string name() const = 0;
 
-    // The inputs this stage depends on for one node, as canonical JSON.
-    // The engine hashes them together with the previous stage's hash.
-    // Default: the node's config section for this stage.
+    // The inputs this stage depends on for one node, as canonical JSON:
+    // each stage states what its config is (a shipped stage in its
+    // <stage>_inputs.h). The engine hashes them together with the previous
+    // stage's hash. Default: node_identity_inputs.
     virtual Result<nlohmann::json> inputs(const StageContext& ctx) const;
     // inputs() as the text the engine hashes: inputs(ctx)->dump(). A stage
     // whose nodes share large parts of their inputs (the network stage: the

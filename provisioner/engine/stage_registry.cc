@@ -1,10 +1,11 @@
 #include "provisioner/engine/stage_registry.h"
 
+#include <algorithm>
+
 namespace kiln::engine {
 
-const std::vector<std::string>& StageRegistry::product_stage_names() {
-    static const std::vector<std::string> names = {"firmware", "network", "image", "vm", "smoke", "handover"};
-    return names;
+void StageRegistry::declare(const std::string& name) {
+    if (std::find(declared_.begin(), declared_.end(), name) == declared_.end()) declared_.push_back(name);
 }
 
 void StageRegistry::add(std::shared_ptr<Stage> stage) {
@@ -18,8 +19,15 @@ Stage* StageRegistry::find(const std::string& name) const {
 }
 
 std::set<std::string> StageRegistry::known_names() const {
-    std::set<std::string> names(product_stage_names().begin(), product_stage_names().end());
+    std::set<std::string> names(declared_.begin(), declared_.end());
     for (const auto& [name, stage] : stages_) names.insert(name);
+    return names;
+}
+
+std::vector<std::string> StageRegistry::ordered_names() const {
+    std::vector<std::string> names = declared_;
+    for (const auto& [name, stage] : stages_)
+        if (std::find(declared_.begin(), declared_.end(), name) == declared_.end()) names.push_back(name);
     return names;
 }
 

@@ -1,5 +1,7 @@
-// Which stages this build implements. Pipelines may name any known stage;
-// selecting one that is not registered is an error before anything runs.
+// Which stages this build knows and implements. Pipelines may name any
+// known stage; selecting one that is not registered is an error before
+// anything runs. The core names no stage: the product declares its own
+// (register_product_stages), a test binary its own.
 #pragma once
 
 #include <map>
@@ -14,14 +16,17 @@ namespace kiln::engine {
 
 class StageRegistry {
 public:
-    // The product's stage names, in pipeline order.
-    static const std::vector<std::string>& product_stage_names();
-
+    // A stage a pipeline may name, whether or not this build implements it
+    // ("not implemented in this build" rather than "unknown"). Declared in
+    // pipeline order, which `kiln stages` lists.
+    void declare(const std::string& name);
     void add(std::shared_ptr<Stage> stage);
     Stage* find(const std::string& name) const;
     bool implemented(const std::string& name) const { return find(name) != nullptr; }
-    // Product names plus every registered stage: what a pipeline may list.
+    // Declared names plus every registered stage: what a pipeline may list.
     std::set<std::string> known_names() const;
+    // The declared names in their order, then the other registered ones.
+    std::vector<std::string> ordered_names() const;
     std::vector<std::string> implemented_names() const;
 
     // Stage::begin_run on every registered stage now, end_run when the
@@ -40,9 +45,11 @@ public:
 
 private:
     std::map<std::string, std::shared_ptr<Stage>> stages_;
+    std::vector<std::string> declared_;
 };
 
-// Registers the stages the shipped `kiln` implements.
+// Declares the shipped `kiln`'s stages in pipeline order and registers
+// each one (provisioner/cli/product_stages.cc, which links them).
 void register_product_stages(StageRegistry& registry);
 
 }  // namespace kiln::engine

@@ -16,6 +16,7 @@
 #include "pipelines/smoke/smoke_record.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/handover/handover_hook.h"
+#include "provisioner/handover/handover_inputs.h"
 #include "provisioner/handover/handover_record.h"
 
 namespace kiln::handover {
@@ -29,6 +30,9 @@ class HandoverStage : public engine::Stage {
 public:
     explicit HandoverStage(HandoverOptions options = {});
     std::string name() const override { return "handover"; }
+    Result<nlohmann::json> inputs(const engine::StageContext& ctx) const override {
+        return handover_inputs(ctx.fleet(), ctx.node());
+    }
     bool hands_over() const override { return true; }
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;

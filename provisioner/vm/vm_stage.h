@@ -35,6 +35,7 @@
 #include "provisioner/vm/boot_gate.h"
 #include "provisioner/vm/hypervisor.h"
 #include "provisioner/vm/node_vms.h"
+#include "provisioner/vm/vm_inputs.h"
 
 namespace kiln::vm {
 
@@ -60,6 +61,9 @@ public:
     explicit VmStage(VmStageDeps deps) : deps_(std::move(deps)) {}
 
     std::string name() const override { return "vm"; }
+    Result<nlohmann::json> inputs(const engine::StageContext& ctx) const override {
+        return vm_inputs(ctx.fleet(), ctx.node());
+    }
     Result<engine::Observation> observe(engine::StageContext& ctx) override;
     Result<std::vector<engine::Action>> plan(engine::StageContext& ctx, const engine::Observation& observed) override;
     Status apply(engine::StageContext& ctx, const engine::Action& action) override;

@@ -2,6 +2,7 @@
 // with a node's host_os, and a firmware profile's apply_time.
 #include <catch2/catch.hpp>
 
+#include "firmware/stage/firmware_inputs.h"
 #include "provisioner/config/fleet_loader.h"
 #include "tests/support/temp_dir.h"
 
@@ -89,11 +90,11 @@ TEST_CASE("host_os images are read and nodes take them from defaults or their ow
     CHECK(r.fleet->nodes[0].host_os == "a");
     CHECK(r.fleet->nodes[1].host_os == "b");
     // Part of the firmware stage's inputs only where set.
-    auto with = config::node_section_json(*r.fleet, r.fleet->nodes[0], "firmware");
+    auto with = kiln::firmware::firmware_inputs(*r.fleet, r.fleet->nodes[0]);
     CHECK(with["host_os"]["sha256"] == std::string(64, 'a'));
     auto none = load_host_os("", "", "");
     REQUIRE(none.fleet);
-    CHECK(config::node_section_json(*none.fleet, none.fleet->nodes[0], "firmware").contains("host_os") == false);
+    CHECK(kiln::firmware::firmware_inputs(*none.fleet, none.fleet->nodes[0]).contains("host_os") == false);
 }
 
 TEST_CASE("bad host_os tables and references are refused at FILE LINE COL with their key") {
@@ -122,12 +123,12 @@ TEST_CASE("a firmware profile's apply_time is Immediate unless it says OnReset")
     INFO(all_errors(d));
     REQUIRE(d.fleet);
     CHECK(d.fleet->firmware.at("p").apply_time == "Immediate");
-    CHECK(config::node_section_json(*d.fleet, d.fleet->nodes[0], "firmware").contains("apply_time") == false);
+    CHECK(kiln::firmware::firmware_inputs(*d.fleet, d.fleet->nodes[0]).contains("apply_time") == false);
 
     auto o = load_host_os("[firmware.p]\napply_time = \"OnReset\"\n" + comp, "firmware = \"p\"\n", "");
     REQUIRE(o.fleet);
     CHECK(o.fleet->firmware.at("p").apply_time == "OnReset");
-    CHECK(config::node_section_json(*o.fleet, o.fleet->nodes[0], "firmware")["apply_time"] == "OnReset");
+    CHECK(kiln::firmware::firmware_inputs(*o.fleet, o.fleet->nodes[0])["apply_time"] == "OnReset");
 
     auto bad = load_host_os("[firmware.p]\napply_time = \"Later\"\n" + comp, "", "");
     REQUIRE_FALSE(bad.fleet);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "network/fabric.h"
+#include "network/stage/network_inputs.h"
 #include "tests/network/fabric_test_util.h"
 
 using namespace kiln::test::fabric;
@@ -69,7 +70,7 @@ TEST_CASE("fabric config: ports, nics and cabling load into the fleet and the fa
     CHECK_FALSE(a->find_port("swp3")->peer);  // declared, not cabled
 
     // A node's network inputs carry its cables, so recabling re-runs the stage.
-    auto net = kiln::config::node_section_json(fleet, fleet.nodes[0], "network");
+    auto net = kiln::network::network_inputs(fleet, fleet.nodes[0]);
     REQUIRE(net["cables"].size() == 2);
     CHECK(net["cables"][0]["port"]["name"] == "swp1");
     CHECK(net["cables"][0]["switch"]["name"] == "leaf-a");
@@ -196,15 +197,14 @@ TEST_CASE("host config: ssh, local and netns hosts load, and table NICs with ifn
     CHECK(n.nics[1].netdev() == "mlx5_1");  // the string form: the name is the netdev
     CHECK_FALSE(n.nics[1].vfs);
     // A managed host is part of the node's network inputs; an unmanaged one adds nothing.
-    auto net = kiln::config::node_section_json(*f->loaded.fleet, n, "network");
+    auto net = kiln::network::network_inputs(*f->loaded.fleet, n);
     CHECK(net["host"]["mode"] == "ssh");
     CHECK(net["host"]["nics"][0]["ifname"] == "ens1f0np0");
     CHECK(net["host"]["nics"][0]["max_acc_out_read"] == 44);
     CHECK_FALSE(net["host"]["nics"][1].contains("max_acc_out_read"));
     auto plain = write_fleet(fleet_toml(two_switches(), 1));
     REQUIRE(plain->loaded.fleet);
-    CHECK_FALSE(kiln::config::node_section_json(*plain->loaded.fleet, plain->loaded.fleet->nodes[0], "network")
-                    .contains("host"));
+    CHECK_FALSE(kiln::network::network_inputs(*plain->loaded.fleet, plain->loaded.fleet->nodes[0]).contains("host"));
     CHECK_FALSE(plain->loaded.fleet->nodes[0].host.managed());
 
     auto local = write_fleet(with_host("host = { local = true }"));
@@ -383,7 +383,7 @@ TEST_CASE("fabric config: [[uplinks]] load into the fleet, both ends of the fabr
     CHECK_FALSE(spine->find_port("Ethernet8")->cabled());
 
     // Both ends of each of the node's leaves' uplinks are its inputs.
-    auto net = kiln::config::node_section_json(fleet, fleet.nodes[0], "network");
+    auto net = kiln::network::network_inputs(fleet, fleet.nodes[0]);
     REQUIRE(net["uplinks"].size() == 2);
     CHECK(net["uplinks"][0]["end"]["switch"]["name"] == "leaf-a");
     CHECK(net["uplinks"][0]["end"]["port"]["name"] == "swp3");
@@ -397,11 +397,10 @@ TEST_CASE("fabric config: [[uplinks]] load into the fleet, both ends of the fabr
     longer.replace(longer.find("cable_length_m = 100"), 20, "cable_length_m = 300");
     auto g = write_fleet(longer);
     REQUIRE(g->loaded.fleet);
-    CHECK(kiln::config::node_section_json(*g->loaded.fleet, g->loaded.fleet->nodes[0], "network") != net);
+    CHECK(kiln::network::network_inputs(*g->loaded.fleet, g->loaded.fleet->nodes[0]) != net);
     auto plain = write_fleet(fleet_toml(two_switches(), 1));
     REQUIRE(plain->loaded.fleet);
-    CHECK_FALSE(kiln::config::node_section_json(*plain->loaded.fleet, plain->loaded.fleet->nodes[0], "network")
-                    .contains("uplinks"));
+    CHECK_FALSE(kiln::network::network_inputs(*plain->loaded.fleet, plain->loaded.fleet->nodes[0]).contains("uplinks"));
 }
 
 TEST_CASE("fabric config: an uplink on a port cabled to a node is refused at the uplink, naming the cable") {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 
+#include "network/stage/network_inputs.h"
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
 #include "provisioner/engine/engine.h"
@@ -483,14 +484,14 @@ TEST_CASE("network input hashes: within a run uplinks are serialised once, and e
     Counts counts;
     auto stage = counting_stage(counts);
     engine::StopToken stop;
-    // node_section_json's text, outside a run and inside one (uplink entries
+    // network_inputs's text, outside a run and inside one (uplink entries
     // serialised once and spliced in), for every node: the same bytes.
     std::vector<std::string> outside;
     for (const auto& node : fleet.nodes) {
         auto ctx = context(fleet, node, stop);
         auto text = stage->input_text(ctx);
         REQUIRE(text);
-        CHECK(*text == config::node_section_json(fleet, node, "network").dump());
+        CHECK(*text == kiln::network::network_inputs(fleet, node).dump());
         CHECK_THAT(*text, Catch::Contains("\"uplinks\":[{"));
         outside.push_back(*text);
     }
@@ -527,17 +528,17 @@ TEST_CASE("network input hashes: within a run uplinks are serialised once, and e
         auto ctx = context(vf, node, stop);
         auto text = stage->input_text(ctx);
         REQUIRE(text);
-        CHECK(*text == config::node_section_json(vf, node, "network").dump());
+        CHECK(*text == kiln::network::network_inputs(vf, node).dump());
     }
     stage->end_run(vf);
-    const auto n4 = config::node_section_json(vf, vf.nodes[3], "network");
+    const auto n4 = kiln::network::network_inputs(vf, vf.nodes[3]);
     CHECK(n4.contains("host"));
     CHECK(n4["cables"][0]["cable_length_m"] == 7);
     CHECK(n4["uplinks"][0]["cable_length_m"] == 100);
-    CHECK_FALSE(config::node_section_json(vf, vf.nodes[2], "network").contains("uplinks"));  // n3: no cable
+    CHECK_FALSE(kiln::network::network_inputs(vf, vf.nodes[2]).contains("uplinks"));  // n3: no cable
 
     // Through the engine (which hashes inside its run): each node's hash is
-    // the one chained from node_section_json, so journals stay valid.
+    // the one chained from network_inputs, so journals stay valid.
     engine::StageRegistry registry;
     registry.add(stage);
     engine::Engine eng(fleet, registry, nullptr, nullptr, stop);
@@ -549,7 +550,7 @@ TEST_CASE("network input hashes: within a run uplinks are serialised once, and e
     for (const auto& e : report->entries) {
         const config::Node* node = fleet.find_node(e.node);
         REQUIRE(node);
-        CHECK(e.input_hash == engine::chain_hash("network", config::node_section_json(fleet, *node, "network"), ""));
+        CHECK(e.input_hash == engine::chain_hash("network", kiln::network::network_inputs(fleet, *node), ""));
     }
 }
 

@@ -1,6 +1,7 @@
 // libFuzzer target: bytes -> fleet.toml -> kiln's fleet model. Whatever the
 // file holds, load_fleet must return a fleet or diagnostics, never crash,
-// hang or leak; a loaded fleet's per-stage sections must serialise. The
+// hang or leak; a loaded fleet's stage inputs (firmware, network, vm) must
+// serialise. The
 // input is written to a scratch file because the loader reads a path (and
 // resolves the pipelines folder beside it); --pipelines is fixed to a
 // folder this target writes once, so inputs cannot point the loader at
@@ -13,8 +14,11 @@
 #include <fstream>
 #include <string>
 
+#include "firmware/stage/firmware_inputs.h"
+#include "network/stage/network_inputs.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/config/fleet_loader.h"
+#include "provisioner/vm/vm_inputs.h"
 
 namespace {
 
@@ -50,8 +54,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto r = kiln::config::load_fleet(scratch.fleet.string(), scratch.options);
     for (const auto& d : r.errors) (void)d.str();
     if (r.fleet)
-        for (const auto& node : r.fleet->nodes)
-            for (const char* stage : {"firmware", "network", "vm"})
-                (void)kiln::config::node_section_json(*r.fleet, node, stage).dump();
+        for (const auto& node : r.fleet->nodes) {
+            (void)kiln::firmware::firmware_inputs(*r.fleet, node).dump();
+            (void)kiln::network::network_inputs(*r.fleet, node).dump();
+            (void)kiln::vm::vm_inputs(*r.fleet, node).dump();
+        }
     return 0;
 }

@@ -1,0 +1,27 @@
+#include "provisioner/vm/vm_inputs.h"
+
+namespace kiln::vm {
+
+nlohmann::json vm_inputs(const config::Fleet& fleet, const config::Node& node) {
+    nlohmann::json shape = nullptr;
+    if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end()) {
+        const auto& s = it->second;
+        shape = {{"split", s.split},
+                 {"vcpus", s.vcpus},
+                 {"memory_gib", s.memory_gib},
+                 {"hugepages", s.hugepages},
+                 {"hugepage_size", s.hugepage_size},
+                 {"accelerator", s.accelerator},
+                 {"network", s.network},
+                 {"sysfs", s.sysfs},
+                 {"images_dir", s.images_dir},
+                 {"base_image", s.base_image},
+                 {"ssh_authorized_keys", s.ssh_authorized_keys}};
+        if (s.split == "count") shape["count"] = s.count;
+        if (!s.fabric_bridge.empty()) shape["fabric_bridge"] = s.fabric_bridge;
+        if (s.rdma_checks) shape["rdma_checks"] = true;
+    }
+    return {{"shape", shape}, {"image", node.image}, {"libvirt_uri", node.libvirt_uri}};
+}
+
+}  // namespace kiln::vm
