@@ -14,6 +14,7 @@
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/engine/stage.h"
+#include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_inputs.h"
 #include "provisioner/vm/vm_inputs.h"
 #include "tests/support/temp_dir.h"
@@ -37,6 +38,8 @@ const std::set<std::string> kStages = {"firmware", "network", "image", "vm", "sm
 LoadOptions options() {
     LoadOptions o;
     o.known_stages = kStages;
+    // The one stage table the product registers today ([handover]).
+    o.tables = {kiln::handover::handover_table()};
     o.pipelines_dir_override = kFixtures + "/pipelines";
     return o;
 }
@@ -185,10 +188,11 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(f.smoke.at("default").thresholds.at("gemm_tflops") == Approx(300));
     CHECK(f.smoke.at("default").thresholds.at("loss_drop_fraction") == Approx(0.2));
     CHECK(f.smoke.at("default").timeout == 20min);
-    REQUIRE(f.handover.has_value());
-    CHECK(f.handover->command == std::vector<std::string>{"/usr/local/bin/cmdb-mark", "--ready"});
-    CHECK(f.handover->webhook.empty());
-    CHECK(f.handover->timeout == 30s);
+    const auto* hook = kiln::handover::handover_hook(f);
+    REQUIRE(hook != nullptr);
+    CHECK(hook->command == std::vector<std::string>{"/usr/local/bin/cmdb-mark", "--ready"});
+    CHECK(hook->webhook.empty());
+    CHECK(hook->timeout == 30s);
 
     REQUIRE(f.nodes.size() == 2);
     const auto& n1 = f.nodes[0];
@@ -237,7 +241,7 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(f.limits.backoff_initial == 2s);
     CHECK(f.limits.backoff_max == 2min);
     CHECK(f.limits.timeout_for("firmware") == 60min);
-    CHECK_FALSE(f.handover.has_value());
+    CHECK(kiln::handover::handover_hook(f) == nullptr);
     const auto& net = f.network.at("plain");
     CHECK(net.roce_dscp == 26);
     CHECK(net.cnp_dscp == 48);
@@ -609,9 +613,9 @@ TEST_CASE("config: handover takes exactly one of command or webhook", "[config][
     auto ok =
         load_text(kBase + "[handover]\nwebhook = \"https://cmdb/hook\"\nsecret = \"env:HOOK_KEY\"\ntimeout = 5\n");
     expect_ok(*ok);
-    CHECK(ok->result.fleet->handover->webhook == "https://cmdb/hook");
-    CHECK(ok->result.fleet->handover->webhook_secret->reference() == "env:HOOK_KEY");
-    CHECK(ok->result.fleet->handover->timeout == 5s);
+    CHECK(kiln::handover::handover_hook(*ok->result.fleet)->webhook == "https://cmdb/hook");
+    CHECK(kiln::handover::handover_hook(*ok->result.fleet)->webhook_secret->reference() == "env:HOOK_KEY");
+    CHECK(kiln::handover::handover_hook(*ok->result.fleet)->timeout == 5s);
 }
 
 TEST_CASE("config: rules between two keys point at the value written", "[config][errors]") {

@@ -46,8 +46,7 @@ std::string portable(std::string text) {
 json actual_inputs(const kiln::engine::StageRegistry& registry) {
     json all = json::object();
     for (const auto& rel : kFleets) {
-        kiln::config::LoadOptions o;
-        o.known_stages = registry.known_names();
+        kiln::config::LoadOptions o = registry.load_options();
         o.default_pipelines_dir = kSource + "/pipelines";
         auto r = kiln::config::load_fleet(kSource + "/" + rel, o);
         INFO(rel << (r.errors.empty() ? "" : ": " + r.errors.front().str()));

@@ -105,8 +105,7 @@ Result<std::unique_ptr<journal::Store>> open_reader(const Globals& g, const conf
 // Loads the fleet or prints every diagnostic and returns nullopt.
 std::optional<config::Fleet> load(const std::string& path, const Globals& g, const engine::StageRegistry& registry,
                                   bool json_errors = false) {
-    config::LoadOptions opts;
-    opts.known_stages = registry.known_names();
+    config::LoadOptions opts = registry.load_options();
     opts.default_pipelines_dir = KILN_DEFAULT_PIPELINES_DIR;
     opts.pipelines_dir_override = g.pipelines;
     auto r = config::load_fleet(path, opts);

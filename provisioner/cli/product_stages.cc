@@ -11,6 +11,7 @@
 #include "pipelines/smoke/smoke_stage.h"
 #include "pipelines/smoke/transport_factory.h"
 #include "provisioner/evidence/quarantine_evidence.h"
+#include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_stage.h"
 #include "provisioner/vm/node_vms.h"
 #include "provisioner/vm/vm_stage.h"
@@ -19,6 +20,7 @@ namespace kiln::engine {
 
 void register_product_stages(StageRegistry& registry) {
     for (const char* name : {"firmware", "network", "image", "vm", "smoke", "handover"}) registry.declare(name);
+    registry.add_table(handover::handover_table());
     registry.add(std::make_shared<firmware::FirmwareStage>());
     registry.add(std::make_shared<network::NetworkStage>());
     registry.add(std::make_shared<images::ImageStage>());

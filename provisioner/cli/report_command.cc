@@ -22,8 +22,7 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
 
 int cmd_report(const ReportArgs& args, const JournalReader& open_journal, const std::string& pipelines,
                const engine::StageRegistry& registry) {
-    config::LoadOptions opts;
-    opts.known_stages = registry.known_names();
+    config::LoadOptions opts = registry.load_options();
     opts.default_pipelines_dir = KILN_DEFAULT_PIPELINES_DIR;
     opts.pipelines_dir_override = pipelines;
     auto loaded = config::load_fleet(args.fleet, opts);

@@ -26,8 +26,7 @@ CLI::App* add_vm_commands(CLI::App& app, VmXmlArgs& args) {
 int cmd_vm_xml(const VmXmlArgs& args) {
     engine::StageRegistry registry;
     engine::register_product_stages(registry);
-    config::LoadOptions lo;
-    lo.known_stages = registry.known_names();
+    config::LoadOptions lo = registry.load_options();
     lo.default_pipelines_dir = KILN_DEFAULT_PIPELINES_DIR;
     lo.pipelines_dir_override = args.pipelines;
     auto loaded = config::load_fleet(args.fleet, lo);

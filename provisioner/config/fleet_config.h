@@ -4,6 +4,7 @@
 // report errors as FILE:LINE:COL too.
 #pragma once
 
+#include <any>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -158,14 +159,6 @@ struct SmokeProfile {
     std::optional<int64_t> rdma_bytes;
     std::optional<int64_t> rdma_iterations;
     std::optional<Duration> rdma_pair_timeout;
-    SourcePos pos;
-};
-
-struct HandoverHook {
-    std::vector<std::string> command;      // argv, no shell; JSON document on stdin
-    std::string webhook;                   // URL
-    std::optional<Secret> webhook_secret;  // HMAC key reference
-    Duration timeout{std::chrono::seconds(30)};
     SourcePos pos;
 };
 
@@ -344,6 +337,13 @@ struct Pipeline {
     std::string path;
 };
 
+// A table a stage module owns (config_table.h), as its reader returned it.
+struct TableValue {
+    std::any value;
+    std::vector<Secret> secrets;  // every secret reference the table names
+    SourcePos pos;
+};
+
 struct Fleet {
     int schema = 1;
     std::string name;
@@ -365,10 +365,18 @@ struct Fleet {
     std::map<std::string, ImageProfile> images;
     std::map<std::string, VmShape> vm;
     std::map<std::string, SmokeProfile> smoke;
-    std::optional<HandoverHook> handover;
     ArtifactServerConfig artifact_server;
     std::optional<StoreConfig> store;           // absent: the SQLite journal
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
+    std::map<std::string, TableValue> tables;   // stage modules' own tables, by key
+
+    // The value of a stage module's table, or nullptr when the file has no
+    // such table (or it holds another type).
+    template <class T>
+    const T* table(const std::string& key) const {
+        auto it = tables.find(key);
+        return it == tables.end() ? nullptr : std::any_cast<T>(&it->second.value);
+    }
 
     const Node* find_node(const std::string& name) const;
     const Rack* find_rack(const std::string& name) const;

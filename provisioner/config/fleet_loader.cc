@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "provisioner/config/config_table.h"
 #include "provisioner/config/toml_reader.h"
 #include "provisioner/config/toml_text_check.h"
 #include "provisioner/core/host_port.h"
@@ -63,31 +64,10 @@ std::string lower(std::string s) {
     return s;
 }
 
-// http(s)://host[:port][/path]; host a name, an IPv4 address or [IPv6].
-bool valid_url(const std::string& url) {
-    static const std::regex re(R"(^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(:\d{1,5})?([/?#]\S*)?$)");
-    return std::regex_match(url, re);
-}
-
-// user:password@ before the host: a secret written in the file.
-bool url_has_userinfo(const std::string& url) {
-    const auto start = url.find("://");
-    if (start == std::string::npos) return false;
-    const auto end = url.find_first_of("/?#", start + 3);
-    return url.substr(start + 3, end == std::string::npos ? std::string::npos : end - start - 3).find('@') !=
-           std::string::npos;
-}
-
-// The message for a bad URL; never echoes it (it may carry a password).
 // "10.0.0.5:8080", "127.0.0.1:0": what the artifact server can bind.
 bool valid_ipv4_listen(const std::string& text) {
     const auto hp = parse_host_port(text);
     return hp && is_ipv4(hp->host);
-}
-
-std::string url_error(const std::string& url) {
-    if (url_has_userinfo(url)) return "credentials in the URL are not allowed; use username and password";
-    return "expected an http:// or https:// URL with a host";
 }
 
 bool valid_node_name(const std::string& s) {
@@ -960,29 +940,20 @@ struct Loader {
                                            waiting + 1, rack, l.per_rack));
     }
 
-    void handover(TableReader& root) {
-        const toml::table* t = root.table("handover");
-        if (!t) return;
-        TableReader r(ctx, *t, "handover");
-        HandoverHook h;
-        h.pos = r.pos();
-        if (auto v = r.strings("command")) {
-            if (v->empty()) ctx.error(t->get("command")->source(), "handover.command", "expected a non-empty argv");
-            h.command = *v;
+    // The tables stage modules own (config_table.h), each read by its
+    // module's reader; the file's other top-level keys are the core's.
+    void module_tables(TableReader& root) {
+        for (const auto& mt : options.tables) {
+            const toml::table* t = root.table(mt.key);
+            if (!t) continue;
+            TableReader r(ctx, *t, mt.key);
+            TableValue v;
+            v.pos = r.pos();
+            TableScope scope(fleet.dir, v.secrets);
+            v.value = mt.read(r, scope);
+            r.finish();
+            fleet.tables[mt.key] = std::move(v);
         }
-        if (auto v = r.str("webhook")) {
-            if (!valid_url(*v) || url_has_userinfo(*v))
-                ctx.error(t->get("webhook")->source(), "handover.webhook", url_error(*v));
-            h.webhook = *v;
-        }
-        h.webhook_secret = secret(r, "secret");
-        if (auto v = r.duration("timeout")) h.timeout = *v;
-        const bool has_cmd = t->get("command") != nullptr, has_hook = t->get("webhook") != nullptr;
-        if (has_cmd == has_hook) ctx.error(t->source(), "handover", "expected exactly one of 'command' or 'webhook'");
-        if (t->get("secret") && !has_hook)
-            ctx.error(t->get("secret")->source(), "handover.secret", "only used with 'webhook'");
-        r.finish();
-        fleet.handover = std::move(h);
     }
 
     // [artifact_server] { listen, advertise }: the firmware stage's image server.
@@ -1016,8 +987,8 @@ struct Loader {
             a.listen = *v;
         }
         if (auto v = r.str("advertise")) {
-            if (!valid_url(*v) || url_has_userinfo(*v))
-                ctx.error(t->get("advertise")->source(), "artifact_server.advertise", url_error(*v));
+            if (auto problem = http_url_problem(*v); !problem.empty())
+                ctx.error(t->get("advertise")->source(), "artifact_server.advertise", problem);
             a.advertise = *v;
         }
         r.finish();
@@ -1030,8 +1001,8 @@ struct Loader {
         if (!t) return;
         TableReader r(ctx, *t, parent.key_path("bmc"));
         if (auto v = r.str("url")) {
-            if (!valid_url(*v) || url_has_userinfo(*v))
-                ctx.error(t->get("url")->source(), r.key_path("url"), url_error(*v));
+            if (auto problem = http_url_problem(*v); !problem.empty())
+                ctx.error(t->get("url")->source(), r.key_path("url"), problem);
             else
                 bmc.url = *v;
         }
@@ -1344,7 +1315,7 @@ LoadResult load_fleet_file(const std::string& path, const LoadOptions& options) 
     L.switches(root);
     L.racks(root);
     L.profiles(root);
-    L.handover(root);
+    L.module_tables(root);
     L.artifact_server(root);
     L.store(root);
     L.pipelines(pipelines_dir, pipelines_node);

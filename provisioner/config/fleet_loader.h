@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "provisioner/config/config_table.h"
 #include "provisioner/config/fleet_config.h"
 
 namespace kiln::config {
@@ -27,6 +28,9 @@ struct LoadOptions {
     std::string default_pipelines_dir;
     // --pipelines DIR: wins over everything.
     std::string pipelines_dir_override;
+    // The top-level tables stage modules own, with their readers
+    // (StageRegistry::load_options). A table not listed is an unknown key.
+    std::vector<ConfigTable> tables;
 };
 
 struct LoadResult {

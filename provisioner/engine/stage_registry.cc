@@ -13,6 +13,17 @@ void StageRegistry::add(std::shared_ptr<Stage> stage) {
     stages_[name] = std::move(stage);
 }
 
+void StageRegistry::add_table(config::ConfigTable table) {
+    tables_.push_back(std::move(table));
+}
+
+config::LoadOptions StageRegistry::load_options() const {
+    config::LoadOptions o;
+    o.known_stages = known_names();
+    o.tables = tables_;
+    return o;
+}
+
 Stage* StageRegistry::find(const std::string& name) const {
     auto it = stages_.find(name);
     return it == stages_.end() ? nullptr : it->second.get();

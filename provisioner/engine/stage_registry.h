@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/stage.h"
 
 namespace kiln::engine {
@@ -21,6 +22,12 @@ public:
     // pipeline order, which `kiln stages` lists.
     void declare(const std::string& name);
     void add(std::shared_ptr<Stage> stage);
+    // A top-level fleet.toml table a stage module owns, with its reader.
+    void add_table(config::ConfigTable table);
+    const std::vector<config::ConfigTable>& config_tables() const { return tables_; }
+    // What the loader needs from this build: the known stage names and the
+    // modules' tables. Callers set the pipelines folders.
+    config::LoadOptions load_options() const;
     Stage* find(const std::string& name) const;
     bool implemented(const std::string& name) const { return find(name) != nullptr; }
     // Declared names plus every registered stage: what a pipeline may list.
@@ -46,6 +53,7 @@ public:
 private:
     std::map<std::string, std::shared_ptr<Stage>> stages_;
     std::vector<std::string> declared_;
+    std::vector<config::ConfigTable> tables_;
 };
 
 // Declares the shipped `kiln`'s stages in pipeline order and registers

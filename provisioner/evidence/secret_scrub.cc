@@ -37,7 +37,9 @@ SecretScrubber SecretScrubber::from_fleet(const config::Fleet& fleet) {
     }
     for (const auto& sw : fleet.switches) add_resolved(s, sw.password);
     if (fleet.store) add_resolved(s, fleet.store->password);
-    if (fleet.handover) add_resolved(s, fleet.handover->webhook_secret);
+    // Stage modules' own tables name theirs ([handover]'s webhook secret).
+    for (const auto& [key, table] : fleet.tables)
+        for (const auto& secret : table.secrets) add_resolved(s, secret);
     return s;
 }
 

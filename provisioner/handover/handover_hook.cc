@@ -12,7 +12,7 @@ std::string first_line(const std::string& s, size_t cap) {
 }
 }  // namespace
 
-Result<std::string> HookRunner::run(const config::HandoverHook& hook, const std::string& document) {
+Result<std::string> HookRunner::run(const HandoverHook& hook, const std::string& document) {
     if (!hook.command.empty()) {
         CommandSpec spec;
         spec.argv = hook.command;

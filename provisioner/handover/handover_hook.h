@@ -11,6 +11,7 @@
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/command.h"
 #include "provisioner/core/result.h"
+#include "provisioner/handover/handover_config.h"
 #include "provisioner/net/http_client.h"
 
 namespace kiln::handover {
@@ -23,7 +24,7 @@ public:
     // One line saying what happened ("command /bin/cat: exit 0",
     // "webhook https://h/path: HTTP 200"), or an error: a failing command or
     // a non-2xx answer is an error (transient: worth retrying).
-    Result<std::string> run(const config::HandoverHook& hook, const std::string& document);
+    Result<std::string> run(const HandoverHook& hook, const std::string& document);
 
 private:
     std::shared_ptr<CommandRunner> commands_;

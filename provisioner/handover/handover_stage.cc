@@ -59,7 +59,7 @@ Result<std::vector<engine::Action>> HandoverStage::plan(engine::StageContext& ct
     engine::Action a;
     a.id = "handover:ready";
     a.description = "hand " + ctx.node().name + " over" +
-                    (ctx.fleet().handover ? " and run the handover hook" : " (no hook configured)");
+                    (handover_hook(ctx.fleet()) ? " and run the handover hook" : " (no hook configured)");
     return std::vector<engine::Action>{a};
 }
 
@@ -80,8 +80,8 @@ Status HandoverStage::apply(engine::StageContext& ctx, const engine::Action& act
     }
     const json doc = handover_document(ctx.fleet(), node, "ready", smoke);
     std::string hook_said = "no hook configured";
-    if (ctx.fleet().handover) {
-        auto r = hooks_.run(*ctx.fleet().handover, doc.dump());
+    if (const HandoverHook* hook = handover_hook(ctx.fleet())) {
+        auto r = hooks_.run(*hook, doc.dump());
         if (!r) return r.error();
         hook_said = *r;
     }
@@ -110,8 +110,8 @@ void HandoverStage::notify_quarantined(engine::StageContext& ctx, const json& sm
     auto typed = smoke::read_smoke_record(smoke_result, smoke::kResultSchema, node);
     const json doc = handover_document(ctx.fleet(), node, "quarantined", typed ? &*typed : nullptr);
     std::string hook_said = "no hook configured";
-    if (ctx.fleet().handover) {
-        auto r = hooks_.run(*ctx.fleet().handover, doc.dump());
+    if (const HandoverHook* hook = handover_hook(ctx.fleet())) {
+        auto r = hooks_.run(*hook, doc.dump());
         hook_said = r ? *r : "hook failed: " + r.error().message;
         if (!r) ctx.event("handover.hook_failed", r.error().message);
     }

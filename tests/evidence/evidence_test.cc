@@ -369,8 +369,7 @@ TEST_CASE("kiln's own smoke stage writes the bundle when it quarantines a node")
     auto* smoke_stage = dynamic_cast<smoke::SmokeStage*>(registry.find("smoke"));
     REQUIRE(smoke_stage);
     REQUIRE(smoke_stage->options().on_quarantine);
-    config::LoadOptions opts;
-    opts.known_stages = registry.known_names();
+    config::LoadOptions opts = registry.load_options();
     auto loaded = config::load_fleet(fleet_path, opts);
     REQUIRE(loaded.fleet);
     engine::StopToken stop;

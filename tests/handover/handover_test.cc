@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "provisioner/engine/engine.h"
+#include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_hook.h"
 #include "provisioner/handover/handover_stage.h"
 #include "provisioner/handover/hmac_signature.h"
@@ -49,8 +50,8 @@ HookRunner runner() {
     return HookRunner(std::make_shared<kiln::ProcessRunner>(), std::make_shared<kiln::net::CurlHttpClient>());
 }
 
-kiln::config::HandoverHook webhook(const std::string& url, const std::string& secret_env) {
-    kiln::config::HandoverHook h;
+kiln::handover::HandoverHook webhook(const std::string& url, const std::string& secret_env) {
+    kiln::handover::HandoverHook h;
     h.webhook = url;
     h.timeout = std::chrono::seconds(10);
     auto s = kiln::Secret::parse("env:" + secret_env, "/");
@@ -73,7 +74,7 @@ TEST_CASE("HMAC-SHA256 matches RFC 4231 test case 2") {
 
 TEST_CASE("the command hook gets the document on stdin and a failing command is an error") {
     TempDir dir;
-    kiln::config::HandoverHook h;
+    kiln::handover::HandoverHook h;
     h.command = {"/usr/bin/tee", dir.file("got.json")};
     auto r = runner().run(h, R"({"node":"n1","state":"ready"})");
     REQUIRE(r.ok());
@@ -133,7 +134,7 @@ TEST_CASE("the handover stage marks the node ready signs its webhook and keeps t
     auto fleet = kiln::test::make_fleet(1, 1, {"handover"});
     fleet.dir = dir.path();
     fleet.limits.retries = 0;
-    fleet.handover = webhook(server.url("/ready"), "KILN_TEST_WEBHOOK_SECRET");
+    kiln::handover::set_handover_hook(fleet, webhook(server.url("/ready"), "KILN_TEST_WEBHOOK_SECRET"));
     auto store = kiln::journal::open_sqlite_store(dir.file("journal.db"), {});
     REQUIRE(store.ok());
     kiln::engine::StageRegistry registry;
@@ -152,7 +153,7 @@ TEST_CASE("the handover stage marks the node ready signs its webhook and keeps t
 
     // Now the receiver fails: the node fails with the reason, secret-free.
     WebhookReceiver broken(503);
-    fleet.handover = webhook(broken.url("/ready"), "KILN_TEST_WEBHOOK_SECRET");
+    kiln::handover::set_handover_hook(fleet, webhook(broken.url("/ready"), "KILN_TEST_WEBHOOK_SECRET"));
     kiln::engine::RunOptions again;
     again.reimage = true;
     kiln::engine::Engine engine2(fleet, registry, store->get(), nullptr, stop);

@@ -17,6 +17,7 @@
 #include "pipelines/smoke/local_process_transport.h"
 #include "pipelines/smoke/smoke_stage.h"
 #include "provisioner/engine/engine.h"
+#include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_stage.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "tests/smoke/smoke_test_util.h"
@@ -92,9 +93,9 @@ struct SmokeHarness {
         fleet.smoke[p.name] = p;
         for (auto& n : fleet.nodes) n.smoke = "quick";
         hook_file = dir.file("hook.json");
-        kiln::config::HandoverHook hook;
+        kiln::handover::HandoverHook hook;
         hook.command = {"/usr/bin/tee", "-a", hook_file};
-        fleet.handover = hook;
+        kiln::handover::set_handover_hook(fleet, hook);
         auto s = kiln::journal::open_sqlite_store(dir.file("journal.db"), {});
         REQUIRE(s.ok());
         store = std::move(*s);

@@ -1,5 +1,7 @@
 #include "tests/support/test_stages.h"
 
+#include "tests/support/greeter_module.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -382,6 +384,7 @@ void register_driver_stages(engine::StageRegistry& registry) {
     park.ledger = ledger;
     park.wait_ms = std::atoi(env("KILN_TEST_PARK_MS", "1000").c_str());
     registry.add(std::make_shared<ParkingStage>(park));
+    register_greeter_module(registry, ledger + ".");
 }
 
 }  // namespace kiln::test

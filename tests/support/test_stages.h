@@ -161,7 +161,8 @@ private:
 // KILN_TEST_SLEEP_MS, KILN_TEST_PROBE (a file counting concurrent applies),
 // KILN_TEST_EXCLUSIVE (a name every apply holds exclusively),
 // KILN_TEST_GATE (a file every apply waits for, up to two minutes);
-// and a parking stage t-park waiting KILN_TEST_PARK_MS (default 1000).
+// a parking stage t-park waiting KILN_TEST_PARK_MS (default 1000); and the
+// greeter module (greeter_module.h), its files beside the ledger.
 void register_driver_stages(engine::StageRegistry& registry);
 
 }  // namespace kiln::test

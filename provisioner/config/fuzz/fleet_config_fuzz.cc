@@ -18,6 +18,7 @@
 #include "network/stage/network_inputs.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/config/fleet_loader.h"
+#include "provisioner/handover/handover_config.h"
 #include "provisioner/vm/vm_inputs.h"
 
 namespace {
@@ -35,6 +36,7 @@ struct Scratch {
         std::ofstream(dir / "pipes" / "fw.toml") << "schema = 1\nname = \"fw\"\nstages = [\"firmware\"]\n";
         fleet = dir / "fleet.toml";
         options.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+        options.tables = {kiln::handover::handover_table()};
         options.pipelines_dir_override = (dir / "pipes").string();
     }
     ~Scratch() {
