@@ -1,6 +1,8 @@
-// The stages the shipped `kiln` knows, in pipeline order, and the ones it
-// implements: the product is assembled here, not in the core. A pipeline that names a stage missing from this list
-// fails with "stage 'X' is not implemented in this build" before any work.
+// The shipped `kiln`, assembled here rather than in the core: the stages it
+// declares, in pipeline order, the ones it implements, and the fleet tables
+// they own. A run that selects a declared stage this build does not
+// register fails with "stage 'X' is not implemented in this build" before
+// any work; a stage neither declared nor registered is unknown.
 #include "provisioner/engine/stage_registry.h"
 
 #include <memory>

@@ -28,7 +28,8 @@ public:
     // The secret reference at `key` ("env:NAME" or "file:PATH"), or an error
     // at its position that never carries the value. Each one read is kept
     // with the table, so that whatever must scrub the fleet's secrets from
-    // its output finds them without knowing the table (Fleet::secrets).
+    // its output finds them without knowing the table
+    // (TableValue::secrets, in Fleet::tables).
     std::optional<Secret> secret(TableReader& r, const std::string& key);
 
 private:
