@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
 #include "images/image_inputs.h"
 #include "network/stage/network_inputs.h"
@@ -38,8 +39,10 @@ const std::set<std::string> kStages = {"firmware", "network", "image", "vm", "sm
 LoadOptions options() {
     LoadOptions o;
     o.known_stages = kStages;
-    // The one stage table the product registers today ([handover]).
-    o.tables = {kiln::handover::handover_table()};
+    // The stage tables the product registers: the firmware stage's four
+    // and [handover].
+    o.tables = kiln::firmware::firmware_tables();
+    o.tables.push_back(kiln::handover::handover_table());
     o.pipelines_dir_override = kFixtures + "/pipelines";
     return o;
 }
@@ -150,14 +153,14 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(f.find_rack("r2")->switches.empty());
     CHECK(f.find_rack("r3") == nullptr);
 
-    const auto& fw = f.firmware.at("h100-2026q4");
+    const auto& fw = kiln::firmware::firmware_profiles(f)->at("h100-2026q4");
     REQUIRE(fw.components.size() == 2);
     CHECK(fw.components[0].name == "BIOS");
     CHECK(fw.components[0].version == "2.4.1");
     CHECK(fw.components[0].sha256 == "ab4c7f9d3e2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c");
     CHECK(fw.components[0].artifact == normal(kFixtures + "/artifacts/bios-2.4.1.bin"));
     CHECK(fw.components[1].artifact == "/srv/fw/bmc-7.10.bin");
-    const auto& bios = f.bios.at("gpu");
+    const auto& bios = kiln::firmware::bios_profiles(f)->at("gpu");
     CHECK(bios.sriov == true);
     CHECK(bios.iommu == true);
     CHECK(bios.acs == false);
@@ -200,8 +203,8 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(f.find_node("node-03") == nullptr);
     CHECK(n1.rack == "r1");
     CHECK(n1.role == "gpu-node");  // from [defaults]
-    CHECK(n1.firmware == "h100-2026q4");
-    CHECK(n1.bios == "gpu");
+    CHECK(n1.profile("firmware") == "h100-2026q4");
+    CHECK(n1.profile("bios") == "gpu");
     CHECK(n1.network == "roce");
     CHECK(n1.image == "gpu-guest");
     CHECK(n1.vm == "whole");
@@ -219,7 +222,7 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     const auto& n2 = f.nodes[1];
     CHECK(n2.name == "node-02");
     CHECK(n2.role == "reimage");
-    CHECK(n2.firmware == "h100-2026q4");
+    CHECK(n2.profile("firmware") == "h100-2026q4");
     CHECK(n2.bmc.username == "root");
     CHECK(n2.bmc.verify_tls);
     CHECK(n2.bmc.ca_bundle == normal(kFixtures + "/certs/ca.pem"));
@@ -256,7 +259,7 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(f.smoke.at("plain").timeout == 20min);
     CHECK(f.images.at("i").recipe == l->dir.path() + "/r.toml");  // need not exist
     const auto& n = f.nodes.at(0);
-    CHECK(n.firmware.empty());
+    CHECK(n.profile("firmware").empty());
     CHECK(n.bmc.url.empty());  // reimage has no firmware stage
     CHECK(n.bmc.verify_tls);
     CHECK_FALSE(n.bmc.password.has_value());
@@ -416,7 +419,7 @@ TEST_CASE("config: a firmware component's match and related_item, a node's bmc.s
     auto ok = load_text(kBase + comp + "match = \"GPU_SXM_*\"\nrelated_item = \"/redfish/v1/Systems/Node1\"\n");
     INFO(all_errors(*ok));
     REQUIRE(ok->result.errors.empty());
-    const auto& c = ok->result.fleet->firmware.at("f").components.at(0);
+    const auto& c = kiln::firmware::firmware_profiles(*ok->result.fleet)->at("f").components.at(0);
     CHECK(c.match == "GPU_SXM_*");
     CHECK(c.related_item == "/redfish/v1/Systems/Node1");
     expect_one(*load_text(kBase + comp + "related_item = \"Systems/Node1\"\n"), 12, 16,

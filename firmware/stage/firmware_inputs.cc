@@ -1,5 +1,7 @@
 #include "firmware/stage/firmware_inputs.h"
 
+#include "firmware/stage/firmware_config.h"
+
 namespace kiln::firmware {
 
 namespace {
@@ -12,9 +14,9 @@ json opt_bool(const std::optional<bool>& b) {
 
 json components_json(const config::Fleet& fleet, const config::Node& node) {
     json comps = json::array();
-    auto it = fleet.firmware.find(node.firmware);
-    if (it == fleet.firmware.end()) return comps;
-    for (const auto& c : it->second.components) {
+    const FirmwareProfile* fw = firmware_profile(fleet, node);
+    if (!fw) return comps;
+    for (const auto& c : fw->components) {
         json comp = {{"name", c.name}, {"version", c.version}, {"sha256", c.sha256}, {"artifact", c.artifact}};
         if (!c.match.empty()) comp["match"] = c.match;
         if (!c.related_item.empty()) comp["related_item"] = c.related_item;
@@ -24,9 +26,9 @@ json components_json(const config::Fleet& fleet, const config::Node& node) {
 }
 
 json bios_json(const config::Fleet& fleet, const config::Node& node) {
-    auto it = fleet.bios.find(node.bios);
-    if (it == fleet.bios.end()) return nullptr;
-    const auto& b = it->second;
+    const BiosProfile* bp = bios_profile(fleet, node);
+    if (!bp) return nullptr;
+    const auto& b = *bp;
     return {{"sriov", opt_bool(b.sriov)},
             {"iommu", opt_bool(b.iommu)},
             {"acs", opt_bool(b.acs)},
@@ -47,12 +49,11 @@ json firmware_inputs(const config::Fleet& fleet, const config::Node& node) {
                   {"verify_tls", bmc.verify_tls}}},
                 {"firmware", components_json(fleet, node)},
                 {"bios", bios_json(fleet, node)}};
-    if (auto it = fleet.firmware.find(node.firmware);
-        it != fleet.firmware.end() && it->second.apply_time != "Immediate")
-        out["apply_time"] = it->second.apply_time;
+    if (const FirmwareProfile* fw = firmware_profile(fleet, node); fw && fw->apply_time != "Immediate")
+        out["apply_time"] = fw->apply_time;
     if (!bmc.system.empty()) out["bmc"]["system"] = bmc.system;
-    if (auto it = fleet.host_os.find(node.host_os); it != fleet.host_os.end())
-        out["host_os"] = {{"name", it->second.name}, {"image", it->second.image}, {"sha256", it->second.sha256}};
+    if (const HostOsImage* os = host_os_image(fleet, node))
+        out["host_os"] = {{"name", os->name}, {"image", os->image}, {"sha256", os->sha256}};
     return out;
 }
 

@@ -22,17 +22,7 @@ Error stage_error(const std::string& code, const std::string& message, bool tran
     return make_error("firmware", code, message, transient);
 }
 
-const config::FirmwareProfile* firmware_profile(const config::Fleet& fleet, const config::Node& node) {
-    auto it = fleet.firmware.find(node.firmware);
-    return it == fleet.firmware.end() ? nullptr : &it->second;
-}
-
-const config::BiosProfile* bios_profile(const config::Fleet& fleet, const config::Node& node) {
-    auto it = fleet.bios.find(node.bios);
-    return it == fleet.bios.end() ? nullptr : &it->second;
-}
-
-const config::FirmwareComponent* component_named(const config::FirmwareProfile& p, const std::string& name) {
+const FirmwareComponent* component_named(const FirmwareProfile& p, const std::string& name) {
     for (const auto& c : p.components)
         if (c.name == name) return &c;
     return nullptr;
@@ -46,7 +36,7 @@ std::string unread_parts(const BmcInventory& inv) {
     return out.empty() ? "" : " (not read: " + out + ")";
 }
 
-ComponentSelector selector_of(const config::FirmwareComponent& c) {
+ComponentSelector selector_of(const FirmwareComponent& c) {
     return {c.name, c.match, c.related_item};
 }
 
@@ -176,7 +166,7 @@ Result<redfish::Endpoint> bmc_endpoint(const config::Node& node) {
     return e;
 }
 
-Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::string& vendor, const json& current,
+Result<DesiredBios> desired_bios(const BiosProfile& profile, const std::string& vendor, const json& current,
                                  const std::map<std::string, std::vector<std::string>>& allowed) {
     std::vector<std::pair<std::string, bool>> intents;
     if (profile.sriov) intents.emplace_back("sriov", *profile.sriov);
@@ -238,7 +228,7 @@ Result<ArtifactServer*> FirmwareStage::artifacts(const config::Fleet& fleet) {
     std::lock_guard<std::mutex> lock(artifacts_mu_);
     if (!artifacts_) {
         ArtifactServerConfig cfg = options_.artifacts;
-        if (fleet.artifact_server.pos.line > 0) cfg = {fleet.artifact_server.listen, fleet.artifact_server.advertise};
+        if (const auto* table = artifact_server_table(fleet)) cfg = {table->listen, table->advertise};
         auto s = ArtifactServer::start(cfg);
         if (!s) return s.error();
         artifacts_ = std::move(*s);
@@ -512,8 +502,8 @@ Status FirmwareStage::resume_reset(engine::StageContext& ctx, redfish::Client& c
 // server, else a multipart push. Returns the BMC's 2xx reply (a task).
 Result<redfish::Response> FirmwareStage::start_update(engine::StageContext& ctx, redfish::Client& client,
                                                       const BmcInventory& inv, const redfish::VendorProfile& prof,
-                                                      const config::FirmwareComponent& comp,
-                                                      const config::FirmwareProfile& fw, const json& targets) {
+                                                      const FirmwareComponent& comp, const FirmwareProfile& fw,
+                                                      const json& targets) {
     const bool on_reset = fw.apply_time == "OnReset";
     auto unsupported = [&](const char* path, const std::vector<std::string>& offered) -> Result<redfish::Response> {
         return stage_error(
@@ -631,7 +621,7 @@ Result<std::string> FirmwareStage::job_after_task(engine::StageContext& ctx, red
 Status FirmwareStage::flash(engine::StageContext& ctx, redfish::Client& client, const engine::Action& action) {
     const auto* fw = firmware_profile(ctx.fleet(), ctx.node());
     std::string name = action.detail.value("component", "");
-    const config::FirmwareComponent* comp = fw ? component_named(*fw, name) : nullptr;
+    const FirmwareComponent* comp = fw ? component_named(*fw, name) : nullptr;
     if (!comp) return stage_error("firmware.action", "action " + action.id + " names no component of the profile");
     // Back from a park between two polls of the update task.
     const json* resumed = ctx.resumed();
@@ -720,7 +710,7 @@ redfish::TaskOptions FirmwareStage::task_options() const {
 }
 
 redfish::TaskOptions FirmwareStage::update_task_options(engine::StageContext& ctx,
-                                                        const config::FirmwareComponent& comp) const {
+                                                        const FirmwareComponent& comp) const {
     redfish::TaskOptions opts = task_options();
     opts.progress = [&ctx, name = comp.name](const std::string& state, int pct) {
         ctx.progress(fmt::format("{}: update task {}", name, state), pct);
@@ -731,8 +721,8 @@ redfish::TaskOptions FirmwareStage::update_task_options(engine::StageContext& ct
 // Polls the update task; between polls the node parks (its thread goes back
 // to the engine) where the engine allows, else waits here. `state` carries
 // the poll and what the read-back needs across parks.
-Status FirmwareStage::await_update(engine::StageContext& ctx, redfish::Client& client,
-                                   const config::FirmwareComponent& comp, json state) {
+Status FirmwareStage::await_update(engine::StageContext& ctx, redfish::Client& client, const FirmwareComponent& comp,
+                                   json state) {
     const auto opts = update_task_options(ctx, comp);
     auto poll = redfish::TaskPoll::restore(state["poll"], opts);
     if (!poll) return poll.error();
@@ -773,9 +763,9 @@ Status FirmwareStage::poll_or_park(engine::StageContext& ctx, redfish::Client& c
 // After the update was sent (and its task ended): read the version back.
 // `state`: seen (the member versions last read), task_note, job_uri; and,
 // when resumed from a park between reads, reset_done and until_ms.
-Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& client,
-                                const config::FirmwareComponent& comp_ref, const json& state) {
-    const config::FirmwareComponent* comp = &comp_ref;
+Status FirmwareStage::read_back(engine::StageContext& ctx, redfish::Client& client, const FirmwareComponent& comp_ref,
+                                const json& state) {
+    const FirmwareComponent* comp = &comp_ref;
     const ComponentSelector sel = selector_of(*comp);
     std::string seen = state.value("seen", ""), task_note = state.value("task_note", "");
     const std::string job_uri = state.value("job_uri", "");

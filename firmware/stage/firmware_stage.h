@@ -43,6 +43,7 @@
 #include "firmware/redfish/task_monitor.h"
 #include "firmware/stage/artifact_server.h"
 #include "firmware/stage/bmc_inventory.h"
+#include "firmware/stage/firmware_config.h"
 #include "firmware/stage/node_reads.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/net/http_client.h"
@@ -126,21 +127,21 @@ private:
     // True when it waited for a task (the inventory may have changed).
     Result<bool> wait_running_tasks(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv);
     Result<redfish::Response> start_update(engine::StageContext& ctx, redfish::Client& client, const BmcInventory& inv,
-                                           const redfish::VendorProfile& prof, const config::FirmwareComponent& comp,
-                                           const config::FirmwareProfile& fw, const nlohmann::json& targets);
+                                           const redfish::VendorProfile& prof, const FirmwareComponent& comp,
+                                           const FirmwareProfile& fw, const nlohmann::json& targets);
     // A BMC task's polling: task_poll when the BMC gives no Retry-After,
     // at most 30 s apart, for task_timeout.
     redfish::TaskOptions task_options() const;
     // Flash, after the update was sent: its task polled (parking between
     // polls), then the version read back (parking between reads).
-    redfish::TaskOptions update_task_options(engine::StageContext& ctx, const config::FirmwareComponent& comp) const;
-    Status await_update(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
+    redfish::TaskOptions update_task_options(engine::StageContext& ctx, const FirmwareComponent& comp) const;
+    Status await_update(engine::StageContext& ctx, redfish::Client& client, const FirmwareComponent& comp,
                         nlohmann::json state);
     // `state[slot]` carries the poll across parks.
     Status poll_or_park(engine::StageContext& ctx, redfish::Client& client, redfish::TaskPoll& poll,
                         nlohmann::json& state, const std::string& what,
                         const nlohmann::json::json_pointer& slot = nlohmann::json::json_pointer("/poll"));
-    Status read_back(engine::StageContext& ctx, redfish::Client& client, const config::FirmwareComponent& comp,
+    Status read_back(engine::StageContext& ctx, redfish::Client& client, const FirmwareComponent& comp,
                      const nlohmann::json& state);
     Result<std::string> job_after_task(engine::StageContext& ctx, redfish::Client& client,
                                        const std::string& manager_uri, const redfish::VendorProfile& prof,
@@ -175,7 +176,7 @@ struct DesiredBios {
     nlohmann::json attributes = nlohmann::json::object();
     std::vector<std::string> not_applicable;
 };
-Result<DesiredBios> desired_bios(const config::BiosProfile& profile, const std::string& vendor,
+Result<DesiredBios> desired_bios(const BiosProfile& profile, const std::string& vendor,
                                  const nlohmann::json& current_attributes,
                                  const std::map<std::string, std::vector<std::string>>& allowed);
 

@@ -45,7 +45,7 @@ std::string joined(const std::vector<std::string>& items) {
     return out;
 }
 
-Status check_capable(const config::Node& node, const config::HostOsImage& os, bool has_cd,
+Status check_capable(const config::Node& node, const HostOsImage& os, bool has_cd,
                      const std::vector<std::string>& collections, const std::vector<std::string>& boot_targets) {
     if (!has_cd)
         return boot_error(
@@ -95,16 +95,11 @@ Result<SystemBoot> system_boot(const redfish::Response& r) {
 
 }  // namespace
 
-const config::HostOsImage* host_os_image(const config::Fleet& fleet, const config::Node& node) {
-    auto it = fleet.host_os.find(node.host_os);
-    return it == fleet.host_os.end() ? nullptr : &it->second;
-}
-
-std::string boot_action_id(const config::HostOsImage& os) {
+std::string boot_action_id(const HostOsImage& os) {
     return fmt::format("boot:{}:{}", os.name, os.sha256.substr(0, 12));
 }
 
-bool media_is(const std::string& image_uri, const config::HostOsImage& os) {
+bool media_is(const std::string& image_uri, const HostOsImage& os) {
     const std::string path = uri_path(image_uri);
     const std::string suffix = "/" + ArtifactServer::served_suffix(os.image, os.sha256);
     return path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -114,11 +109,11 @@ bool cd_override_armed(const std::string& target, const std::string& enabled) {
     return target == "Cd" && enabled == "Once";
 }
 
-Status check_boot_capable(const config::Node& node, const config::HostOsImage& os, const BmcInventory& inv) {
+Status check_boot_capable(const config::Node& node, const HostOsImage& os, const BmcInventory& inv) {
     return check_capable(node, os, inv.cd.has_value(), inv.virtual_media_collections, inv.boot_targets);
 }
 
-Result<std::optional<engine::Action>> plan_host_os_boot(const config::Node& node, const config::HostOsImage& os,
+Result<std::optional<engine::Action>> plan_host_os_boot(const config::Node& node, const HostOsImage& os,
                                                         const json& st) {
     const json vm = st.value("virtual_media", json());
     const json boot = st.value("boot", json::object());

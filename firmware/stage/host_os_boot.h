@@ -28,21 +28,19 @@
 #include <nlohmann/json.hpp>
 
 #include "firmware/stage/bmc_inventory.h"
+#include "firmware/stage/firmware_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 #include "provisioner/engine/stage.h"
 
 namespace kiln::firmware {
 
-// The node's host OS image, or null when it names none.
-const config::HostOsImage* host_os_image(const config::Fleet& fleet, const config::Node& node);
-
 // "boot:<name>:<12 hex digits of sha256>".
-std::string boot_action_id(const config::HostOsImage& os);
+std::string boot_action_id(const HostOsImage& os);
 
 // The VirtualMedia Image URI is the one kiln serves for `os` (any kiln run:
 // the URI ends in ArtifactServer::served_suffix, query and fragment aside).
-bool media_is(const std::string& image_uri, const config::HostOsImage& os);
+bool media_is(const std::string& image_uri, const HostOsImage& os);
 
 // The one-time Cd override is set and not yet used by a boot.
 bool cd_override_armed(const std::string& target, const std::string& enabled);
@@ -50,10 +48,10 @@ bool cd_override_armed(const std::string& target, const std::string& enabled);
 // The boot action for the node from the stage's observation (BmcInventory
 // to_json with virtual media read), or nullopt when the host booted the
 // image already. Errors: firmware.no_virtual_media, firmware.boot_target.
-Result<std::optional<engine::Action>> plan_host_os_boot(const config::Node& node, const config::HostOsImage& os,
+Result<std::optional<engine::Action>> plan_host_os_boot(const config::Node& node, const HostOsImage& os,
                                                         const nlohmann::json& observed);
 
 // The same checks on a fresh inventory (apply re-reads before it acts).
-Status check_boot_capable(const config::Node& node, const config::HostOsImage& os, const BmcInventory& inv);
+Status check_boot_capable(const config::Node& node, const HostOsImage& os, const BmcInventory& inv);
 
 }  // namespace kiln::firmware

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_stage.h"
 #include "images/image_stage.h"
 #include "network/stage/network_stage.h"
@@ -22,6 +23,7 @@ namespace kiln::engine {
 
 void register_product_stages(StageRegistry& registry) {
     for (const char* name : {"firmware", "network", "image", "vm", "smoke", "handover"}) registry.declare(name);
+    for (auto& table : firmware::firmware_tables()) registry.add_table(std::move(table));
     registry.add_table(handover::handover_table());
     registry.add(std::make_shared<firmware::FirmwareStage>());
     registry.add(std::make_shared<network::NetworkStage>());

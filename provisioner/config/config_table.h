@@ -7,6 +7,7 @@
 
 #include <any>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ public:
 
     // The fleet file's folder: relative paths resolve against it.
     const std::string& fleet_dir() const { return fleet_dir_; }
+    // `p` resolved against the fleet file's folder (absolute paths as given).
+    std::string path(const std::string& p) const;
     // The secret reference at `key` ("env:NAME" or "file:PATH"), or an error
     // at its position that never carries the value. Each one read is kept
     // with the table, so that whatever must scrub the fleet's secrets from
@@ -43,7 +46,51 @@ struct ConfigTable {
     // the reader (FILE:LINE:COL, key). The loader then reports the keys the
     // reader never asked for.
     std::function<std::any(TableReader& table, TableScope& scope)> read;
+    // For a table of named profiles ([firmware.NAME]) that each node picks
+    // one of by a key of its own (node.firmware = "NAME"): that key, read in
+    // [defaults] and each [[nodes]] and checked against `names` of the value
+    // read ("no firmware profile 'x'; defined: a, b"). Empty: nodes name
+    // nothing in this table.
+    std::string node_key;
+    std::function<std::vector<std::string>(const std::any& value)> names;
 };
+
+// Each [KEY.NAME] sub-table of `table`: a name that is not a profile name
+// (letters, digits, '.', '_', '-') or a value that is not a table is an
+// error; each other one is read by `each` with its own reader, finished
+// after (its unread keys are errors).
+void each_named_table(TableReader& table, const std::function<void(const std::string& name, TableReader& r)>& each);
+
+// A table of named profiles, read one by one with `read_one`, whose value is
+// Profiles<P> and whose names a node picks by `node_key`.
+template <class P>
+using Profiles = std::map<std::string, P>;
+
+template <class P>
+ConfigTable named_profiles_table(std::string key, std::string node_key,
+                                 std::function<P(const std::string& name, TableReader&, TableScope&)> read_one) {
+    ConfigTable t;
+    t.key = std::move(key);
+    t.node_key = std::move(node_key);
+    t.read = [read_one = std::move(read_one)](TableReader& table, TableScope& scope) -> std::any {
+        Profiles<P> out;
+        each_named_table(table, [&](const std::string& name, TableReader& r) { out[name] = read_one(name, r, scope); });
+        return out;
+    };
+    t.names = [](const std::any& value) {
+        std::vector<std::string> names;
+        if (const auto* m = std::any_cast<Profiles<P>>(&value))
+            for (const auto& [name, p] : *m) names.push_back(name);
+        return names;
+    };
+    return t;
+}
+
+// 64 hex digits, either case: a SHA-256 as fleet files write it.
+bool is_sha256_hex(const std::string& s);
+// `p` resolved against the folder `dir` unless it is absolute, normalised.
+std::string resolve_path(const std::string& dir, const std::string& p);
+std::string ascii_lower(std::string s);
 
 // http(s)://host[:port][/path] with no credentials in it: "" when `url` is
 // one, else what is wrong, never echoing the URL (it may carry a password).

@@ -67,6 +67,22 @@ const NodeNic* Node::find_nic(const std::string& nic_name) const {
     return nullptr;
 }
 
+const std::string& Node::profile(std::string_view node_key) const {
+    static const std::string none;
+    for (const auto& [key, name] : profiles)
+        if (key == node_key) return name;
+    return none;
+}
+
+void Node::set_profile(const std::string& node_key, const std::string& name) {
+    for (auto& [key, value] : profiles)
+        if (key == node_key) {
+            value = name;
+            return;
+        }
+    profiles.emplace_back(node_key, name);
+}
+
 std::string HostAccess::describe() const {
     if (mode == "local") return "local";
     if (mode == "netns") return "netns " + netns;

@@ -11,7 +11,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,51 +30,6 @@ struct SourcePos {
 };
 
 using Duration = std::chrono::milliseconds;
-
-struct FirmwareComponent {
-    std::string name;     // inventory name as the BMC reports it, e.g. "BIOS"
-    std::string version;  // desired version
-    // Which inventory members it applies to besides those named `name`: a
-    // glob on their Id or Name ("GPU_SXM_*"), and only members whose
-    // RelatedItem links start with `related_item` ("/redfish/v1/Systems/Node1").
-    std::string match;
-    std::string related_item;
-    std::string artifact;  // path, resolved against the fleet file's folder
-    std::string sha256;    // lowercase hex, 64 chars
-    SourcePos pos;
-};
-
-struct FirmwareProfile {
-    std::string name;
-    std::vector<FirmwareComponent> components;
-    // When updates take effect (Redfish @Redfish.OperationApplyTime):
-    // "Immediate" (the BMC applies at the end of its task) or "OnReset" (the
-    // BMC stages the image; the stage resets the host to activate it).
-    std::string apply_time = "Immediate";
-    SourcePos pos;
-};
-
-// [host_os.NAME]: the host OS (installer) image the firmware stage boots
-// through VirtualMedia.InsertMedia + a one-time Cd boot override + a reset,
-// served by kiln's artifact server like firmware artifacts.
-struct HostOsImage {
-    std::string name;
-    std::string image;   // path, resolved against the fleet file's folder
-    std::string sha256;  // lowercase hex, 64 chars
-    SourcePos pos;
-};
-
-// BIOS intents in kiln's vocabulary; the firmware stage maps them to vendor
-// attribute names. Unset intents are left alone.
-struct BiosProfile {
-    std::string name;
-    std::optional<bool> sriov;
-    std::optional<bool> iommu;
-    std::optional<bool> acs;
-    std::optional<bool> above_4g_decoding;
-    std::map<std::string, std::string> extra;  // raw vendor attributes, name -> value
-    SourcePos pos;
-};
 
 struct RoceProfile {
     std::string name;
@@ -160,14 +117,6 @@ struct SmokeProfile {
     std::optional<int64_t> rdma_iterations;
     std::optional<Duration> rdma_pair_timeout;
     SourcePos pos;
-};
-
-// [artifact_server]: where kiln serves firmware images for BMCs to pull
-// (UpdateService.SimpleUpdate ImageURI). BMCs must reach `advertise`.
-struct ArtifactServerConfig {
-    std::string listen = "127.0.0.1:0";  // IPv4 HOST:PORT; port 0 = any free port
-    std::string advertise;               // base URL BMCs use; "" = http://<listen host>:<bound port>
-    SourcePos pos;                       // line 0: the table is absent
 };
 
 // [store]: the journal in a PostgreSQL database that several kiln processes
@@ -313,20 +262,25 @@ struct Node {
     std::string rack;
     std::string role;  // pipeline name, e.g. "gpu-node"
     Bmc bmc;
-    std::string firmware;  // FirmwareProfile name ("" = none)
-    std::string bios;      // BiosProfile name
-    std::string host_os;   // HostOsImage name ("" = boot nothing)
-    std::string network;   // RoceProfile name
-    std::string image;     // ImageProfile name
-    std::string vm;        // VmShape name
-    std::string smoke;     // SmokeProfile name
+    std::string network;  // RoceProfile name
+    std::string image;    // ImageProfile name
+    std::string vm;       // VmShape name
+    std::string smoke;    // SmokeProfile name
     std::map<std::string, std::string> labels;
     std::vector<NodeNic> nics;  // RDMA NICs cabled to the fabric
     HostAccess host;            // how the network stage reaches its NICs; not managed by default
     std::string libvirt_uri;    // hypervisor of this node's VMs; "" = qemu:///system (local)
     SourcePos pos;
 
+    // The profiles this node picks in stage modules' tables, by node key
+    // (config_table.h: node_key), e.g. {"firmware", "h100-2026q4"}: in the
+    // order the modules registered them; a key not written is absent.
+    std::vector<std::pair<std::string, std::string>> profiles;
+
     const NodeNic* find_nic(const std::string& name) const;
+    // The profile named at `node_key`, or "" when the node names none.
+    const std::string& profile(std::string_view node_key) const;
+    void set_profile(const std::string& node_key, const std::string& name);
 };
 
 // pipelines/<name>.toml: the stage order for one role.
@@ -358,14 +312,10 @@ struct Fleet {
     std::vector<Node> nodes;
     std::vector<Cable> cabling;   // in file order
     std::vector<Uplink> uplinks;  // in file order
-    std::map<std::string, FirmwareProfile> firmware;
-    std::map<std::string, BiosProfile> bios;
-    std::map<std::string, HostOsImage> host_os;
     std::map<std::string, RoceProfile> network;
     std::map<std::string, ImageProfile> images;
     std::map<std::string, VmShape> vm;
     std::map<std::string, SmokeProfile> smoke;
-    ArtifactServerConfig artifact_server;
     std::optional<StoreConfig> store;           // absent: the SQLite journal
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
     std::map<std::string, TableValue> tables;   // stage modules' own tables, by key

@@ -14,11 +14,11 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "provisioner/config/config_table.h"
 #include "provisioner/config/toml_reader.h"
 #include "provisioner/config/toml_text_check.h"
-#include "provisioner/core/host_port.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/journal/store_url.h"
 
@@ -49,27 +49,6 @@ std::optional<Duration> parse_duration(const std::string& text) {
 
 namespace {
 
-std::string resolve_path(const std::string& dir, const std::string& p) {
-    fs::path path(p);
-    if (path.is_relative()) path = fs::path(dir) / path;
-    return path.lexically_normal().string();
-}
-
-bool is_hex64(const std::string& s) {
-    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
-}
-
-std::string lower(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
-// "10.0.0.5:8080", "127.0.0.1:0": what the artifact server can bind.
-bool valid_ipv4_listen(const std::string& text) {
-    const auto hp = parse_host_port(text);
-    return hp && is_ipv4(hp->host);
-}
-
 bool valid_node_name(const std::string& s) {
     static const std::regex re(R"(^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)");
     return std::regex_match(s, re);
@@ -89,11 +68,6 @@ bool valid_host_address(const std::string& s) {
     if (!m[3].matched) return true;
     const int port = std::stoi(m[3].str());
     return port >= 1 && port <= 65535;
-}
-
-bool valid_profile_name(const std::string& s) {
-    static const std::regex re(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)");
-    return std::regex_match(s, re);
 }
 
 template <class Map>
@@ -125,37 +99,19 @@ struct Loader {
             ctx.error(r.table().source(), r.key_path(a), when_a);
     }
 
+    // A core key's secret: the scrubber finds it where the fleet keeps it
+    // (a switch, a BMC, the store), so the list a TableScope keeps is dropped.
     std::optional<Secret> secret(TableReader& r, const std::string& key) {
-        auto v = r.str(key);
-        if (!v) return std::nullopt;
-        auto s = Secret::parse(*v, fleet.dir);
-        if (!s) {
-            // The message never carries the value: it may be the secret.
-            ctx.error(r.table().get(key)->source(), r.key_path(key), s.error().message);
-            return std::nullopt;
-        }
-        return *s;
+        std::vector<Secret> kept_elsewhere;
+        return TableScope(fleet.dir, kept_elsewhere).secret(r, key);
     }
 
     template <class F>
     void named_tables(TableReader& root, const std::string& section, F&& each) {
         const toml::table* t = root.table(section);
         if (!t) return;
-        for (const auto& [k, v] : *t) {
-            const std::string name(k.str());
-            const std::string path = section + "." + name;
-            if (!valid_profile_name(name)) {
-                ctx.error(k.source(), path, "expected a name of letters, digits, '.', '_' and '-'");
-                continue;
-            }
-            if (!v.is_table()) {
-                ctx.error(v.source(), path, fmt::format("expected table, found {}", toml_type_name(v)));
-                continue;
-            }
-            TableReader r(ctx, *v.as_table(), path);
-            each(name, r);
-            r.finish();
-        }
+        TableReader r(ctx, *t, section);
+        each_named_table(r, each);
     }
 
     void limits(TableReader& root) {
@@ -600,84 +556,6 @@ struct Loader {
     }
 
     void profiles(TableReader& root) {
-        named_tables(root, "firmware", [&](const std::string& name, TableReader& r) {
-            FirmwareProfile p;
-            p.name = name;
-            p.pos = r.pos();
-            if (auto v = r.choice("apply_time", {"Immediate", "OnReset"})) p.apply_time = *v;
-            if (const toml::array* comps = r.array("components", true)) {
-                for (size_t i = 0; i < comps->size(); ++i) {
-                    const toml::node& n = *comps->get(i);
-                    const std::string path = fmt::format("{}.components[{}]", r.path(), i);
-                    if (!n.is_table()) {
-                        ctx.error(n.source(), path, fmt::format("expected table, found {}", toml_type_name(n)));
-                        continue;
-                    }
-                    TableReader cr(ctx, *n.as_table(), path);
-                    FirmwareComponent c;
-                    c.pos = cr.pos();
-                    if (auto v = cr.str("name", true)) c.name = *v;
-                    if (auto v = cr.str("version", true)) c.version = *v;
-                    if (auto v = cr.str("match")) c.match = *v;
-                    if (auto v = cr.str("related_item")) {
-                        if (v->rfind("/redfish/", 0) != 0)
-                            ctx.error(n.as_table()->get("related_item")->source(), path + ".related_item",
-                                      "expected a Redfish path starting with /redfish/");
-                        else
-                            c.related_item = *v;
-                    }
-                    if (auto v = cr.str("artifact", true)) c.artifact = resolve_path(fleet.dir, *v);
-                    if (auto v = cr.str("sha256", true)) {
-                        if (!is_hex64(*v))
-                            ctx.error(n.as_table()->get("sha256")->source(), path + ".sha256",
-                                      fmt::format("expected 64 hex digits, found {} characters", v->size()));
-                        else
-                            c.sha256 = lower(*v);
-                    }
-                    cr.finish();
-                    p.components.push_back(std::move(c));
-                }
-            }
-            fleet.firmware[name] = std::move(p);
-        });
-        named_tables(root, "host_os", [&](const std::string& name, TableReader& r) {
-            HostOsImage h;
-            h.name = name;
-            h.pos = r.pos();
-            if (auto v = r.str("image", true)) h.image = resolve_path(fleet.dir, *v);
-            if (auto v = r.str("sha256", true)) {
-                if (!is_hex64(*v))
-                    ctx.error(r.table().get("sha256")->source(), r.key_path("sha256"),
-                              fmt::format("expected 64 hex digits, found {} characters", v->size()));
-                else
-                    h.sha256 = lower(*v);
-            }
-            fleet.host_os[name] = std::move(h);
-        });
-        named_tables(root, "bios", [&](const std::string& name, TableReader& r) {
-            BiosProfile p;
-            p.name = name;
-            p.pos = r.pos();
-            p.sriov = r.boolean("sriov");
-            p.iommu = r.boolean("iommu");
-            p.acs = r.boolean("acs");
-            p.above_4g_decoding = r.boolean("above_4g_decoding");
-            if (const toml::table* attrs = r.table("attributes")) {
-                for (const auto& [k, v] : *attrs) {
-                    const std::string key(k.str());
-                    if (v.is_string())
-                        p.extra[key] = *v.value<std::string>();
-                    else if (v.is_integer())
-                        p.extra[key] = std::to_string(*v.value<int64_t>());
-                    else if (v.is_boolean())
-                        p.extra[key] = *v.value<bool>() ? "true" : "false";
-                    else
-                        ctx.error(v.source(), r.key_path("attributes." + key),
-                                  fmt::format("expected string, integer or boolean, found {}", toml_type_name(v)));
-                }
-            }
-            fleet.bios[name] = std::move(p);
-        });
         named_tables(root, "network", [&](const std::string& name, TableReader& r) {
             RoceProfile p;
             p.name = name;
@@ -956,7 +834,6 @@ struct Loader {
         }
     }
 
-    // [artifact_server] { listen, advertise }: the firmware stage's image server.
     void store(TableReader& root) {
         const toml::table* t = root.table("store");
         if (!t) return;
@@ -972,27 +849,6 @@ struct Loader {
         st.password = secret(r, "password");
         r.finish();
         fleet.store = std::move(st);
-    }
-
-    void artifact_server(TableReader& root) {
-        const toml::table* t = root.table("artifact_server");
-        if (!t) return;
-        TableReader r(ctx, *t, "artifact_server");
-        ArtifactServerConfig a;
-        a.pos = r.pos();
-        if (auto v = r.str("listen")) {
-            if (!valid_ipv4_listen(*v))
-                ctx.error(t->get("listen")->source(), "artifact_server.listen",
-                          fmt::format("expected an IPv4 HOST:PORT such as \"10.0.0.5:8080\", found '{}'", *v));
-            a.listen = *v;
-        }
-        if (auto v = r.str("advertise")) {
-            if (auto problem = http_url_problem(*v); !problem.empty())
-                ctx.error(t->get("advertise")->source(), "artifact_server.advertise", problem);
-            a.advertise = *v;
-        }
-        r.finish();
-        fleet.artifact_server = std::move(a);
     }
 
     // bmc = { ... } for a node or for [defaults]; `bmc` starts as the base.
@@ -1012,11 +868,11 @@ struct Loader {
         if (auto v = r.str("fingerprint")) {
             std::string fp = *v;
             fp.erase(std::remove(fp.begin(), fp.end(), ':'), fp.end());
-            if (!v->empty() && !is_hex64(fp))
+            if (!v->empty() && !is_sha256_hex(fp))
                 ctx.error(t->get("fingerprint")->source(), r.key_path("fingerprint"),
                           "expected a SHA-256 fingerprint: 64 hex digits (colons allowed)");
             else
-                bmc.fingerprint = lower(fp);
+                bmc.fingerprint = ascii_lower(fp);
         }
         if (auto v = r.boolean("verify_tls")) bmc.verify_tls = *v;
         if (auto v = r.str("system")) {
@@ -1037,6 +893,29 @@ struct Loader {
     // so roles naming them are not reported again.
     std::set<std::string> broken_pipelines;
 
+    // The names each module table with node references defines, read once.
+    std::map<std::string, std::vector<std::string>> module_names;
+
+    // A node's reference to a module's profile (config_table.h: node_key),
+    // checked against the names its table defines.
+    void module_refs(TableReader& r, Node& n) {
+        for (const auto& mt : options.tables) {
+            if (mt.node_key.empty()) continue;
+            auto v = r.str(mt.node_key);
+            if (!v) continue;
+            auto& names = module_names[mt.key];
+            if (names.empty() && mt.names)
+                if (auto it = fleet.tables.find(mt.key); it != fleet.tables.end()) names = mt.names(it->second.value);
+            if (std::find(names.begin(), names.end(), *v) == names.end()) {
+                ctx.error(r.table().get(mt.node_key)->source(), r.key_path(mt.node_key),
+                          fmt::format("no {} profile '{}'; defined: {}", mt.node_key, *v,
+                                      names.empty() ? "(none)" : fmt::format("{}", fmt::join(names, ", "))));
+                continue;
+            }
+            n.set_profile(mt.node_key, *v);
+        }
+    }
+
     // A profile reference: checked against its section, error at the value.
     template <class Map>
     void ref(TableReader& r, const char* key, const Map& defined, const char* kind, std::string& out) {
@@ -1051,9 +930,7 @@ struct Loader {
     }
 
     void profile_refs(TableReader& r, Node& n) {
-        ref(r, "firmware", fleet.firmware, "firmware", n.firmware);
-        ref(r, "bios", fleet.bios, "bios", n.bios);
-        ref(r, "host_os", fleet.host_os, "host_os", n.host_os);
+        module_refs(r, n);
         ref(r, "network", fleet.network, "network", n.network);
         ref(r, "image", fleet.images, "image", n.image);
         ref(r, "vm", fleet.vm, "vm", n.vm);
@@ -1316,7 +1193,6 @@ LoadResult load_fleet_file(const std::string& path, const LoadOptions& options) 
     L.racks(root);
     L.profiles(root);
     L.module_tables(root);
-    L.artifact_server(root);
     L.store(root);
     L.pipelines(pipelines_dir, pipelines_node);
     L.read_defaults(root);

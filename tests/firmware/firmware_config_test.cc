@@ -2,6 +2,7 @@
 // with a node's host_os, and a firmware profile's apply_time.
 #include <catch2/catch.hpp>
 
+#include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
 #include "provisioner/config/fleet_loader.h"
 #include "tests/support/temp_dir.h"
@@ -18,6 +19,7 @@ config::LoadResult load(const std::string& extra) {
                                                    "role = \"fw\"\nbmc = { url = \"http://127.0.0.1:1\" }\n");
     config::LoadOptions opts;
     opts.known_stages = {"firmware"};
+    opts.tables = firmware::firmware_tables();
     return config::load_fleet(path, opts);
 }
 
@@ -26,14 +28,14 @@ config::LoadResult load(const std::string& extra) {
 TEST_CASE("artifact_server listen and advertise are read") {
     auto r = load("[artifact_server]\nlisten = \"0.0.0.0:8088\"\nadvertise = \"http://10.0.0.5:8088\"\n");
     REQUIRE(r.fleet);
-    CHECK(r.fleet->artifact_server.listen == "0.0.0.0:8088");
-    CHECK(r.fleet->artifact_server.advertise == "http://10.0.0.5:8088");
-    CHECK(r.fleet->artifact_server.pos.line == 4);
+    CHECK(firmware::artifact_server_table(*r.fleet)->listen == "0.0.0.0:8088");
+    CHECK(firmware::artifact_server_table(*r.fleet)->advertise == "http://10.0.0.5:8088");
+    CHECK(firmware::artifact_server_table(*r.fleet)->pos.line == 4);
 
     auto d = load("");
     REQUIRE(d.fleet);
-    CHECK(d.fleet->artifact_server.listen == "127.0.0.1:0");
-    CHECK(d.fleet->artifact_server.pos.line == 0);
+    // Absent: the stage serves on its default (FirmwareStageOptions).
+    CHECK(firmware::artifact_server_table(*d.fleet) == nullptr);
 }
 
 TEST_CASE("a bad artifact_server address is refused at FILE LINE COL with its key") {
@@ -53,7 +55,7 @@ namespace {
 
 // A fleet with [defaults] host_os and two nodes, one overriding it.
 config::LoadResult load_host_os(const std::string& tables, const std::string& defaults = "host_os = \"a\"\n",
-                                const std::string& node1 = "host_os = \"b\"\n") {
+                                const std::string& node1 = "host_os = \"b\"\n", bool firmware_module = true) {
     static kiln::test::TempDir dir;
     dir.write("pipelines/fw.toml", "schema = 1\nname = \"fw\"\nstages = [\"firmware\"]\n");
     std::string path = dir.write("fleet.toml", "schema = 1\n[fleet]\nname = \"x\"\n" + tables +
@@ -64,6 +66,7 @@ config::LoadResult load_host_os(const std::string& tables, const std::string& de
                                                    node1);
     config::LoadOptions opts;
     opts.known_stages = {"firmware"};
+    if (firmware_module) opts.tables = firmware::firmware_tables();
     return config::load_fleet(path, opts);
 }
 
@@ -82,13 +85,13 @@ TEST_CASE("host_os images are read and nodes take them from defaults or their ow
                           "\"\n[host_os.b]\nimage = \"/srv/other.iso\"\nsha256 = \"" + std::string(64, 'b') + "\"\n");
     INFO(all_errors(r));
     REQUIRE(r.fleet);
-    const auto& a = r.fleet->host_os.at("a");
+    const auto& a = firmware::host_os_images(*r.fleet)->at("a");
     CHECK(a.image == r.fleet->dir + "/iso/debian.iso");  // relative to the fleet file's folder
     CHECK(a.sha256 == std::string(64, 'a'));             // kept lowercase
     CHECK(a.pos.line == 4);
-    CHECK(r.fleet->host_os.at("b").image == "/srv/other.iso");
-    CHECK(r.fleet->nodes[0].host_os == "a");
-    CHECK(r.fleet->nodes[1].host_os == "b");
+    CHECK(firmware::host_os_images(*r.fleet)->at("b").image == "/srv/other.iso");
+    CHECK(r.fleet->nodes[0].profile("host_os") == "a");
+    CHECK(r.fleet->nodes[1].profile("host_os") == "b");
     // Part of the firmware stage's inputs only where set.
     auto with = kiln::firmware::firmware_inputs(*r.fleet, r.fleet->nodes[0]);
     CHECK(with["host_os"]["sha256"] == std::string(64, 'a'));
@@ -122,16 +125,41 @@ TEST_CASE("a firmware profile's apply_time is Immediate unless it says OnReset")
     auto d = load_host_os("[firmware.p]\n" + comp, "firmware = \"p\"\n", "");
     INFO(all_errors(d));
     REQUIRE(d.fleet);
-    CHECK(d.fleet->firmware.at("p").apply_time == "Immediate");
+    CHECK(firmware::firmware_profiles(*d.fleet)->at("p").apply_time == "Immediate");
     CHECK(kiln::firmware::firmware_inputs(*d.fleet, d.fleet->nodes[0]).contains("apply_time") == false);
 
     auto o = load_host_os("[firmware.p]\napply_time = \"OnReset\"\n" + comp, "firmware = \"p\"\n", "");
     REQUIRE(o.fleet);
-    CHECK(o.fleet->firmware.at("p").apply_time == "OnReset");
+    CHECK(firmware::firmware_profiles(*o.fleet)->at("p").apply_time == "OnReset");
     CHECK(kiln::firmware::firmware_inputs(*o.fleet, o.fleet->nodes[0])["apply_time"] == "OnReset");
 
     auto bad = load_host_os("[firmware.p]\napply_time = \"Later\"\n" + comp, "", "");
     REQUIRE_FALSE(bad.fleet);
     CHECK(all_errors(bad).find("fleet.toml:5:14: firmware.p.apply_time: expected one of Immediate, OnReset, found "
                                "\"Later\"") != std::string::npos);
+}
+
+TEST_CASE("the firmware stage's tables and node keys are its module's: a build without it refuses them") {
+    const std::string tables =
+        "[firmware.p]\n[[firmware.p.components]]\nname = \"BIOS\"\nversion = \"2\"\n"
+        "artifact = \"a.bin\"\nsha256 = \"" +
+        kSha + "\"\n[bios.b]\nsriov = true\n[artifact_server]\nlisten = \"127.0.0.1:0\"\n";
+    const std::string refs = "firmware = \"p\"\nbios = \"b\"\n";
+    auto with = load_host_os(tables, refs, "bios = \"b\"\n");
+    INFO(all_errors(with));
+    REQUIRE(with.fleet);
+    CHECK(with.fleet->nodes[0].profile("firmware") == "p");  // from [defaults]
+    CHECK(with.fleet->nodes[1].profile("bios") == "b");      // its own key over the default's
+    CHECK(firmware::bios_profile(*with.fleet, with.fleet->nodes[1])->sriov == true);
+    CHECK(firmware::firmware_profile(*with.fleet, with.fleet->nodes[1])->components.at(0).version == "2");
+
+    auto without = load_host_os(tables, refs, "bios = \"b\"\n", false);
+    REQUIRE_FALSE(without.fleet);
+    const std::string all = all_errors(without);
+    INFO(all);
+    for (const char* key : {"firmware", "bios", "artifact_server"})
+        CHECK(all.find(std::string(": ") + key + ": unknown key '" + key + "'") != std::string::npos);
+    CHECK(all.find("defaults.firmware: unknown key 'firmware'") != std::string::npos);
+    CHECK(all.find("defaults.bios: unknown key 'bios'") != std::string::npos);
+    CHECK(all.find("nodes[1].bios: unknown key 'bios'") != std::string::npos);
 }

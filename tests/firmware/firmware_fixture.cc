@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include "firmware/stage/firmware_config.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/net/http_client.h"
@@ -39,6 +40,7 @@ std::string write_fleet(const kiln::test::TempDir& dir, const FleetSpec& spec) {
 config::Fleet load_fleet_or_fail(const std::string& path) {
     config::LoadOptions opts;
     opts.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+    opts.tables = firmware::firmware_tables();
     auto r = config::load_fleet(path, opts);
     for (const auto& e : r.errors) UNSCOPED_INFO(e.str());
     REQUIRE(r.fleet.has_value());

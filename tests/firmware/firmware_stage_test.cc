@@ -915,7 +915,7 @@ TEST_CASE("an update staged OnReset by a run killed before its reset is activate
     kiln::test::TempDir dir;
     std::string fw = "[firmware.p]\napply_time = \"OnReset\"\n" + image_toml(dir, "BIOS", "P79 v1.46", "bios.bin");
     auto fleet = load_fleet_or_fail(write_fleet(dir, {.bmc_urls = {bmc.url()}, .firmware_toml = fw}));
-    const auto& comp = fleet.firmware.at("p").components[0];
+    const auto& comp = firmware::firmware_profiles(fleet)->at("p").components[0];
     // The killed run: the image served as kiln serves it, SimpleUpdate
     // OnReset sent, the task followed to its end, and no reset.
     auto server = ArtifactServer::start({});

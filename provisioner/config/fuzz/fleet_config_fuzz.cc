@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
 #include "network/stage/network_inputs.h"
 #include "provisioner/config/fleet_config.h"
@@ -36,7 +37,8 @@ struct Scratch {
         std::ofstream(dir / "pipes" / "fw.toml") << "schema = 1\nname = \"fw\"\nstages = [\"firmware\"]\n";
         fleet = dir / "fleet.toml";
         options.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
-        options.tables = {kiln::handover::handover_table()};
+        options.tables = kiln::firmware::firmware_tables();
+        options.tables.push_back(kiln::handover::handover_table());
         options.pipelines_dir_override = (dir / "pipes").string();
     }
     ~Scratch() {
