@@ -1,10 +1,12 @@
 #include "images/image_inputs.h"
 
+#include "images/image_config.h"
+
 namespace kiln::images {
 
 nlohmann::json image_inputs(const config::Fleet& fleet, const config::Node& node) {
-    auto it = fleet.images.find(node.image);
-    return {{"image", node.image}, {"recipe", it == fleet.images.end() ? "" : it->second.recipe}};
+    const ImageProfile* p = image_profile(fleet, node);
+    return {{"image", node.profile(kImageNodeKey)}, {"recipe", p ? p->recipe : ""}};
 }
 
 }  // namespace kiln::images

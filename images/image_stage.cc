@@ -15,7 +15,7 @@ namespace kiln::images {
 
 namespace fs = std::filesystem;
 
-std::string image_cache_dir(const config::Fleet& fleet, const config::ImageProfile& profile) {
+std::string image_cache_dir(const config::Fleet& fleet, const ImageProfile& profile) {
     if (!profile.cache.empty()) return profile.cache;
     return (fs::path(fleet.dir.empty() ? "." : fleet.dir) / ".kiln" / "images").string();
 }
@@ -28,23 +28,23 @@ constexpr std::chrono::milliseconds kBusyRecheck{5000};
 constexpr const char* kImageBuiltKey = "image-build-ended";
 
 struct Loaded {
-    const config::ImageProfile* profile = nullptr;
+    const ImageProfile* profile = nullptr;
     Recipe recipe;
 };
 
 Result<Loaded> load_for(const engine::StageContext& ctx) {
     const auto& node = ctx.node();
-    auto it = ctx.fleet().images.find(node.image);
-    if (node.image.empty() || it == ctx.fleet().images.end())
+    const ImageProfile* profile = image_profile(ctx.fleet(), node);
+    if (!profile)
         return make_error("image", "image.no_profile",
                           fmt::format("node '{}' names no image profile ([images.NAME] and node.image)", node.name));
-    auto r = load_recipe(it->second.recipe, it->second.inputs);
+    auto r = load_recipe(profile->recipe, profile->inputs);
     if (!r.recipe) {
         std::string msg;
         for (const auto& e : r.errors) msg += (msg.empty() ? "" : "; ") + e.str();
         return make_error("image", "image.bad_recipe", msg);
     }
-    return Loaded{&it->second, std::move(*r.recipe)};
+    return Loaded{profile, std::move(*r.recipe)};
 }
 
 }  // namespace

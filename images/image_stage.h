@@ -15,6 +15,7 @@
 #include <string>
 
 #include "images/guest_disk.h"
+#include "images/image_config.h"
 #include "provisioner/core/command.h"
 #include "provisioner/engine/stage.h"
 
@@ -43,6 +44,6 @@ private:
 };
 
 // The cache dir of a profile: its `cache` key, else <fleet dir>/.kiln/images.
-std::string image_cache_dir(const config::Fleet& fleet, const config::ImageProfile& profile);
+std::string image_cache_dir(const config::Fleet& fleet, const ImageProfile& profile);
 
 }  // namespace kiln::images

@@ -9,6 +9,7 @@
 
 #include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
+#include "images/image_config.h"
 #include "images/image_inputs.h"
 #include "network/stage/network_inputs.h"
 #include "pipelines/smoke/smoke_inputs.h"
@@ -39,9 +40,10 @@ const std::set<std::string> kStages = {"firmware", "network", "image", "vm", "sm
 LoadOptions options() {
     LoadOptions o;
     o.known_stages = kStages;
-    // The stage tables the product registers: the firmware stage's four
-    // and [handover].
+    // The stage tables the product registers: the firmware stage's four,
+    // [images.NAME] and [handover].
     o.tables = kiln::firmware::firmware_tables();
+    o.tables.push_back(kiln::images::image_table());
     o.tables.push_back(kiln::handover::handover_table());
     o.pipelines_dir_override = kFixtures + "/pipelines";
     return o;
@@ -183,7 +185,8 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(net.is_given("ecn_probability_pct"));
     CHECK(net.is_given("pfc_watchdog.detection_ms"));
     CHECK_FALSE(net.is_given("buffer_policy"));
-    CHECK(f.images.at("gpu-guest").recipe == normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml"));
+    CHECK(kiln::images::image_profiles(f)->at("gpu-guest").recipe ==
+          normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml"));
     CHECK(f.vm.at("whole").split == "numa");
     CHECK(f.vm.at("whole").vcpus == 8);
     CHECK(f.vm.at("whole").memory_gib == 16);
@@ -206,7 +209,7 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(n1.profile("firmware") == "h100-2026q4");
     CHECK(n1.profile("bios") == "gpu");
     CHECK(n1.network == "roce");
-    CHECK(n1.image == "gpu-guest");
+    CHECK(n1.profile("image") == "gpu-guest");
     CHECK(n1.vm == "whole");
     CHECK(n1.smoke == "default");
     CHECK(n1.bmc.url == "https://127.0.0.1:8443");
@@ -257,7 +260,7 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(f.vm.at("plain").split == "whole");
     CHECK(f.vm.at("plain").hugepages);
     CHECK(f.smoke.at("plain").timeout == 20min);
-    CHECK(f.images.at("i").recipe == l->dir.path() + "/r.toml");  // need not exist
+    CHECK(kiln::images::image_profiles(f)->at("i").recipe == l->dir.path() + "/r.toml");  // need not exist
     const auto& n = f.nodes.at(0);
     CHECK(n.profile("firmware").empty());
     CHECK(n.bmc.url.empty());  // reimage has no firmware stage
@@ -409,6 +412,28 @@ TEST_CASE("config: a non-ASCII character outside strings is refused before toml+
                         "description = '''a\n" + e + "'''\nnote = \"\"\"\n" + e + " \\\"\"\"\"\"\n");
     INFO(all_errors(*ok));
     for (const auto& d : ok->result.errors) CHECK(d.message != "a non-ASCII character outside a string or comment");
+}
+
+TEST_CASE("config: [images.NAME] and a node's image key belong to the image module", "[config][errors]") {
+    const std::string fleet = kBase + "[images.g]\nrecipe = \"x.toml\"\n" + kNodeA + "image = \"g\"\n";
+    auto with = load_text(fleet);
+    INFO(all_errors(*with));
+    REQUIRE(with->result.fleet);
+    CHECK(with->result.fleet->nodes.at(0).profile("image") == "g");
+    CHECK(kiln::images::image_profile(*with->result.fleet, with->result.fleet->nodes.at(0))->recipe ==
+          with->dir.path() + "/x.toml");
+
+    LoadOptions o = options();
+    o.tables.erase(std::remove_if(o.tables.begin(), o.tables.end(),
+                                  [](const kiln::config::ConfigTable& t) { return t.key == "images"; }),
+                   o.tables.end());
+    auto without = load_text(fleet, o);
+    const std::string all = all_errors(*without);
+    INFO(all);
+    REQUIRE_FALSE(without->result.fleet);
+    CHECK(without->result.errors.size() == 2);
+    CHECK(all.find(":6:2: images: unknown key 'images'") != std::string::npos);
+    CHECK(all.find(":12:1: nodes[0].image: unknown key 'image'") != std::string::npos);
 }
 
 TEST_CASE("config: a firmware component's match and related_item, a node's bmc.system", "[config][errors]") {

@@ -9,6 +9,7 @@
 
 #include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_stage.h"
+#include "images/image_config.h"
 #include "images/image_stage.h"
 #include "network/stage/network_stage.h"
 #include "pipelines/smoke/smoke_stage.h"
@@ -24,6 +25,7 @@ namespace kiln::engine {
 void register_product_stages(StageRegistry& registry) {
     for (const char* name : {"firmware", "network", "image", "vm", "smoke", "handover"}) registry.declare(name);
     for (auto& table : firmware::firmware_tables()) registry.add_table(std::move(table));
+    registry.add_table(images::image_table());
     registry.add_table(handover::handover_table());
     registry.add(std::make_shared<firmware::FirmwareStage>());
     registry.add(std::make_shared<network::NetworkStage>());

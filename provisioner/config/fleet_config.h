@@ -62,14 +62,6 @@ struct RoceProfile {
     SourcePos pos;
 };
 
-struct ImageProfile {
-    std::string name;
-    std::string recipe;                         // path to an image recipe, resolved against the fleet folder
-    std::string cache;                          // layer cache dir; "" = <fleet folder>/.kiln/images
-    std::map<std::string, std::string> inputs;  // recipe input name -> host path (resolved)
-    SourcePos pos;
-};
-
 struct VmShape {
     std::string name;
     std::string split = "whole";  // whole | numa | count
@@ -263,7 +255,6 @@ struct Node {
     std::string role;  // pipeline name, e.g. "gpu-node"
     Bmc bmc;
     std::string network;  // RoceProfile name
-    std::string image;    // ImageProfile name
     std::string vm;       // VmShape name
     std::string smoke;    // SmokeProfile name
     std::map<std::string, std::string> labels;
@@ -313,7 +304,6 @@ struct Fleet {
     std::vector<Cable> cabling;   // in file order
     std::vector<Uplink> uplinks;  // in file order
     std::map<std::string, RoceProfile> network;
-    std::map<std::string, ImageProfile> images;
     std::map<std::string, VmShape> vm;
     std::map<std::string, SmokeProfile> smoke;
     std::optional<StoreConfig> store;           // absent: the SQLite journal

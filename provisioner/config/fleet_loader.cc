@@ -660,24 +660,6 @@ struct Loader {
                            fmt::format("expected host_mtu <= switch_mtu ({})", p.switch_mtu));
             fleet.network[name] = std::move(p);
         });
-        named_tables(root, "images", [&](const std::string& name, TableReader& r) {
-            ImageProfile p;
-            p.name = name;
-            p.pos = r.pos();
-            if (auto v = r.str("recipe", true)) p.recipe = resolve_path(fleet.dir, *v);
-            if (auto v = r.str("cache")) p.cache = resolve_path(fleet.dir, *v);
-            if (const toml::table* in = r.table("inputs")) {
-                for (const auto& [k, v] : *in) {
-                    if (!v.is_string()) {
-                        r.ctx().error(v.source(), r.key_path("inputs." + std::string(k.str())),
-                                      "expected string (a host path)");
-                        continue;
-                    }
-                    p.inputs[std::string(k.str())] = resolve_path(fleet.dir, *v.value<std::string>());
-                }
-            }
-            fleet.images[name] = std::move(p);
-        });
         named_tables(root, "vm", [&](const std::string& name, TableReader& r) {
             VmShape p;
             p.name = name;
@@ -932,7 +914,6 @@ struct Loader {
     void profile_refs(TableReader& r, Node& n) {
         module_refs(r, n);
         ref(r, "network", fleet.network, "network", n.network);
-        ref(r, "image", fleet.images, "image", n.image);
         ref(r, "vm", fleet.vm, "vm", n.vm);
         ref(r, "smoke", fleet.smoke, "smoke", n.smoke);
     }

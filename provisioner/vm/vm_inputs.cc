@@ -21,7 +21,8 @@ nlohmann::json vm_inputs(const config::Fleet& fleet, const config::Node& node) {
         if (!s.fabric_bridge.empty()) shape["fabric_bridge"] = s.fabric_bridge;
         if (s.rdma_checks) shape["rdma_checks"] = true;
     }
-    return {{"shape", shape}, {"image", node.image}, {"libvirt_uri", node.libvirt_uri}};
+    // "image": the image stage's node key (images/image_config.h).
+    return {{"shape", shape}, {"image", node.profile("image")}, {"libvirt_uri", node.libvirt_uri}};
 }
 
 }  // namespace kiln::vm

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "images/image_config.h"
 #include "images/image_stage.h"
 #include "images/layer_cache.h"
 #include "tests/images/fakes.h"
@@ -36,13 +37,13 @@ struct StageSetup {
                   "packages = [\"linux-image-amd64\"]\n[[layers]]\nname = \"smoke\"\n[[layers.files]]\n"
                   "path = \"/usr/local/bin/kiln-smoke\"\ninput = \"kiln-smoke\"\n");
         fleet.dir = dir.path();
-        config::ImageProfile profile;
+        images::ImageProfile profile;
         profile.name = "guest";
         profile.recipe = dir.path() + "/recipes/r.toml";
-        fleet.images["guest"] = profile;
+        images::add_image_profile(fleet, profile);
         config::Node node;
         node.name = "n1";
-        node.image = "guest";
+        node.set_profile(images::kImageNodeKey, "guest");
         fleet.nodes.push_back(node);
         images::ImageStageOptions o;
         o.apt_dir = dir.path() + "/apt";

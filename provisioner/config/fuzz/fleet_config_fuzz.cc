@@ -16,6 +16,7 @@
 
 #include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
+#include "images/image_config.h"
 #include "network/stage/network_inputs.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/config/fleet_loader.h"
@@ -38,6 +39,7 @@ struct Scratch {
         fleet = dir / "fleet.toml";
         options.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
         options.tables = kiln::firmware::firmware_tables();
+        options.tables.push_back(kiln::images::image_table());
         options.tables.push_back(kiln::handover::handover_table());
         options.pipelines_dir_override = (dir / "pipes").string();
     }

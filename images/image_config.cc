@@ -1,0 +1,52 @@
+#include "images/image_config.h"
+
+#include "provisioner/config/toml_reader.h"
+
+namespace kiln::images {
+
+namespace {
+
+ImageProfile read_image(const std::string& name, config::TableReader& r, config::TableScope& scope) {
+    ImageProfile p;
+    p.name = name;
+    p.pos = r.pos();
+    if (auto v = r.str("recipe", true)) p.recipe = scope.path(*v);
+    if (auto v = r.str("cache")) p.cache = scope.path(*v);
+    if (const toml::table* in = r.table("inputs")) {
+        for (const auto& [k, v] : *in) {
+            if (!v.is_string()) {
+                r.ctx().error(v.source(), r.key_path("inputs." + std::string(k.str())),
+                              "expected string (a host path)");
+                continue;
+            }
+            p.inputs[std::string(k.str())] = scope.path(*v.value<std::string>());
+        }
+    }
+    return p;
+}
+
+}  // namespace
+
+config::ConfigTable image_table() {
+    return config::named_profiles_table<ImageProfile>(kImagesTable, kImageNodeKey, read_image);
+}
+
+const config::Profiles<ImageProfile>* image_profiles(const config::Fleet& fleet) {
+    return fleet.table<config::Profiles<ImageProfile>>(kImagesTable);
+}
+
+const ImageProfile* image_profile(const config::Fleet& fleet, const config::Node& node) {
+    const auto* all = image_profiles(fleet);
+    if (!all) return nullptr;
+    auto it = all->find(node.profile(kImageNodeKey));
+    return it == all->end() ? nullptr : &it->second;
+}
+
+void add_image_profile(config::Fleet& fleet, ImageProfile profile) {
+    auto& table = fleet.tables[kImagesTable];
+    if (!table.value.has_value()) table.value = config::Profiles<ImageProfile>{};
+    auto& all = std::any_cast<config::Profiles<ImageProfile>&>(table.value);
+    all[profile.name] = std::move(profile);
+}
+
+}  // namespace kiln::images
