@@ -36,10 +36,7 @@ const config::Profiles<ImageProfile>* image_profiles(const config::Fleet& fleet)
 }
 
 const ImageProfile* image_profile(const config::Fleet& fleet, const config::Node& node) {
-    const auto* all = image_profiles(fleet);
-    if (!all) return nullptr;
-    auto it = all->find(node.profile(kImageNodeKey));
-    return it == all->end() ? nullptr : &it->second;
+    return fleet.picked<ImageProfile>(kImagesTable, node, kImageNodeKey);
 }
 
 void add_image_profile(config::Fleet& fleet, ImageProfile profile) {

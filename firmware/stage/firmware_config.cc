@@ -119,13 +119,6 @@ ArtifactServerTable read_artifact_server(TableReader& r) {
     return a;
 }
 
-template <class P>
-const P* picked(const config::Profiles<P>* all, const config::Node& node, const char* key) {
-    if (!all) return nullptr;
-    auto it = all->find(node.profile(key));
-    return it == all->end() ? nullptr : &it->second;
-}
-
 }  // namespace
 
 std::vector<config::ConfigTable> firmware_tables() {
@@ -146,13 +139,13 @@ const config::Profiles<HostOsImage>* host_os_images(const config::Fleet& fleet) 
 }
 
 const FirmwareProfile* firmware_profile(const config::Fleet& fleet, const config::Node& node) {
-    return picked(firmware_profiles(fleet), node, kFirmwareTable);
+    return fleet.picked<FirmwareProfile>(kFirmwareTable, node, kFirmwareTable);
 }
 const BiosProfile* bios_profile(const config::Fleet& fleet, const config::Node& node) {
-    return picked(bios_profiles(fleet), node, kBiosTable);
+    return fleet.picked<BiosProfile>(kBiosTable, node, kBiosTable);
 }
 const HostOsImage* host_os_image(const config::Fleet& fleet, const config::Node& node) {
-    return picked(host_os_images(fleet), node, kHostOsTable);
+    return fleet.picked<HostOsImage>(kHostOsTable, node, kHostOsTable);
 }
 
 const ArtifactServerTable* artifact_server_table(const config::Fleet& fleet) {

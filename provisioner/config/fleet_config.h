@@ -317,6 +317,15 @@ struct Fleet {
         auto it = tables.find(key);
         return it == tables.end() ? nullptr : std::any_cast<T>(&it->second.value);
     }
+    // The profile `node` picks by `node_key` in a module's table of named
+    // profiles (config_table.h), or nullptr when it picks none.
+    template <class P>
+    const P* picked(const std::string& key, const Node& node, std::string_view node_key) const {
+        const auto* all = table<std::map<std::string, P>>(key);
+        if (!all) return nullptr;
+        auto it = all->find(node.profile(node_key));
+        return it == all->end() ? nullptr : &it->second;
+    }
 
     const Node* find_node(const std::string& name) const;
     const Rack* find_rack(const std::string& name) const;

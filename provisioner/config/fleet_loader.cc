@@ -875,7 +875,8 @@ struct Loader {
     // so roles naming them are not reported again.
     std::set<std::string> broken_pipelines;
 
-    // The names each module table with node references defines, read once.
+    // The names each module table with node references defines, read once
+    // and sorted: every node's pick is looked up in them.
     std::map<std::string, std::vector<std::string>> module_names;
 
     // A node's reference to a module's profile (config_table.h: node_key),
@@ -887,8 +888,11 @@ struct Loader {
             if (!v) continue;
             auto& names = module_names[mt.key];
             if (names.empty() && mt.names)
-                if (auto it = fleet.tables.find(mt.key); it != fleet.tables.end()) names = mt.names(it->second.value);
-            if (std::find(names.begin(), names.end(), *v) == names.end()) {
+                if (auto it = fleet.tables.find(mt.key); it != fleet.tables.end()) {
+                    names = mt.names(it->second.value);
+                    std::sort(names.begin(), names.end());
+                }
+            if (!std::binary_search(names.begin(), names.end(), *v)) {
                 ctx.error(r.table().get(mt.node_key)->source(), r.key_path(mt.node_key),
                           fmt::format("no {} profile '{}'; defined: {}", mt.node_key, *v,
                                       names.empty() ? "(none)" : fmt::format("{}", fmt::join(names, ", "))));
