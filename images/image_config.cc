@@ -40,10 +40,7 @@ const ImageProfile* image_profile(const config::Fleet& fleet, const config::Node
 }
 
 void add_image_profile(config::Fleet& fleet, ImageProfile profile) {
-    auto& table = fleet.tables[kImagesTable];
-    if (!table.value.has_value()) table.value = config::Profiles<ImageProfile>{};
-    auto& all = std::any_cast<config::Profiles<ImageProfile>&>(table.value);
-    all[profile.name] = std::move(profile);
+    config::add_profile(fleet, kImagesTable, std::move(profile));
 }
 
 }  // namespace kiln::images

@@ -233,14 +233,16 @@ Result<Chosen> profile_of_nodes(const std::string& sw_name, const std::vector<st
     Chosen chosen;
     for (const auto& name : node_names) {
         const config::Node* node = find_node(name);
-        if (node == nullptr || node->network.empty()) continue;
+        if (node == nullptr) continue;
+        const std::string& wants = node->profile(kNetworkTable);
+        if (wants.empty()) continue;
         if (chosen.profile.empty()) {
-            chosen = {node->network, node->name};
-        } else if (node->network != chosen.profile) {
+            chosen = {wants, node->name};
+        } else if (wants != chosen.profile) {
             // One switch carries one QoS config: mixed profiles cannot both hold.
             return fabric_error("network.profile_conflict",
                                 fmt::format("switch {}: node {} wants network profile {} but node {} wants {}", sw_name,
-                                            chosen.by, chosen.profile, node->name, node->network));
+                                            chosen.by, chosen.profile, node->name, wants));
         }
     }
     return chosen;
@@ -249,8 +251,8 @@ Result<Chosen> profile_of_nodes(const std::string& sw_name, const std::vector<st
 // NodesOf: switch name -> the nodes cabled to it. FarEnds: switch name ->
 // the switches its uplinks reach.
 template <class FindNode, class NodesOf, class FarEnds>
-Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, const std::string& sw_name,
-                                                  FindNode find_node, NodesOf nodes_of, FarEnds far_ends) {
+Result<const network::RoceProfile*> switch_profile(const config::Fleet& fleet, const std::string& sw_name,
+                                                   FindNode find_node, NodesOf nodes_of, FarEnds far_ends) {
     auto chosen = profile_of_nodes(sw_name, nodes_of(sw_name), find_node);
     if (!chosen) return chosen.error();
     if (chosen->profile.empty()) {
@@ -288,17 +290,17 @@ Result<const config::RoceProfile*> switch_profile(const config::Fleet& fleet, co
         }
     }
     if (chosen->profile.empty()) {
-        if (fleet.network.size() == 1) return &fleet.network.begin()->second;
+        if (const auto* all = network_profiles(fleet); all && all->size() == 1) return &all->begin()->second;
         return fabric_error("network.no_profile",
                             fmt::format("switch {}: no cabled node, nor any switch its uplinks reach, names a network "
                                         "profile",
                                         sw_name));
     }
-    auto it = fleet.network.find(chosen->profile);
-    if (it == fleet.network.end())
+    const RoceProfile* p = find_network_profile(fleet, chosen->profile);
+    if (!p)
         return fabric_error("network.unknown_profile",
                             fmt::format("switch {}: network profile {} is not declared", sw_name, chosen->profile));
-    return &it->second;
+    return p;
 }
 
 std::vector<std::string> nodes_on(const FabricSwitch& sw) {
@@ -317,7 +319,7 @@ std::vector<std::string> far_ends_of(const FabricSwitch& sw) {
 
 }  // namespace
 
-Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw) {
+Result<const network::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw) {
     // `sw` as given; the switches beyond it as the fleet cables them.
     auto nodes_of = [&](const std::string& name) {
         if (name == sw.name) return nodes_on(sw);
@@ -339,8 +341,8 @@ Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet
         fleet, sw.name, [&](const std::string& n) { return fleet.find_node(n); }, nodes_of, far_ends);
 }
 
-Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
-                                                      const FabricSwitch& sw) {
+Result<const network::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
+                                                       const FabricSwitch& sw) {
     auto nodes_of = [&](const std::string& name) {
         const FabricSwitch* fs = name == sw.name ? &sw : fabric.find_switch(name);
         return fs ? nodes_on(*fs) : std::vector<std::string>{};

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "network/stage/network_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 
@@ -127,9 +128,9 @@ std::vector<Port> make_ports(int count, int speed_mbps = 400000, int lanes_per_p
 // nearest leaves its uplinks reach, through any number of node-less switches
 // (lossless holds only if every hop carries one profile), else the fleet's
 // only profile. Errors when nodes or leaves disagree, or no profile applies.
-Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw);
+Result<const network::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const FabricSwitch& sw);
 // The same, finding nodes through the fabric's index.
-Result<const config::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
-                                                      const FabricSwitch& sw);
+Result<const network::RoceProfile*> profile_for_switch(const config::Fleet& fleet, const Fabric& fabric,
+                                                       const FabricSwitch& sw);
 
 }  // namespace kiln::network

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "network/fabric.h"
+#include "network/stage/network_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 
@@ -44,7 +45,8 @@ public:
     virtual std::string os() const = 0;
 
     // The managed config for these ports (no I/O).
-    virtual Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const = 0;
+    virtual Result<nlohmann::json> render(const network::RoceProfile& profile,
+                                          const std::vector<Port>& ports) const = 0;
     // What the switch runs now for the same keys (I/O, bounded by timeouts):
     // project_running(read_state(), ports).
     Result<nlohmann::json> read_running(const std::vector<Port>& ports);
@@ -57,7 +59,7 @@ public:
     // The managed config for these ports on this switch as `running` shows
     // it: what depends on the platform (SONiC: the buffer model, the SKU's
     // headroom table) is taken from there. Default: render().
-    virtual Result<nlohmann::json> render_for(const config::RoceProfile& profile, const std::vector<Port>& ports,
+    virtual Result<nlohmann::json> render_for(const network::RoceProfile& profile, const std::vector<Port>& ports,
                                               const nlohmann::json& running) const {
         (void)running;
         return render(profile, ports);

@@ -16,10 +16,11 @@ const config::Switch* fleet_switch(const config::Fleet& fleet, const Fabric& fab
 }
 
 Result<bool> node_has_scope(const config::Fleet& fleet, const config::Node& node) {
-    if (node.network.empty()) return false;
-    if (fleet.network.find(node.network) == fleet.network.end())
+    const std::string& picked = node.profile(kNetworkTable);
+    if (picked.empty()) return false;
+    if (!network_profile(fleet, node))
         return make_error("network", "network.unknown_profile",
-                          fmt::format("node {}: network profile {} is not declared", node.name, node.network));
+                          fmt::format("node {}: network profile {} is not declared", node.name, picked));
     return true;
 }
 

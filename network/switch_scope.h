@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "network/fabric.h"
+#include "network/stage/network_config.h"
 #include "network/switch_driver.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
@@ -20,13 +21,13 @@ namespace kiln::network {
 
 struct SwitchScope {
     const config::Switch* sw = nullptr;
-    const config::RoceProfile* profile = nullptr;
+    const network::RoceProfile* profile = nullptr;
     std::vector<Port> ports;  // cabled ports (to nodes or switches), in the switch's order
 };
 
 // The profile of fabric.switches[i]; profile_for_switch by default. A plan
 // passes one that computes each switch's once.
-using SwitchProfileFn = std::function<Result<const config::RoceProfile*>(size_t switch_index)>;
+using SwitchProfileFn = std::function<Result<const network::RoceProfile*>(size_t switch_index)>;
 
 // The switches a node's traffic crosses, in fabric order, each with its
 // network profile: every switch `node` is cabled to (its leaves) with the

@@ -30,7 +30,7 @@ Fleet small_fleet() {
         Node n;
         n.name = "n" + std::to_string(i);
         n.rack = i < 3 ? "r1" : "r2";
-        n.smoke = "ring";
+        n.set_profile("smoke", "ring");
         f.nodes.push_back(n);
         f.cabling.push_back(Cable{n.name, "mlx5_0", i < 3 ? "leaf-1" : "leaf-2", "p1", 0, {}});
     }
@@ -57,6 +57,7 @@ std::vector<std::string> names(const std::vector<const Node*>& ring) {
 
 TEST_CASE("fleet index: lookups answer as a scan does, before and after index()") {
     Fleet f = small_fleet();
+    f.grouped_picks.insert("smoke");
     for (int pass = 0; pass < 2; ++pass) {
         INFO("indexed: " << pass);
         if (pass == 1) f.index();
@@ -71,12 +72,24 @@ TEST_CASE("fleet index: lookups answer as a scan does, before and after index()"
         CHECK(ends(f.uplinks_of("spine-1")) == std::vector<std::string>{"leaf-2:p3", "leaf-1:p3"});
         CHECK(f.uplinks_of("leaf-9").empty());
         CHECK(f.cables_of("n4").size() == 1);
-        // Rack rings: the node's rack only, in fleet order.
-        f.smoke["ring"].scope = "rack";
-        CHECK(names(f.smoke_ring(f.nodes[4])) == std::vector<std::string>{"n3", "n4", "n5"});
-        f.smoke["ring"].scope = "fleet";
-        CHECK(names(f.smoke_ring(f.nodes[1])).size() == 6);
+        // Nodes by their pick, in fleet order: the rack's, or the fleet's.
+        const std::string r2 = "r2", r9 = "r9";
+        CHECK(names(f.nodes_picking("smoke", "ring", &r2)) == std::vector<std::string>{"n3", "n4", "n5"});
+        CHECK(names(f.nodes_picking("smoke", "ring")).size() == 6);
+        CHECK(f.nodes_picking("smoke", "ring", &r9).empty());
+        CHECK(f.nodes_picking("smoke", "other").empty());
+        CHECK(f.nodes_picking("vm", "ring").empty());
     }
+}
+
+TEST_CASE("fleet index: a pick changed after index() is not answered from the index") {
+    Fleet f = small_fleet();
+    f.grouped_picks.insert("smoke");
+    f.index();
+    f.nodes[4].set_profile("smoke", "other");
+    const std::string r2 = "r2";
+    CHECK(names(f.nodes_picking("smoke", "ring", &r2)) == std::vector<std::string>{"n3", "n5"});
+    CHECK(names(f.nodes_picking("smoke", "ring")).size() == 5);
 }
 
 TEST_CASE("fleet index: an element renamed or added after index() is still found") {
@@ -90,17 +103,4 @@ TEST_CASE("fleet index: an element renamed or added after index() is still found
     CHECK(f.switches[0].find_port("p4") == &f.switches[0].ports.back());
     f.uplinks.push_back(Uplink{"leaf-2", "p2", "spine-2", "p2", 0, {}});
     CHECK(ends(f.uplinks_of("spine-2")) == std::vector<std::string>{"spine-2:p1", "leaf-2:p2"});
-}
-
-TEST_CASE("fleet index: a ring leaves out nodes whose pipeline has no smoke stage, but never the node itself") {
-    Fleet f = small_fleet();
-    f.smoke["ring"].scope = "rack";
-    f.pipelines["quiet"] = {"quiet", "", {"firmware"}, ""};
-    f.nodes[1].role = "quiet";
-    f.index();
-    CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"n0", "n2"});
-    CHECK(names(f.smoke_ring(f.nodes[1])) == std::vector<std::string>{"n0", "n1", "n2"});
-    // The pipelines are read at each call, not when indexed.
-    f.pipelines["quiet"].stages.push_back("smoke");
-    CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"n0", "n1", "n2"});
 }

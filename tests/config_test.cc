@@ -11,13 +11,16 @@
 #include "firmware/stage/firmware_inputs.h"
 #include "images/image_config.h"
 #include "images/image_inputs.h"
+#include "network/stage/network_config.h"
 #include "network/stage/network_inputs.h"
+#include "pipelines/smoke/smoke_config.h"
 #include "pipelines/smoke/smoke_inputs.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/sha256.h"
 #include "provisioner/engine/stage.h"
 #include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_inputs.h"
+#include "provisioner/vm/vm_config.h"
 #include "provisioner/vm/vm_inputs.h"
 #include "tests/support/temp_dir.h"
 
@@ -44,6 +47,9 @@ LoadOptions options() {
     // [images.NAME] and [handover].
     o.tables = kiln::firmware::firmware_tables();
     o.tables.push_back(kiln::images::image_table());
+    o.tables.push_back(kiln::network::network_table());
+    o.tables.push_back(kiln::vm::vm_table());
+    o.tables.push_back(kiln::smoke::smoke_table());
     o.tables.push_back(kiln::handover::handover_table());
     o.pipelines_dir_override = kFixtures + "/pipelines";
     return o;
@@ -170,7 +176,7 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(bios.extra.at("ProcVirtualization") == "Enabled");
     CHECK(bios.extra.at("NumaNodesPerSocket") == "1");
     CHECK(bios.extra.at("Turbo") == "false");
-    const auto& net = f.network.at("roce");
+    const auto& net = kiln::network::network_profiles(f)->at("roce");
     CHECK(net.lossless_priority == 3);
     CHECK(net.ecn_min_kb == 100);
     CHECK(net.ecn_max_kb == 1000);
@@ -187,13 +193,13 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK_FALSE(net.is_given("buffer_policy"));
     CHECK(kiln::images::image_profiles(f)->at("gpu-guest").recipe ==
           normal(kFixtures + "/../../../images/recipes/gpu-guest-lite.toml"));
-    CHECK(f.vm.at("whole").split == "numa");
-    CHECK(f.vm.at("whole").vcpus == 8);
-    CHECK(f.vm.at("whole").memory_gib == 16);
-    CHECK_FALSE(f.vm.at("whole").hugepages);
-    CHECK(f.smoke.at("default").thresholds.at("gemm_tflops") == Approx(300));
-    CHECK(f.smoke.at("default").thresholds.at("loss_drop_fraction") == Approx(0.2));
-    CHECK(f.smoke.at("default").timeout == 20min);
+    CHECK(kiln::vm::vm_shapes(f)->at("whole").split == "numa");
+    CHECK(kiln::vm::vm_shapes(f)->at("whole").vcpus == 8);
+    CHECK(kiln::vm::vm_shapes(f)->at("whole").memory_gib == 16);
+    CHECK_FALSE(kiln::vm::vm_shapes(f)->at("whole").hugepages);
+    CHECK(kiln::smoke::smoke_profiles(f)->at("default").thresholds.at("gemm_tflops") == Approx(300));
+    CHECK(kiln::smoke::smoke_profiles(f)->at("default").thresholds.at("loss_drop_fraction") == Approx(0.2));
+    CHECK(kiln::smoke::smoke_profiles(f)->at("default").timeout == 20min);
     const auto* hook = kiln::handover::handover_hook(f);
     REQUIRE(hook != nullptr);
     CHECK(hook->command == std::vector<std::string>{"/usr/local/bin/cmdb-mark", "--ready"});
@@ -208,10 +214,10 @@ TEST_CASE("config: a full fleet loads with every value", "[config]") {
     CHECK(n1.role == "gpu-node");  // from [defaults]
     CHECK(n1.profile("firmware") == "h100-2026q4");
     CHECK(n1.profile("bios") == "gpu");
-    CHECK(n1.network == "roce");
+    CHECK(n1.profile("network") == "roce");
     CHECK(n1.profile("image") == "gpu-guest");
-    CHECK(n1.vm == "whole");
-    CHECK(n1.smoke == "default");
+    CHECK(n1.profile("vm") == "whole");
+    CHECK(n1.profile("smoke") == "default");
     CHECK(n1.bmc.url == "https://127.0.0.1:8443");
     CHECK(n1.bmc.username == "root");  // merged from defaults.bmc
     CHECK(n1.bmc.password->reference() == "env:KILN_BMC_PASSWORD");
@@ -248,7 +254,7 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(f.limits.backoff_max == 2min);
     CHECK(f.limits.timeout_for("firmware") == 60min);
     CHECK(kiln::handover::handover_hook(f) == nullptr);
-    const auto& net = f.network.at("plain");
+    const auto& net = kiln::network::network_profiles(f)->at("plain");
     CHECK(net.roce_dscp == 26);
     CHECK(net.cnp_dscp == 48);
     CHECK(net.cnp_priority == 6);
@@ -257,9 +263,9 @@ TEST_CASE("config: defaults apply when a fleet says little", "[config]") {
     CHECK(net.pfc_watchdog_action == "drop");
     CHECK(net.host_mtu == 9000);
     CHECK(net.given.empty());
-    CHECK(f.vm.at("plain").split == "whole");
-    CHECK(f.vm.at("plain").hugepages);
-    CHECK(f.smoke.at("plain").timeout == 20min);
+    CHECK(kiln::vm::vm_shapes(f)->at("plain").split == "whole");
+    CHECK(kiln::vm::vm_shapes(f)->at("plain").hugepages);
+    CHECK(kiln::smoke::smoke_profiles(f)->at("plain").timeout == 20min);
     CHECK(kiln::images::image_profiles(f)->at("i").recipe == l->dir.path() + "/r.toml");  // need not exist
     const auto& n = f.nodes.at(0);
     CHECK(n.profile("firmware").empty());
@@ -436,6 +442,50 @@ TEST_CASE("config: [images.NAME] and a node's image key belong to the image modu
     CHECK(all.find(":12:1: nodes[0].image: unknown key 'image'") != std::string::npos);
 }
 
+TEST_CASE("config: a node's smoke pick finds its profile, and the smoke module groups nodes by it", "[config]") {
+    // Lines 6-7: the profile, a rack ring; node a (line 12 on) picks it.
+    const std::string fleet = kBase + "[smoke.s]\nscope = \"rack\"\n" + kNodeA + "smoke = \"s\"\n";
+    auto with = load_text(fleet);
+    INFO(all_errors(*with));
+    REQUIRE(with->result.fleet);
+    const auto& f = *with->result.fleet;
+    CHECK(f.nodes.at(0).profile("smoke") == "s");
+    REQUIRE(kiln::smoke::smoke_profile(f, f.nodes.at(0)));
+    CHECK(kiln::smoke::smoke_profile(f, f.nodes.at(0))->scope == "rack");
+    CHECK(kiln::smoke::ring_scope(f, f.nodes.at(0)) == "rack");
+    // The module asked for its picks to be indexed (ConfigTable::group_nodes).
+    CHECK(f.grouped_picks.count("smoke") == 1);
+}
+
+TEST_CASE("config: [network.NAME], [vm.NAME], [smoke.NAME] and the node keys that pick them belong to their modules",
+          "[config][errors]") {
+    for (const std::string key : {"network", "vm", "smoke"}) {
+        INFO(key);
+        // Line 6: the profile (every key optional); line 11: the node's pick.
+        const std::string fleet = kBase + "[" + key + ".p]\n" + kNodeA + key + " = \"p\"\n";
+        auto with = load_text(fleet);
+        INFO(all_errors(*with));
+        REQUIRE(with->result.fleet);
+        CHECK(with->result.fleet->nodes.at(0).profile(key) == "p");
+        CHECK(with->result.fleet->tables.count(key) == 1);
+        // A pick of a profile the table does not define names those it does.
+        expect_one(*load_text(kBase + "[" + key + ".p]\n" + kNodeA + key + " = \"q\"\n"), 11,
+                   static_cast<int>(key.size()) + 4, "nodes[0]." + key, "no " + key + " profile 'q'; defined: p");
+
+        LoadOptions o = options();
+        o.tables.erase(std::remove_if(o.tables.begin(), o.tables.end(),
+                                      [&](const kiln::config::ConfigTable& t) { return t.key == key; }),
+                       o.tables.end());
+        auto without = load_text(fleet, o);
+        const std::string all = all_errors(*without);
+        INFO(all);
+        REQUIRE_FALSE(without->result.fleet);
+        CHECK(without->result.errors.size() == 2);
+        CHECK(all.find(":6:2: " + key + ": unknown key '" + key + "'") != std::string::npos);
+        CHECK(all.find(":11:1: nodes[0]." + key + ": unknown key '" + key + "'") != std::string::npos);
+    }
+}
+
 TEST_CASE("config: a firmware component's match and related_item, a node's bmc.system", "[config][errors]") {
     const std::string comp =
         "[firmware.f]\n[[firmware.f.components]]\nname = \"GPU\"\nversion = \"1\"\nartifact = "
@@ -495,8 +545,9 @@ TEST_CASE("config: wrong types and out-of-range values", "[config][errors]") {
     {
         auto three = load_text(kBase + "[vm.small]\ntcg_parallel_boots = 3\n[vm.plain]\n");
         expect_ok(*three);
-        CHECK(three->result.fleet->vm.at("small").tcg_parallel_boots == 3);
-        CHECK(three->result.fleet->vm.at("plain").tcg_parallel_boots == 1);  // one at a time unless set
+        CHECK(kiln::vm::vm_shapes(*three->result.fleet)->at("small").tcg_parallel_boots == 3);
+        CHECK(kiln::vm::vm_shapes(*three->result.fleet)->at("plain").tcg_parallel_boots ==
+              1);  // one at a time unless set
     }
     expect_one(*load_text("schema = 2\n[fleet]\nname = \"t\"\n"), 1, 10, "schema", "expected 1");
     expect_one(*load_text("schema = \"1\"\n[fleet]\nname = \"t\"\n"), 1, 10, "schema",
@@ -872,9 +923,9 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
         auto rack = load_text(fleet("rack", ""));
         expect_ok(*rack);
         const auto& f = *rack->result.fleet;
-        CHECK(f.smoke.at("ring").scope == "rack");
-        CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b"});
-        CHECK(names(f.smoke_ring(f.nodes[2])) == std::vector<std::string>{"c"});
+        CHECK(kiln::smoke::smoke_profiles(f)->at("ring").scope == "rack");
+        CHECK(names(kiln::smoke::smoke_ring(f, f.nodes[0])) == std::vector<std::string>{"a", "b"});
+        CHECK(names(kiln::smoke::smoke_ring(f, f.nodes[2])) == std::vector<std::string>{"c"});
         // The ring is an input of the smoke stage: a node joining it reruns it.
         auto in = kiln::smoke::smoke_inputs(f, f.nodes[1]);
         CHECK(in["ring"] == nlohmann::json::array({"a", "b"}));
@@ -883,12 +934,12 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
         auto all = load_text(fleet("fleet", ""));
         expect_ok(*all);
         const auto& g = *all->result.fleet;
-        CHECK(names(g.smoke_ring(g.nodes[2])) == std::vector<std::string>{"a", "b", "c"});
+        CHECK(names(kiln::smoke::smoke_ring(g, g.nodes[2])) == std::vector<std::string>{"a", "b", "c"});
 
         auto alone = load_text(fleet("node", ""));
         expect_ok(*alone);
         const auto& h = *alone->result.fleet;
-        CHECK(names(h.smoke_ring(h.nodes[0])) == std::vector<std::string>{"a"});
+        CHECK(names(kiln::smoke::smoke_ring(h, h.nodes[0])) == std::vector<std::string>{"a"});
         // Node rings keep the inputs (and digests) they had before scopes existed.
         CHECK_FALSE(kiln::smoke::smoke_inputs(h, h.nodes[0]).contains("ring"));
     }
@@ -898,10 +949,10 @@ TEST_CASE("config: a shared smoke ring and the limits it needs", "[config][error
                            "smoke = \"ring\"\nbmc = { url = \"https://h\" }\n");
         expect_ok(*l);
         kiln::config::Fleet f = *l->result.fleet;
-        CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b", "c", "d"});
+        CHECK(names(kiln::smoke::smoke_ring(f, f.nodes[0])) == std::vector<std::string>{"a", "b", "c", "d"});
         auto& st = f.pipelines.at("gpu-node").stages;
         st.erase(std::find(st.begin(), st.end(), "smoke"));
-        CHECK(names(f.smoke_ring(f.nodes[0])) == std::vector<std::string>{"a", "b", "c"});
+        CHECK(names(kiln::smoke::smoke_ring(f, f.nodes[0])) == std::vector<std::string>{"a", "b", "c"});
     }
     SECTION("errors at the scope key") {
         expect_one(*load_text(fleet("rack", "[limits]\nparallel = 1\n")), 11, 9, "smoke.ring.scope",
@@ -931,12 +982,12 @@ TEST_CASE("config: a smoke profile's relative floor and what it does", "[config]
     auto with = [](const std::string& keys) { return kBase + "[smoke.s]\n" + keys + kNodeA; };
     auto ok = load_text(with("relative_floor = 0.9\nrelative_verdict = \"warn\"\n"));
     expect_ok(*ok);
-    CHECK(ok->result.fleet->smoke.at("s").relative_floor == 0.9);
-    CHECK(ok->result.fleet->smoke.at("s").relative_verdict == "warn");
+    CHECK(kiln::smoke::smoke_profiles(*ok->result.fleet)->at("s").relative_floor == 0.9);
+    CHECK(kiln::smoke::smoke_profiles(*ok->result.fleet)->at("s").relative_verdict == "warn");
     auto plain = load_text(with(""));
     expect_ok(*plain);
-    CHECK(plain->result.fleet->smoke.at("s").relative_floor == 0);
-    CHECK(plain->result.fleet->smoke.at("s").relative_verdict == "fail");
+    CHECK(kiln::smoke::smoke_profiles(*plain->result.fleet)->at("s").relative_floor == 0);
+    CHECK(kiln::smoke::smoke_profiles(*plain->result.fleet)->at("s").relative_verdict == "fail");
     expect_one(*load_text(with("relative_floor = 1.5\n")), 7, 18, "smoke.s.relative_floor",
                "must be a fraction of the median between 0 and 1");
     expect_one(*load_text(with("relative_verdict = \"ignore\"\n")), 7, 20, "smoke.s.relative_verdict", "warn");
@@ -949,7 +1000,7 @@ TEST_CASE("config: a smoke profile shapes the RDMA writes, and only a profile th
     auto ok = load_text(with("rdma_bytes = 16384\nrdma_iterations = 50\nrdma_pair_timeout = \"90s\"\n"));
     expect_ok(*ok);
     const auto& f = *ok->result.fleet;
-    const auto& p = f.smoke.at("s");
+    const auto& p = kiln::smoke::smoke_profiles(f)->at("s");
     CHECK(p.rdma_bytes == 16384);
     CHECK(p.rdma_iterations == 50);
     CHECK(p.rdma_pair_timeout == std::chrono::seconds(90));
@@ -960,7 +1011,7 @@ TEST_CASE("config: a smoke profile shapes the RDMA writes, and only a profile th
     auto plain = load_text(with(""));
     expect_ok(*plain);
     const auto& g = *plain->result.fleet;
-    CHECK_FALSE(g.smoke.at("s").rdma_bytes);
+    CHECK_FALSE(kiln::smoke::smoke_profiles(g)->at("s").rdma_bytes);
     CHECK_FALSE(kiln::smoke::smoke_inputs(g, g.nodes[0]).contains("rdma"));
     // One key alone is the only one carried.
     auto one = load_text(with("rdma_iterations = 5\n"));

@@ -132,3 +132,31 @@ TEST_CASE("stage module: kiln plans, applies and converges a stage the core neve
     REQUIRE(product.exit_code == 1);
     CHECK_THAT(product.err, Catch::Contains("greeter: unknown key 'greeter'"));
 }
+
+TEST_CASE("stage module: a table under a key the core or another module reads is refused at registration",
+          "[engine][module]") {
+    auto table = [](const std::string& key, const std::string& node_key) {
+        kiln::config::ConfigTable t;
+        t.key = key;
+        t.node_key = node_key;
+        t.read = [](kiln::config::TableReader&, kiln::config::TableScope&) { return std::any(); };
+        return t;
+    };
+    kiln::engine::StageRegistry registry;
+    registry.add_table(table("quota", "quota"));
+    CHECK_THROWS_WITH(registry.add_table(table("limits", "")),
+                      Catch::Contains("[limits]") && Catch::Contains("the core reads [limits] itself"));
+    CHECK_THROWS_WITH(registry.add_table(table("racking", "rack")),
+                      Catch::Contains("the core reads the node key 'rack' itself"));
+    CHECK_THROWS_WITH(registry.add_table(table("quota", "")), Catch::Contains("another module registered it"));
+    CHECK_THROWS_WITH(registry.add_table(table("quotas", "quota")),
+                      Catch::Contains("the node key 'quota' is [quota]'s"));
+    // Nothing refused was kept; a table of its own key and node key is.
+    CHECK(registry.config_tables().size() == 1);
+    registry.add_table(table("quotas", "quotas"));
+    CHECK(registry.config_tables().size() == 2);
+    // The shipped registrations pass the same guard.
+    kiln::engine::StageRegistry product;
+    CHECK_NOTHROW(kiln::engine::register_product_stages(product));
+    CHECK(product.config_tables().size() == 9);
+}

@@ -42,6 +42,7 @@
 #include "network/fabric.h"
 #include "network/sonic/render.h"
 #include "network/sonic/yang_validator.h"
+#include "network/stage/network_config.h"
 #include "network/stage/network_stage.h"
 #include "network/switch_drivers.h"
 #include "network/switch_scope.h"
@@ -149,7 +150,7 @@ public:
     CountingDriver(std::unique_ptr<kiln::network::SwitchDriver> real, std::atomic<long>& reads)
         : real_(std::move(real)), reads_(reads) {}
     std::string os() const override { return real_->os(); }
-    kiln::Result<json> render(const kiln::config::RoceProfile& profile,
+    kiln::Result<json> render(const kiln::network::RoceProfile& profile,
                               const std::vector<kiln::network::Port>& ports) const override {
         return real_->render(profile, ports);
     }
@@ -176,6 +177,7 @@ kiln::config::Fleet load(const std::string& dir, const std::string& toml, double
     std::ofstream(dir + "/fleet.toml") << toml;
     kiln::config::LoadOptions o;
     o.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+    o.tables = {kiln::network::network_table()};
     const auto t = Clock::now();
     auto r = kiln::config::load_fleet(dir + "/fleet.toml", o);
     seconds = since(t);

@@ -36,7 +36,7 @@ std::string seconds(int ms) {
 constexpr int kWatchdogStepMs = 10;
 constexpr int kWatchdogMaxMs = 60000;
 
-Status check_watchdog_ms(const config::RoceProfile& p, const char* key, int ms) {
+Status check_watchdog_ms(const network::RoceProfile& p, const char* key, int ms) {
     if (ms >= kWatchdogStepMs && ms <= kWatchdogMaxMs && ms % kWatchdogStepMs == 0) return ok_status();
     const std::string what = fmt::format(
         "EOS takes the PFC watchdog's times in steps of {} ms from {} ms to {} s: pfc_watchdog.{} {} "
@@ -116,7 +116,7 @@ Result<EosPlatform> eos_platform(const json& show_version) {
     return p;
 }
 
-Result<json> render_eos(const config::RoceProfile& profile, const std::vector<Port>& ports) {
+Result<json> render_eos(const network::RoceProfile& profile, const std::vector<Port>& ports) {
     if (auto s = check_watchdog_ms(profile, "detection_ms", profile.pfc_watchdog_detection_ms); !s) return s.error();
     if (auto s = check_watchdog_ms(profile, "restoration_ms", profile.pfc_watchdog_restoration_ms); !s)
         return s.error();
@@ -286,7 +286,7 @@ std::vector<std::string> eos_config_lines(const json& desired, const json& runni
 EosDriver::EosDriver(std::shared_ptr<net::HttpClient> http, SwitchEndpoint endpoint)
     : http_(std::move(http)), ep_(std::move(endpoint)) {}
 
-Result<json> EosDriver::render(const config::RoceProfile& profile, const std::vector<Port>& ports) const {
+Result<json> EosDriver::render(const network::RoceProfile& profile, const std::vector<Port>& ports) const {
     return render_eos(profile, ports);
 }
 

@@ -61,7 +61,7 @@ Result<EosPlatform> eos_platform(const nlohmann::json& show_version);
 
 // Errors ("network.bad_profile") for watchdog times EOS cannot take: timeout and
 // recovery-time are 0.01..60 s in steps of 0.01 s.
-Result<nlohmann::json> render_eos(const config::RoceProfile& profile, const std::vector<Port>& ports);
+Result<nlohmann::json> render_eos(const network::RoceProfile& profile, const std::vector<Port>& ports);
 
 // The config lines (in session order, modes entered and left) that take
 // `running` to `desired` on `platform`; no "configure session"/"commit"
@@ -77,7 +77,7 @@ public:
     EosDriver(std::shared_ptr<net::HttpClient> http, SwitchEndpoint endpoint);
 
     std::string os() const override { return "eos"; }
-    Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const override;
+    Result<nlohmann::json> render(const network::RoceProfile& profile, const std::vector<Port>& ports) const override;
     Result<nlohmann::json> read_state() override;
     nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const override;
     std::vector<ConfigChange> diff(const nlohmann::json& desired, const nlohmann::json& running) const override;

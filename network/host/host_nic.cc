@@ -105,7 +105,7 @@ const NicItem* NicReport::find(const std::string& setting) const {
     return nullptr;
 }
 
-NicDesired nic_desired_from_profile(const config::RoceProfile& p, const std::string& ifname) {
+NicDesired nic_desired_from_profile(const network::RoceProfile& p, const std::string& ifname) {
     NicDesired d;
     d.ifname = ifname;
     d.mtu = p.host_mtu;

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "network/stage/network_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/command.h"
 #include "provisioner/core/result.h"
@@ -68,7 +69,7 @@ struct NicDesired {
 };
 
 // MTU, DSCP trust, PFC and ECN from the fleet's RoCE profile; no VFs or firmware.
-NicDesired nic_desired_from_profile(const config::RoceProfile& profile, const std::string& ifname);
+NicDesired nic_desired_from_profile(const network::RoceProfile& profile, const std::string& ifname);
 
 enum class NicOutcome { Ok, Changed, Unsupported, NeedsReboot, Drift, Failed };
 std::string to_string(NicOutcome o);

@@ -8,6 +8,7 @@
 
 #include "network/host/host_runner.h"
 #include "network/host/nic_firmware.h"
+#include "network/stage/network_config.h"
 
 namespace kiln::network::host {
 
@@ -40,8 +41,8 @@ HostScope host_scope_for_node(const config::Fleet& fleet, const config::Node& no
                                 node.name);
         return s;
     }
-    auto profile = fleet.network.find(node.network);
-    if (profile == fleet.network.end()) {
+    const RoceProfile* profile = network_profile(fleet, node);
+    if (!profile) {
         s.why_not = fmt::format("not managed: node {} names no network profile", node.name);
         return s;
     }
@@ -49,14 +50,14 @@ HostScope host_scope_for_node(const config::Fleet& fleet, const config::Node& no
     for (const auto& nic : node.nics) {
         HostNicTarget t;
         t.nic = nic.name;
-        t.want = nic_desired_from_profile(profile->second, nic.netdev());
+        t.want = nic_desired_from_profile(*profile, nic.netdev());
         t.want.sriov_vfs = nic.vfs;
         if (nic.firmware && nic.vfs) {
             FirmwareWanted f{*nic.vfs > 0, *nic.vfs, true};
             // Congestion control (DCQCN) on the lossless priority; CNPs as the profile marks them.
-            f.roce_cc_prio_mask = 1 << profile->second.lossless_priority;
-            f.cnp_dscp = profile->second.cnp_dscp;
-            f.cnp_802p_prio = profile->second.cnp_priority;
+            f.roce_cc_prio_mask = 1 << profile->lossless_priority;
+            f.cnp_dscp = profile->cnp_dscp;
+            f.cnp_802p_prio = profile->cnp_priority;
             f.max_acc_out_read = nic.max_acc_out_read;
             t.want.firmware = f;
         }

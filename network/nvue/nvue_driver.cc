@@ -64,7 +64,7 @@ json project(const json& tree, const std::vector<Port>& ports) {
     return out;
 }
 
-Error profile_error(const config::RoceProfile& p, const std::string& what) {
+Error profile_error(const network::RoceProfile& p, const std::string& what) {
     return make_error("network", "network.bad_profile",
                       p.name.empty() ? what : fmt::format("network profile {}: {}", p.name, what));
 }
@@ -86,7 +86,7 @@ Result<NvueWatchdogTiming> nvue_watchdog_timing(int detection_ms) {
                                   kMinPollMs, kMaxPollMs, kMaxRobustness, detection_ms, kMinPollMs, kMaxPollMs));
 }
 
-Result<json> render_nvue(const config::RoceProfile& profile, const std::vector<Port>& ports) {
+Result<json> render_nvue(const network::RoceProfile& profile, const std::vector<Port>& ports) {
     auto timing = nvue_watchdog_timing(profile.pfc_watchdog_detection_ms);
     if (!timing) return profile_error(profile, timing.error().message);
     // NVUE's watchdog stops honouring pause frames and drops the queue's new
@@ -145,7 +145,7 @@ Result<json> render_nvue(const config::RoceProfile& profile, const std::vector<P
 NvueDriver::NvueDriver(std::shared_ptr<net::HttpClient> http, SwitchEndpoint endpoint, NvueOptions options)
     : http_(std::move(http)), ep_(std::move(endpoint)), options_(options) {}
 
-Result<json> NvueDriver::render(const config::RoceProfile& profile, const std::vector<Port>& ports) const {
+Result<json> NvueDriver::render(const network::RoceProfile& profile, const std::vector<Port>& ports) const {
     return render_nvue(profile, ports);
 }
 

@@ -63,14 +63,14 @@ Result<NvueWatchdogTiming> nvue_watchdog_timing(int detection_ms);
 // The profile as the NVUE tree above, for `ports` (no I/O). Errors
 // ("network.bad_profile") for what NVUE cannot express: a watchdog detection time
 // (see nvue_watchdog_timing) or an action other than drop.
-Result<nlohmann::json> render_nvue(const config::RoceProfile& profile, const std::vector<Port>& ports);
+Result<nlohmann::json> render_nvue(const network::RoceProfile& profile, const std::vector<Port>& ports);
 
 class NvueDriver : public SwitchDriver {
 public:
     NvueDriver(std::shared_ptr<net::HttpClient> http, SwitchEndpoint endpoint, NvueOptions options = {});
 
     std::string os() const override { return "nvue"; }
-    Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const override;
+    Result<nlohmann::json> render(const network::RoceProfile& profile, const std::vector<Port>& ports) const override;
     Result<nlohmann::json> read_state() override;
     nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const override;
     std::vector<ConfigChange> diff(const nlohmann::json& desired, const nlohmann::json& running) const override;

@@ -9,7 +9,7 @@ namespace {
 constexpr int kPriorities = 8;  // 802.1p priorities, SONiC TCs and queues 0..7
 constexpr int kDscpValues = 64;
 
-Error profile_error(const config::RoceProfile& p, std::string message) {
+Error profile_error(const network::RoceProfile& p, std::string message) {
     return make_error("network", "network.bad_profile",
                       p.name.empty() ? message : fmt::format("network profile {}: {}", p.name, message));
 }
@@ -20,7 +20,7 @@ std::string str(long long v) {
 
 }  // namespace
 
-Status check_profile(const config::RoceProfile& p) {
+Status check_profile(const network::RoceProfile& p) {
     auto in = [](int v, int lo, int hi) { return v >= lo && v <= hi; };
     if (!in(p.lossless_priority, 0, kPriorities - 1))
         return profile_error(p, fmt::format("lossless_priority must be 0..7, got {}", p.lossless_priority));
@@ -75,7 +75,7 @@ std::vector<std::string> ranges_without(int skip, int last) {
 
 // The lossless tables that depend on the switch: its buffer model, its SKU's
 // headroom table and the shared objects its templates made.
-Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vector<Port>& ports,
+Status render_buffers(ConfigDb& db, const network::RoceProfile& p, const std::vector<Port>& ports,
                       const RenderOptions& opt) {
     const SonicFacts& f = *opt.facts;
     const std::string lossless = std::to_string(p.lossless_priority);
@@ -141,7 +141,7 @@ Status render_buffers(ConfigDb& db, const config::RoceProfile& p, const std::vec
 
 }  // namespace
 
-Result<ConfigDb> render_roce(const config::RoceProfile& p, const std::vector<Port>& ports, const RenderOptions& opt) {
+Result<ConfigDb> render_roce(const network::RoceProfile& p, const std::vector<Port>& ports, const RenderOptions& opt) {
     if (Status s = check_profile(p); !s) return s.error();
     if (ports.empty()) return make_error("network", "network.no_ports", "nothing to render: no ports given");
 

@@ -38,6 +38,7 @@
 #include "network/fabric.h"
 #include "network/sonic/config_db.h"
 #include "network/sonic/switch_facts.h"
+#include "network/stage/network_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 
@@ -58,10 +59,10 @@ struct RenderOptions {
 // The profile's own consistency (priorities in 0..7 and distinct, DSCPs in
 // 0..63 and distinct, ECN min <= max, a known buffer policy). Ranges SONiC's
 // YANG already bounds (MTU, watchdog times) are left to the YANG check.
-Status check_profile(const config::RoceProfile& profile);
+Status check_profile(const network::RoceProfile& profile);
 
 // The tables for `ports` on one switch.
-Result<ConfigDb> render_roce(const config::RoceProfile& profile, const std::vector<Port>& ports,
+Result<ConfigDb> render_roce(const network::RoceProfile& profile, const std::vector<Port>& ports,
                              const RenderOptions& options = {});
 
 // One SONiC switch of the fabric, with the profile its nodes name.

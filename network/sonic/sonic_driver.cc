@@ -91,7 +91,7 @@ Result<std::unique_ptr<SonicDriver>> SonicDriver::from_switch(const config::Swit
     return std::make_unique<SonicDriver>(sw.name, std::move(runner), std::move(options));
 }
 
-Result<json> SonicDriver::render(const config::RoceProfile& profile, const std::vector<Port>& ports) const {
+Result<json> SonicDriver::render(const network::RoceProfile& profile, const std::vector<Port>& ports) const {
     auto db = render_roce(profile, ports, options_.render);
     if (!db) return driver_error(name_, db.error().code, db.error().message);
     return db->json();
@@ -186,7 +186,7 @@ json SonicDriver::project_running(const json& state, const std::vector<Port>& po
     return out;
 }
 
-Result<json> SonicDriver::render_for(const config::RoceProfile& profile, const std::vector<Port>& ports,
+Result<json> SonicDriver::render_for(const network::RoceProfile& profile, const std::vector<Port>& ports,
                                      const json& running) const {
     const SonicFacts facts = facts_from_running(running);
     RenderOptions opt = options_.render;

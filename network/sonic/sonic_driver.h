@@ -63,12 +63,12 @@ public:
                                                             SonicDriverOptions options = {});
 
     std::string os() const override { return "sonic"; }
-    Result<nlohmann::json> render(const config::RoceProfile& profile, const std::vector<Port>& ports) const override;
+    Result<nlohmann::json> render(const network::RoceProfile& profile, const std::vector<Port>& ports) const override;
     // The managed tables, plus "_kiln" (switch_facts.h): the whole CONFIG_DB
     // and, in the traditional buffer model, the SKU's pg_profile_lookup.ini.
     Result<nlohmann::json> read_state() override;
     nlohmann::json project_running(const nlohmann::json& state, const std::vector<Port>& ports) const override;
-    Result<nlohmann::json> render_for(const config::RoceProfile& profile, const std::vector<Port>& ports,
+    Result<nlohmann::json> render_for(const network::RoceProfile& profile, const std::vector<Port>& ports,
                                       const nlohmann::json& running) const override;
     // Refuses what SONiC's config updater refuses: a changed PORT lanes
     // (create-only), and any YANG issue the patch adds to the switch's whole

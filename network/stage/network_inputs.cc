@@ -1,5 +1,7 @@
 #include "network/stage/network_inputs.h"
 
+#include "network/stage/network_config.h"
+
 #include <algorithm>
 
 namespace kiln::network {
@@ -48,8 +50,8 @@ json network_rack_switches_json(const Fleet& fleet, const std::string& rack) {
 
 json network_profile_json(const Fleet& fleet, const std::string& name) {
     json profile = nullptr;
-    if (auto it = fleet.network.find(name); it != fleet.network.end()) {
-        const auto& p = it->second;
+    if (const RoceProfile* picked = find_network_profile(fleet, name)) {
+        const auto& p = *picked;
         profile = {{"lossless_priority", p.lossless_priority},
                    {"roce_dscp", p.roce_dscp},
                    {"cnp_dscp", p.cnp_dscp},
@@ -137,7 +139,7 @@ json network_inputs(const Fleet& fleet, const Node& node) {
     }
     json out = {{"rack", node.rack},
                 {"switches", network_rack_switches_json(fleet, node.rack)},
-                {"profile", network_profile_json(fleet, node.network)},
+                {"profile", network_profile_json(fleet, node.profile(kNetworkTable))},
                 {"cables", std::move(cables)}};
     // Only a managed host adds inputs: nodes without one hash as before.
     if (node.host.managed()) out["host"] = network_host_json(node);
@@ -187,7 +189,8 @@ std::string network_inputs_text(const Fleet& fleet, const Node& node, NetworkTex
         out += network_host_json(node).dump();
     }
     out += ",\"profile\":";
-    out += once(memo.profiles, node.network, [&] { return network_profile_json(fleet, node.network); });
+    const std::string& profile = node.profile(kNetworkTable);
+    out += once(memo.profiles, profile, [&] { return network_profile_json(fleet, profile); });
     out += ",\"rack\":";
     out += json(node.rack).dump();
     out += ",\"switches\":";

@@ -302,7 +302,7 @@ struct NetworkStage::RunCache {
     std::once_flag built;
     std::optional<Error> fabric_error;
     Fabric fabric;
-    std::vector<Result<const config::RoceProfile*>> profiles;              // by fabric switch
+    std::vector<Result<const network::RoceProfile*>> profiles;             // by fabric switch
     std::vector<std::unordered_map<std::string, std::string>> port_owner;  // cabled port -> node
     std::vector<std::unordered_map<std::string, std::string>> uplink_far;  // leaf uplink port -> the switch it faces
     std::vector<std::set<std::string>> core_ports_of;                      // ports on core links

@@ -1,13 +1,16 @@
 #include "pipelines/smoke/smoke_inputs.h"
 
+#include "pipelines/smoke/smoke_config.h"
+
 namespace kiln::smoke {
 
 nlohmann::json smoke_inputs(const config::Fleet& fleet, const config::Node& node) {
     using nlohmann::json;
-    auto it = fleet.smoke.find(node.smoke);
-    if (it == fleet.smoke.end()) return {{"profile", node.smoke}, {"thresholds", json::object()}, {"timeout_ms", 0}};
-    const auto& p = it->second;
-    json in = {{"profile", node.smoke}, {"thresholds", p.thresholds}, {"timeout_ms", p.timeout.count()}};
+    const std::string& name = node.profile(kSmokeTable);
+    const SmokeProfile* picked = smoke_profile(fleet, node);
+    if (!picked) return {{"profile", name}, {"thresholds", json::object()}, {"timeout_ms", 0}};
+    const auto& p = *picked;
+    json in = {{"profile", name}, {"thresholds", p.thresholds}, {"timeout_ms", p.timeout.count()}};
     if (p.relative_floor > 0) in["relative"] = {{"floor", p.relative_floor}, {"verdict", p.relative_verdict}};
     if (p.rdma_bytes || p.rdma_iterations || p.rdma_pair_timeout) {
         json rdma = json::object();
@@ -19,7 +22,7 @@ nlohmann::json smoke_inputs(const config::Fleet& fleet, const config::Node& node
     // A shared ring's members: a node joining or leaving the ring runs it again.
     if (p.scope != "node") {
         json ring = json::array();
-        for (const config::Node* n : fleet.smoke_ring(node)) ring.push_back(n->name);
+        for (const config::Node* n : smoke_ring(fleet, node)) ring.push_back(n->name);
         in["scope"] = p.scope;
         in["ring"] = ring;
     }

@@ -10,6 +10,7 @@
 #include "pipelines/smoke/check_json.h"
 #include "pipelines/smoke/fault_search.h"
 #include "pipelines/smoke/relative_verdict.h"
+#include "pipelines/smoke/smoke_config.h"
 #include "pipelines/smoke/smoke_record.h"
 #include "provisioner/core/json_limits.h"
 #include "provisioner/journal/store.h"
@@ -589,7 +590,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     const bool figures_resumed = resumed && resumed->value("phase", "") == "ring_figures";
     if (figures_resumed) {
         met = resumed->at("met").get<std::vector<std::string>>();
-    } else if (auto ring = fleet.smoke_ring(ctx.node()); ring.size() > 1) {
+    } else if (auto ring = smoke_ring(fleet, ctx.node()); ring.size() > 1) {
         std::vector<std::string> names;
         for (const auto* n : ring) names.push_back(n->name);
         if (ctx.can_park()) {
@@ -643,8 +644,8 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
     std::chrono::milliseconds timeout{std::chrono::minutes(20)};
     RelativePolicy relative;
     std::vector<std::string> profile_args;
-    if (auto it = fleet.smoke.find(ctx.node().smoke); it != fleet.smoke.end()) {
-        const auto& p = it->second;
+    if (const SmokeProfile* picked = smoke_profile(fleet, ctx.node())) {
+        const auto& p = *picked;
         thresholds = p.thresholds;
         timeout = p.timeout;
         relative.floor = p.relative_floor;
@@ -707,10 +708,7 @@ Result<json> SmokeStage::run_node(engine::StageContext& ctx) {
                        {"transport", transport.name()},
                        {"vms", vm_results}};
         if (met.size() > 1) {
-            auto it = fleet.smoke.find(ctx.node().smoke);
-            result["ring"] = {{"scope", it != fleet.smoke.end() ? it->second.scope : "node"},
-                              {"nodes", met},
-                              {"ranks", ring_vms.size()}};
+            result["ring"] = {{"scope", ring_scope(fleet, ctx.node())}, {"nodes", met}, {"ranks", ring_vms.size()}};
         }
         json th = json::object();
         for (const auto& [k, v] : thresholds) th[k] = v;

@@ -11,13 +11,16 @@
 #include "firmware/stage/firmware_stage.h"
 #include "images/image_config.h"
 #include "images/image_stage.h"
+#include "network/stage/network_config.h"
 #include "network/stage/network_stage.h"
+#include "pipelines/smoke/smoke_config.h"
 #include "pipelines/smoke/smoke_stage.h"
 #include "pipelines/smoke/transport_factory.h"
 #include "provisioner/evidence/quarantine_evidence.h"
 #include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_stage.h"
 #include "provisioner/vm/node_vms.h"
+#include "provisioner/vm/vm_config.h"
 #include "provisioner/vm/vm_stage.h"
 
 namespace kiln::engine {
@@ -25,7 +28,10 @@ namespace kiln::engine {
 void register_product_stages(StageRegistry& registry) {
     for (const char* name : {"firmware", "network", "image", "vm", "smoke", "handover"}) registry.declare(name);
     for (auto& table : firmware::firmware_tables()) registry.add_table(std::move(table));
+    registry.add_table(network::network_table());
     registry.add_table(images::image_table());
+    registry.add_table(vm::vm_table());
+    registry.add_table(smoke::smoke_table());
     registry.add_table(handover::handover_table());
     registry.add(std::make_shared<firmware::FirmwareStage>());
     registry.add(std::make_shared<network::NetworkStage>());

@@ -6,6 +6,7 @@
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/vm/node_vms.h"
+#include "provisioner/vm/vm_config.h"
 
 namespace kiln::cli {
 
@@ -41,7 +42,7 @@ int cmd_vm_xml(const VmXmlArgs& args) {
         return 1;
     }
     if (!args.sysfs.empty()) {
-        if (auto it = fleet.vm.find(node->vm); it != fleet.vm.end()) it->second.sysfs = args.sysfs;
+        if (vm::VmShape* shape = vm::mutable_vm_shape(fleet, node->profile(vm::kVmTable))) shape->sysfs = args.sysfs;
     }
     vm::NodeVmPlanner planner;
     auto vms = planner.plan(fleet, *node);

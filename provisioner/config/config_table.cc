@@ -59,6 +59,11 @@ bool is_sha256_hex(const std::string& s) {
     return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
 }
 
+bool is_linux_ifname(const std::string& s) {
+    static const std::regex re(R"(^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$)");
+    return std::regex_match(s, re);
+}
+
 std::string ascii_lower(std::string s) {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;

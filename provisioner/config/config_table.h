@@ -12,9 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "provisioner/config/fleet_config.h"
 #include "provisioner/core/secret.h"
 
 namespace kiln::config {
+
+// One problem in the fleet file, at its position.
+struct Diagnostic {
+    SourcePos pos;
+    std::string key;          // dotted path, e.g. "nodes[3].bmc.password"
+    std::string message;      // what was expected / found
+    std::string str() const;  // "FILE:LINE:COL: KEY: MESSAGE"
+};
 
 class TableReader;  // toml_reader.h
 
@@ -53,6 +62,14 @@ struct ConfigTable {
     // nothing in this table.
     std::string node_key;
     std::function<std::vector<std::string>(const std::any& value)> names;
+    // Whether Fleet::nodes_picking indexes the nodes by their pick in this
+    // table: for a module that asks it of every node (a smoke ring's members).
+    bool group_nodes = false;
+    // A check of the whole fleet, run once every node has been read and the
+    // fleet indexed, whether or not the file has this table: what one
+    // table's reader cannot see (a ring of nodes that must fit [limits]).
+    // Problems go to `errors` at the position of what causes them.
+    std::function<void(const Fleet& fleet, std::vector<Diagnostic>& errors)> check_fleet;
 };
 
 // Each [KEY.NAME] sub-table of `table`: a name that is not a profile name
@@ -86,11 +103,37 @@ ConfigTable named_profiles_table(std::string key, std::string node_key,
     return t;
 }
 
+// The profile `name` in a module's table of named profiles `key`, to change
+// it (tests; a CLI override), or nullptr when there is none.
+template <class P>
+P* mutable_profile(Fleet& fleet, const std::string& key, const std::string& name) {
+    auto it = fleet.tables.find(key);
+    if (it == fleet.tables.end()) return nullptr;
+    auto* all = std::any_cast<Profiles<P>>(&it->second.value);
+    if (!all) return nullptr;
+    auto p = all->find(name);
+    return p == all->end() ? nullptr : &p->second;
+}
+
+// Adds (or replaces) a profile in the table `key`, for a fleet built in
+// code (tests, benchmarks), creating the table when the fleet has none.
+template <class P>
+void add_profile(Fleet& fleet, const std::string& key, P profile) {
+    auto& table = fleet.tables[key];
+    if (!table.value.has_value()) table.value = Profiles<P>{};
+    auto& all = std::any_cast<Profiles<P>&>(table.value);
+    std::string name = profile.name;
+    all[std::move(name)] = std::move(profile);
+}
+
 // 64 hex digits, either case: a SHA-256 as fleet files write it.
 bool is_sha256_hex(const std::string& s);
 // `p` resolved against the folder `dir` unless it is absolute, normalised.
 std::string resolve_path(const std::string& dir, const std::string& p);
 std::string ascii_lower(std::string s);
+// A Linux interface name kiln can pass to ip, dcb and sysfs paths as is
+// (1-15 of A-Z a-z 0-9 _ . -, not starting with '.' or '-').
+bool is_linux_ifname(const std::string& s);
 
 // http(s)://host[:port][/path] with no credentials in it: "" when `url` is
 // one, else what is wrong, never echoing the URL (it may carry a password).

@@ -90,44 +90,21 @@ std::string HostAccess::describe() const {
     return "not managed";
 }
 
-std::vector<const Node*> Fleet::smoke_ring(const Node& node) const {
-    auto it = smoke.find(node.smoke);
-    const std::string scope = it == smoke.end() ? "node" : it->second.scope;
-    if (scope == "node") return {&node};
-    // Nodes whose pipeline has no smoke stage never join a ring.
-    auto runs_smoke = [&](const Node& n) {
-        auto p = pipelines.find(n.role);
-        return p == pipelines.end() ||
-               std::find(p->second.stages.begin(), p->second.stages.end(), "smoke") != p->second.stages.end();
-    };
-    std::vector<const Node*> ring;
-    const bool in_fleet = !nodes.empty() && &node >= nodes.data() && &node < nodes.data() + nodes.size();
-    if (nodes_indexed_ == nodes.size() && in_fleet) {
-        const auto& index = scope == "fleet" ? smoke_by_fleet_ : smoke_by_rack_;
-        const auto it = index.find(scope == "fleet" ? node.smoke : node.smoke + "\n" + node.rack);
-        const size_t self = static_cast<size_t>(&node - nodes.data());
-        bool placed = false;
-        if (it != index.end())
-            for (size_t k : it->second) {
-                if (k >= nodes.size() || nodes[k].smoke != node.smoke) continue;
-                if (k == self) {
-                    ring.push_back(&node);  // a node that runs no smoke still rings with itself
-                    placed = true;
-                    continue;
-                }
-                if (!placed && k > self) {
-                    ring.push_back(&node);
-                    placed = true;
-                }
-                if ((scope == "fleet" || nodes[k].rack == node.rack) && runs_smoke(nodes[k])) ring.push_back(&nodes[k]);
-            }
-        if (!placed) ring.push_back(&node);
-        return ring;
+std::vector<const Node*> Fleet::nodes_picking(const std::string& node_key, const std::string& name,
+                                              const std::string* rack) const {
+    std::vector<const Node*> out;
+    auto picks = [&](const Node& n) { return n.profile(node_key) == name && (!rack || n.rack == *rack); };
+    if (nodes_indexed_ == nodes.size() && picks_indexed_.count(node_key)) {
+        const auto& index = rack ? picks_by_rack_ : picks_by_fleet_;
+        const std::string key = node_key + "\n" + name + (rack ? "\n" + *rack : std::string());
+        if (auto it = index.find(key); it != index.end())
+            for (size_t k : it->second)
+                if (k < nodes.size() && picks(nodes[k])) out.push_back(&nodes[k]);
+        return out;
     }
     for (const auto& n : nodes)
-        if (n.smoke == node.smoke && (scope == "fleet" || n.rack == node.rack) && (&n == &node || runs_smoke(n)))
-            ring.push_back(&n);
-    return ring;
+        if (picks(n)) out.push_back(&n);
+    return out;
 }
 
 std::vector<const Cable*> Fleet::cables_of(const std::string& node) const {
@@ -174,13 +151,16 @@ void Fleet::index() {
     index_named(switches, switch_at_);
     switches_indexed_ = switches.size();
     for (auto& sw : switches) index_named(sw.ports, sw.port_index);
-    smoke_by_fleet_.clear();
-    smoke_by_rack_.clear();
-    for (size_t k = 0; k < nodes.size(); ++k) {
-        const Node& n = nodes[k];
-        smoke_by_fleet_[n.smoke].push_back(k);
-        smoke_by_rack_[n.smoke + "\n" + n.rack].push_back(k);
-    }
+    picks_by_fleet_.clear();
+    picks_by_rack_.clear();
+    picks_indexed_ = grouped_picks;
+    for (size_t k = 0; k < nodes.size(); ++k)
+        for (const auto& [key, name] : nodes[k].profiles) {
+            if (!grouped_picks.count(key)) continue;
+            std::string pick = key + "\n" + name;
+            picks_by_rack_[pick + "\n" + nodes[k].rack].push_back(k);
+            picks_by_fleet_[std::move(pick)].push_back(k);
+        }
 }
 
 }  // namespace kiln::config

@@ -31,86 +31,6 @@ struct SourcePos {
 
 using Duration = std::chrono::milliseconds;
 
-struct RoceProfile {
-    std::string name;
-    int lossless_priority = 3;
-    int roce_dscp = 26;
-    int cnp_dscp = 48;
-    int cnp_priority = 6;
-    int ecn_min_kb = 150;
-    int ecn_max_kb = 1500;
-    int ecn_probability_pct = 10;
-    std::string pfc_watchdog_action = "drop";  // drop | forward | alert
-    int pfc_watchdog_detection_ms = 200;
-    int pfc_watchdog_restoration_ms = 400;
-    // SONiC's PFC_WD|GLOBAL POLL_INTERVAL, which kiln writes: detection and
-    // restoration must be at least this (SONiC's YANG refuses the patch
-    // otherwise). 200 is SONiC's own default.
-    int pfc_watchdog_poll_ms = 200;
-    int host_mtu = 9000;
-    int switch_mtu = 9216;
-    std::string buffer_policy = "lossless";  // lossless | default
-    // Priorities with PFC: the loader accepts only lossless_priority (PFC on
-    // a priority no RoCE traffic uses pauses the link for nothing).
-    std::vector<int> pfc_priorities{3};
-    // The keys the fleet file wrote ("ecn_probability_pct",
-    // "pfc_watchdog.detection_ms"); the rest hold kiln's defaults above. A
-    // renderer whose platform has its own defaults keeps those for keys not
-    // written here (NVUE's RoCE mode: ECN thresholds and probability).
-    std::set<std::string> given;
-    bool is_given(const std::string& key) const { return given.count(key) != 0; }
-    SourcePos pos;
-};
-
-struct VmShape {
-    std::string name;
-    std::string split = "whole";  // whole | numa | count
-    int count = 0;                // split = "count": that many CPU-only VMs (hosts without GPUs)
-    int vcpus = 0;                // 0: all host CPUs of the VM's NUMA nodes
-    int memory_gib = 0;           // 0: derived from the host
-    bool hugepages = true;
-    std::string hugepage_size = "1G";                 // 1G | 2M
-    std::string accelerator = "auto";                 // auto (probe KVM, else TCG) | kvm | tcg
-    std::string network = "slirp";                    // slirp | passt | none (guest_contract.h)
-    std::string sysfs = "/sys";                       // host sysfs root; a recorded tree for rehearsal
-    std::string images_dir;                           // overlays, seeds, serial logs; "" = <fleet dir>/.kiln/vm
-    std::string base_image;                           // the cached guest image the overlays sit on
-    Duration boot_timeout{std::chrono::minutes(10)};  // start to the readiness marker
-    // Under TCG, how many VMs boot at once on one hypervisor (boot_gate.h).
-    int tcg_parallel_boots = 1;
-    std::vector<std::string> ssh_authorized_keys;  // for the guest user (cloud-init)
-    // Rehearsal: each VM gets one emulated fabric NIC (virtio-net) on this
-    // host bridge, over which the lite guest image runs Soft-RoCE; "" = none.
-    std::string fabric_bridge;
-    // The smoke job's RDMA checks (docs/smoke.md), which need a port forward
-    // for perftest's connection setup: on by default with fabric_bridge; set
-    // it for VMs given their fabric NICs by passthrough.
-    bool rdma_checks = false;
-    SourcePos pos;
-};
-
-struct SmokeProfile {
-    std::string name;
-    std::map<std::string, double> thresholds;  // check name -> floor (or ceiling by check)
-    Duration timeout{std::chrono::minutes(20)};
-    // Which VMs share one ring: "node" (each node's own VMs), "rack" (every
-    // node of a rack with this profile) or "fleet" (every node with it).
-    std::string scope = "node";
-    SourcePos scope_pos;  // line 0: not written
-    // Fleet-relative verdicts (docs/smoke.md): a VM whose floor-type figure
-    // is below this fraction of the ring's median warns or fails. 0: off.
-    double relative_floor = 0;
-    std::string relative_verdict = "fail";  // warn | fail
-    // The RDMA checks' writes (docs/smoke.md, "RDMA checks"): bytes per
-    // write, writes per pair, and one pair's bound. Unset: kiln-smoke's
-    // defaults (64 KiB, 200, 30 s). A 400 Gb/s rail wants more bytes than
-    // that to measure; a TCG lab fewer.
-    std::optional<int64_t> rdma_bytes;
-    std::optional<int64_t> rdma_iterations;
-    std::optional<Duration> rdma_pair_timeout;
-    SourcePos pos;
-};
-
 // [store]: the journal in a PostgreSQL database that several kiln processes
 // share, instead of the SQLite file beside the fleet. The URL carries no
 // password; `password` is a secret reference read when connecting.
@@ -254,9 +174,6 @@ struct Node {
     std::string rack;
     std::string role;  // pipeline name, e.g. "gpu-node"
     Bmc bmc;
-    std::string network;  // RoceProfile name
-    std::string vm;       // VmShape name
-    std::string smoke;    // SmokeProfile name
     std::map<std::string, std::string> labels;
     std::vector<NodeNic> nics;  // RDMA NICs cabled to the fabric
     HostAccess host;            // how the network stage reaches its NICs; not managed by default
@@ -301,11 +218,8 @@ struct Fleet {
     std::vector<Rack> racks;
     std::vector<Switch> switches;
     std::vector<Node> nodes;
-    std::vector<Cable> cabling;   // in file order
-    std::vector<Uplink> uplinks;  // in file order
-    std::map<std::string, RoceProfile> network;
-    std::map<std::string, VmShape> vm;
-    std::map<std::string, SmokeProfile> smoke;
+    std::vector<Cable> cabling;                 // in file order
+    std::vector<Uplink> uplinks;                // in file order
     std::optional<StoreConfig> store;           // absent: the SQLite journal
     std::map<std::string, Pipeline> pipelines;  // by name; every node role is one
     std::map<std::string, TableValue> tables;   // stage modules' own tables, by key
@@ -330,9 +244,13 @@ struct Fleet {
     const Node* find_node(const std::string& name) const;
     const Rack* find_rack(const std::string& name) const;
     const Switch* find_switch(const std::string& name) const;
-    // The nodes whose VMs share one smoke ring with this node's, in fleet
-    // order, the node included (just the node for scope "node").
-    std::vector<const Node*> smoke_ring(const Node& node) const;
+    // The nodes that pick profile `name` by `node_key` (config_table.h), in
+    // fleet order; with `rack`, only that rack's. Indexed by index() for the
+    // node keys in `grouped_picks` (a module's ring, say, asks this for each
+    // node); linear otherwise.
+    std::vector<const Node*> nodes_picking(const std::string& node_key, const std::string& name,
+                                           const std::string* rack = nullptr) const;
+    std::set<std::string> grouped_picks;  // node keys nodes_picking indexes (ConfigTable::group_nodes)
     // The cables from this node, in file order.
     std::vector<const Cable*> cables_of(const std::string& node) const;
     // The uplinks with `switch_name` at either end, in file order.
@@ -351,9 +269,10 @@ private:
     std::unordered_map<std::string, std::vector<size_t>> cables_by_node_;     // positions in `cabling`
     std::unordered_map<std::string, std::vector<size_t>> uplinks_by_switch_;  // positions in `uplinks`
     std::unordered_map<std::string, size_t> node_at_, rack_at_, switch_at_;
-    // Nodes by smoke profile (fleet scope) and by smoke profile and rack
-    // ("profile\nrack"), positions in `nodes`: smoke_ring's candidates.
-    std::unordered_map<std::string, std::vector<size_t>> smoke_by_fleet_, smoke_by_rack_;
+    // Nodes by pick ("key\nname") and by pick and rack ("key\nname\nrack"),
+    // positions in `nodes`, for the keys in grouped_picks: nodes_picking's.
+    std::unordered_map<std::string, std::vector<size_t>> picks_by_fleet_, picks_by_rack_;
+    std::set<std::string> picks_indexed_;              // grouped_picks when indexed
     size_t cables_indexed_ = static_cast<size_t>(-1);  // cabling.size() when indexed
     size_t uplinks_indexed_ = static_cast<size_t>(-1);
     size_t nodes_indexed_ = static_cast<size_t>(-1);

@@ -54,12 +54,6 @@ bool valid_node_name(const std::string& s) {
     return std::regex_match(s, re);
 }
 
-// A Linux interface name kiln can pass to ip, dcb and sysfs paths as is.
-bool valid_ifname(const std::string& s) {
-    static const std::regex re(R"(^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$)");
-    return std::regex_match(s, re);
-}
-
 // "host", "host:port", "[v6]" or "[v6]:port", as SSH takes them.
 bool valid_host_address(const std::string& s) {
     static const std::regex re(R"(^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9._-]*)(:(\d{1,5}))?$)");
@@ -89,16 +83,6 @@ struct Loader {
 
     // A rule between two keys (a < b, a != b) is reported at the value of the
     // first of them the file sets; the table when it sets neither.
-    void pair_error(const TableReader& r, const std::string& a, const std::string& b, const std::string& when_a,
-                    const std::string& when_b) {
-        if (const toml::node* n = r.table().get(a))
-            ctx.error(n->source(), r.key_path(a), when_a);
-        else if (const toml::node* m = r.table().get(b))
-            ctx.error(m->source(), r.key_path(b), when_b);
-        else
-            ctx.error(r.table().source(), r.key_path(a), when_a);
-    }
-
     // A core key's secret: the scrubber finds it where the fleet keeps it
     // (a switch, a BMC, the store), so the list a TableScope keeps is dropped.
     std::optional<Secret> secret(TableReader& r, const std::string& key) {
@@ -232,7 +216,7 @@ struct Loader {
                 auto name = nr.str("name", true);
                 if (auto v = nr.str("ifname")) {
                     ifname_at = &t.get("ifname")->source();
-                    if (!valid_ifname(*v))
+                    if (!is_linux_ifname(*v))
                         ctx.error(*ifname_at, key + ".ifname",
                                   fmt::format("expected an interface name: 1 to 15 letters, digits, '_', '.' or '-', "
                                               "not starting with '.' or '-', found \"{}\"",
@@ -555,249 +539,10 @@ struct Loader {
         }
     }
 
-    void profiles(TableReader& root) {
-        named_tables(root, "network", [&](const std::string& name, TableReader& r) {
-            RoceProfile p;
-            p.name = name;
-            p.pos = r.pos();
-            for (const auto& [k, v] : r.table()) {
-                p.given.insert(std::string(k.str()));
-                if (const toml::table* sub = v.as_table(); sub && k.str() == "pfc_watchdog")
-                    for (const auto& kv : *sub) p.given.insert("pfc_watchdog." + std::string(kv.first.str()));
-            }
-            auto set_int = [&](const char* key, int64_t lo, int64_t hi, int& field) {
-                if (auto v = r.integer(key, lo, hi)) field = static_cast<int>(*v);
-            };
-            set_int("lossless_priority", 0, 7, p.lossless_priority);
-            set_int("roce_dscp", 0, 63, p.roce_dscp);
-            set_int("cnp_dscp", 0, 63, p.cnp_dscp);
-            set_int("cnp_priority", 0, 7, p.cnp_priority);
-            set_int("ecn_min_kb", 1, 1 << 20, p.ecn_min_kb);
-            set_int("ecn_max_kb", 1, 1 << 20, p.ecn_max_kb);
-            set_int("ecn_probability_pct", 0, 100, p.ecn_probability_pct);
-            // RoCE's smallest path MTU is 1024: below it RDMA does not run at all.
-            auto set_mtu = [&](const char* key, int64_t hi, int& field) {
-                const toml::node* n = r.table().get(key);
-                if (n && n->is_integer() && *n->value<int64_t>() < 1024) {
-                    r.node(key);
-                    ctx.error(n->source(), r.key_path(key),
-                              fmt::format("expected 1280..{}, found {}: below 1024, the smallest MTU RoCE runs on", hi,
-                                          *n->value<int64_t>()));
-                    return;
-                }
-                set_int(key, 1280, hi, field);
-            };
-            set_mtu("host_mtu", 9000, p.host_mtu);
-            set_mtu("switch_mtu", 9216, p.switch_mtu);
-            p.pfc_priorities = {p.lossless_priority};
-            if (const toml::node* v = r.node("pfc_priorities")) {
-                const toml::array* arr = v->as_array();
-                if (!arr) {
-                    ctx.error(v->source(), r.key_path("pfc_priorities"),
-                              fmt::format("expected array of integers, found {}", toml_type_name(*v)));
-                } else if (arr->empty()) {
-                    ctx.error(v->source(), r.key_path("pfc_priorities"),
-                              fmt::format("expected [{}]: RoCE needs PFC on lossless_priority", p.lossless_priority));
-                } else {
-                    p.pfc_priorities.clear();
-                    for (size_t k = 0; k < arr->size(); ++k) {
-                        const toml::node& e = *arr->get(k);
-                        const std::string key = fmt::format("{}[{}]", r.key_path("pfc_priorities"), k);
-                        if (!e.is_integer() || *e.value<int64_t>() < 0 || *e.value<int64_t>() > 7) {
-                            ctx.error(e.source(), key, "expected a priority 0..7");
-                            continue;
-                        }
-                        const int prio = static_cast<int>(*e.value<int64_t>());
-                        if (prio != p.lossless_priority) {
-                            ctx.error(e.source(), key,
-                                      fmt::format("PFC on priority {} which carries no RoCE traffic (roce_dscp {} "
-                                                  "maps to lossless_priority {})",
-                                                  prio, p.roce_dscp, p.lossless_priority));
-                            continue;
-                        }
-                        if (std::find(p.pfc_priorities.begin(), p.pfc_priorities.end(), prio) == p.pfc_priorities.end())
-                            p.pfc_priorities.push_back(prio);
-                    }
-                }
-            }
-
-            if (auto v = r.choice("buffer_policy", {"lossless", "default"})) p.buffer_policy = *v;
-            if (const toml::table* wd = r.table("pfc_watchdog")) {
-                TableReader wr(ctx, *wd, r.key_path("pfc_watchdog"));
-                if (auto v = wr.choice("action", {"drop", "forward", "alert"})) p.pfc_watchdog_action = *v;
-                if (auto v = wr.integer("detection_ms", 1, 60000)) p.pfc_watchdog_detection_ms = static_cast<int>(*v);
-                if (auto v = wr.integer("restoration_ms", 1, 600000))
-                    p.pfc_watchdog_restoration_ms = static_cast<int>(*v);
-                // SONiC's YANG bounds POLL_INTERVAL to 100..1000 ms.
-                if (auto v = wr.integer("poll_ms", 100, 1000)) p.pfc_watchdog_poll_ms = static_cast<int>(*v);
-                if (p.pfc_watchdog_detection_ms < p.pfc_watchdog_poll_ms)
-                    pair_error(wr, "detection_ms", "poll_ms",
-                               fmt::format("expected detection_ms >= poll_ms ({}): the switch refuses a watchdog "
-                                           "that detects faster than it polls",
-                                           p.pfc_watchdog_poll_ms),
-                               fmt::format("expected poll_ms <= detection_ms ({})", p.pfc_watchdog_detection_ms));
-                if (p.pfc_watchdog_restoration_ms < p.pfc_watchdog_poll_ms)
-                    pair_error(wr, "restoration_ms", "poll_ms",
-                               fmt::format("expected restoration_ms >= poll_ms ({})", p.pfc_watchdog_poll_ms),
-                               fmt::format("expected poll_ms <= restoration_ms ({})", p.pfc_watchdog_restoration_ms));
-                wr.finish();
-            }
-            if (p.cnp_dscp == p.roce_dscp)
-                pair_error(r, "cnp_dscp", "roce_dscp",
-                           fmt::format("expected a DSCP different from roce_dscp ({})", p.roce_dscp),
-                           fmt::format("expected a DSCP different from cnp_dscp ({})", p.cnp_dscp));
-            if (p.cnp_priority == p.lossless_priority)
-                pair_error(
-                    r, "cnp_priority", "lossless_priority",
-                    fmt::format("expected a priority different from lossless_priority ({})", p.lossless_priority),
-                    fmt::format("expected a priority different from cnp_priority ({})", p.cnp_priority));
-            if (p.ecn_min_kb >= p.ecn_max_kb)
-                pair_error(r, "ecn_min_kb", "ecn_max_kb",
-                           fmt::format("expected ecn_min_kb < ecn_max_kb ({})", p.ecn_max_kb),
-                           fmt::format("expected ecn_max_kb > ecn_min_kb ({})", p.ecn_min_kb));
-            if (p.switch_mtu < p.host_mtu)
-                pair_error(r, "switch_mtu", "host_mtu", fmt::format("expected switch_mtu >= host_mtu ({})", p.host_mtu),
-                           fmt::format("expected host_mtu <= switch_mtu ({})", p.switch_mtu));
-            fleet.network[name] = std::move(p);
-        });
-        named_tables(root, "vm", [&](const std::string& name, TableReader& r) {
-            VmShape p;
-            p.name = name;
-            p.pos = r.pos();
-            if (auto v = r.choice("split", {"whole", "numa", "count"})) p.split = *v;
-            if (auto v = r.integer("count", 1, 64)) p.count = static_cast<int>(*v);
-            if (p.split == "count" && p.count == 0) {
-                pair_error(r, "count", "split", "split = \"count\" needs count = N (1..64)",
-                           "split = \"count\" needs count = N (1..64)");
-            } else if (p.split != "count" && p.count != 0) {
-                pair_error(r, "count", "split", "count is only for split = \"count\"",
-                           "count is only for split = \"count\"");
-            }
-            if (auto v = r.integer("vcpus", 0, 4096)) p.vcpus = static_cast<int>(*v);
-            if (auto v = r.integer("memory_gib", 0, 65536)) p.memory_gib = static_cast<int>(*v);
-            if (auto v = r.boolean("hugepages")) p.hugepages = *v;
-            if (auto v = r.choice("hugepage_size", {"1G", "2M"})) p.hugepage_size = *v;
-            if (auto v = r.choice("accelerator", {"auto", "kvm", "tcg"})) p.accelerator = *v;
-            if (auto v = r.choice("network", {"slirp", "passt", "none"})) p.network = *v;
-            if (auto v = r.str("sysfs")) p.sysfs = v->empty() ? "/sys" : resolve_path(fleet.dir, *v);
-            if (auto v = r.str("images_dir")) p.images_dir = v->empty() ? "" : resolve_path(fleet.dir, *v);
-            if (auto v = r.str("base_image")) p.base_image = v->empty() ? "" : resolve_path(fleet.dir, *v);
-            if (auto v = r.duration("boot_timeout")) p.boot_timeout = *v;
-            if (auto v = r.integer("tcg_parallel_boots", 1, 1024)) p.tcg_parallel_boots = static_cast<int>(*v);
-            if (auto v = r.strings("ssh_authorized_keys")) p.ssh_authorized_keys = *v;
-            if (auto v = r.str("fabric_bridge")) {
-                if (!valid_ifname(*v))
-                    ctx.error(r.table().get("fabric_bridge")->source(), r.key_path("fabric_bridge"),
-                              "expected a Linux bridge name (1-15 of A-Z a-z 0-9 _ . -)");
-                else
-                    p.fabric_bridge = *v;
-            }
-            p.rdma_checks = !p.fabric_bridge.empty();
-            if (auto v = r.boolean("rdma_checks")) p.rdma_checks = *v;
-            if (p.rdma_checks && p.network == "none") {
-                pair_error(r, "rdma_checks", "network",
-                           "the smoke job's RDMA checks need the VMs' port forwards: network = \"none\" has none",
-                           "the smoke job's RDMA checks need the VMs' port forwards: network = \"none\" has none");
-            }
-            fleet.vm[name] = std::move(p);
-        });
-        named_tables(root, "smoke", [&](const std::string& name, TableReader& r) {
-            SmokeProfile p;
-            p.name = name;
-            p.pos = r.pos();
-            if (auto v = r.duration("timeout")) p.timeout = *v;
-            if (auto v = r.choice("scope", {"node", "rack", "fleet"})) {
-                p.scope = *v;
-                p.scope_pos = ctx.pos(r.table().get("scope")->source());
-            }
-            if (auto v = r.number("relative_floor")) {
-                if (*v > 0 && *v < 1)
-                    p.relative_floor = *v;
-                else
-                    ctx.error(r.table().get("relative_floor")->source(), r.key_path("relative_floor"),
-                              "must be a fraction of the median between 0 and 1 (e.g. 0.9)");
-            }
-            if (auto v = r.choice("relative_verdict", {"warn", "fail"})) p.relative_verdict = *v;
-            p.rdma_bytes = r.integer("rdma_bytes", 1, int64_t{1} << 30);
-            p.rdma_iterations = r.integer("rdma_iterations", 5, 100000000);
-            if (auto v = r.duration("rdma_pair_timeout")) {
-                if (*v >= std::chrono::seconds(1))
-                    p.rdma_pair_timeout = *v;
-                else
-                    ctx.error(r.table().get("rdma_pair_timeout")->source(), r.key_path("rdma_pair_timeout"),
-                              "must be at least 1s: perftest sets up its connection within it");
-            }
-            if (const toml::table* th = r.table("thresholds")) {
-                TableReader tr(ctx, *th, r.key_path("thresholds"));
-                for (const auto& [k, v] : *th) {
-                    const std::string key(k.str());
-                    if (auto x = tr.number(key)) p.thresholds[key] = *x;
-                }
-                tr.finish();
-            }
-            fleet.smoke[name] = std::move(p);
-        });
-    }
-
-    // A shared smoke ring runs only when all its nodes sit in their smoke
-    // stage at once, and each node that arrives first waits there holding
-    // its slots (parallel, per_rack, max_unavailable). With every ring short
-    // of one node, the waiters must still leave a slot for a missing node:
-    // a limit needs sum over rings of (nodes - 1), plus one. Their VMs must
-    // also reach one another (port forwards on one hypervisor's loopback).
-    void smoke_rings() {
-        struct Ring {
-            const SmokeProfile* profile;
-            std::vector<const Node*> nodes;
-        };
-        std::vector<Ring> rings;
-        std::set<std::string> seen;
-        for (const auto& n : fleet.nodes) {
-            auto it = fleet.smoke.find(n.smoke);
-            if (it == fleet.smoke.end() || it->second.scope == "node") continue;
-            auto ring = fleet.smoke_ring(n);
-            if (ring.size() < 2 || !seen.insert(ring.front()->name).second) continue;
-            rings.push_back({&it->second, std::move(ring)});
-        }
-        if (rings.empty()) return;
-        auto err = [&](const SmokeProfile& p, const std::string& msg) {
-            ctx.errors->push_back({p.scope_pos, "smoke." + p.name + ".scope", msg});
-        };
-        auto uri = [](const Node& m) { return m.libvirt_uri.empty() ? std::string("qemu:///system") : m.libvirt_uri; };
-        int need = 1, nodes = 0;
-        std::map<std::string, int> rack_need;
-        for (const auto& r : rings) {
-            need += static_cast<int>(r.nodes.size()) - 1;
-            nodes += static_cast<int>(r.nodes.size());
-            std::map<std::string, int> in_rack;
-            for (const Node* m : r.nodes) ++in_rack[m->rack];
-            for (const auto& [rack, count] : in_rack) rack_need[rack] += count - 1;
-            for (const Node* m : r.nodes)
-                if (m->libvirt_uri != r.nodes.front()->libvirt_uri) {
-                    err(*r.profile,
-                        fmt::format("the smoke ring of {} spans hypervisors ({} on '{}', {} on '{}'): its "
-                                    "VMs reach each other only through one hypervisor's loopback port "
-                                    "forwards",
-                                    r.profile->name, r.nodes.front()->name, uri(*r.nodes.front()), m->name, uri(*m)));
-                    break;
-                }
-        }
-        const SmokeProfile& first = *rings.front().profile;
-        const std::string what =
-            fmt::format("{} shared smoke ring{} ({} nodes)", rings.size(), rings.size() == 1 ? "" : "s", nodes);
-        const auto& l = fleet.limits;
-        if (l.parallel < need)
-            err(first, fmt::format("{} need [limits] parallel >= {} (nodes that reach the stage first wait there "
-                                   "for the rest), but parallel = {}",
-                                   what, need, l.parallel));
-        if (l.max_unavailable > 0 && l.max_unavailable < need)
-            err(first, fmt::format("{} need [limits] max_unavailable >= {} (or 0), but max_unavailable = {}", what,
-                                   need, l.max_unavailable));
-        if (l.per_rack > 0)
-            for (const auto& [rack, waiting] : rack_need)
-                if (l.per_rack < waiting + 1)
-                    err(first, fmt::format("{} need [limits] per_rack >= {} for rack {}, but per_rack = {}", what,
-                                           waiting + 1, rack, l.per_rack));
+    // Each module's check of the whole fleet (config_table.h: check_fleet).
+    void module_checks() {
+        for (const auto& mt : options.tables)
+            if (mt.check_fleet) mt.check_fleet(fleet, *ctx.errors);
     }
 
     // The tables stage modules own (config_table.h), each read by its
@@ -902,26 +647,6 @@ struct Loader {
         }
     }
 
-    // A profile reference: checked against its section, error at the value.
-    template <class Map>
-    void ref(TableReader& r, const char* key, const Map& defined, const char* kind, std::string& out) {
-        auto v = r.str(key);
-        if (!v) return;
-        if (!defined.count(*v)) {
-            ctx.error(r.table().get(key)->source(), r.key_path(key),
-                      fmt::format("no {} profile '{}'; defined: {}", kind, *v, names_of(defined)));
-            return;
-        }
-        out = *v;
-    }
-
-    void profile_refs(TableReader& r, Node& n) {
-        module_refs(r, n);
-        ref(r, "network", fleet.network, "network", n.network);
-        ref(r, "vm", fleet.vm, "vm", n.vm);
-        ref(r, "smoke", fleet.smoke, "smoke", n.smoke);
-    }
-
     void role_ref(TableReader& r, std::string& out) {
         auto v = r.str("role");
         if (!v) return;
@@ -941,7 +666,7 @@ struct Loader {
         TableReader r(ctx, *t, "defaults");
         defaults.has_role = t->get("role") != nullptr;
         role_ref(r, defaults.node.role);
-        profile_refs(r, defaults.node);
+        module_refs(r, defaults.node);
         bmc(r, defaults.node.bmc);
         node_nics(r, defaults.node);
         host_access(r, defaults.node.host);
@@ -986,7 +711,7 @@ struct Loader {
             role_ref(r, n.role);
             if (!t.get("role") && !defaults.has_role)
                 ctx.error(t.source(), path + ".role", "required key is missing (and [defaults] has no role)");
-            profile_refs(r, n);
+            module_refs(r, n);
             bmc(r, n.bmc);
             node_nics(r, n);
             const bool host_written = host_access(r, n.host);
@@ -1176,7 +901,6 @@ LoadResult load_fleet_file(const std::string& path, const LoadOptions& options) 
     L.limits(root);
     L.switches(root);
     L.racks(root);
-    L.profiles(root);
     L.module_tables(root);
     L.store(root);
     L.pipelines(pipelines_dir, pipelines_node);
@@ -1184,8 +908,10 @@ LoadResult load_fleet_file(const std::string& path, const LoadOptions& options) 
     L.nodes(root);
     // Cabling and uplinks look up a node, switch and port each: indexed, so
     // loading a fleet stays linear (index() again once all is read).
+    for (const auto& mt : options.tables)
+        if (mt.group_nodes && !mt.node_key.empty()) L.fleet.grouped_picks.insert(mt.node_key);
     L.fleet.index();
-    L.smoke_rings();
+    L.module_checks();
     L.cabling(root);
     L.uplinks(root);
     root.finish();

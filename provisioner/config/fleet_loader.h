@@ -13,12 +13,13 @@
 
 namespace kiln::config {
 
-struct Diagnostic {
-    SourcePos pos;
-    std::string key;          // dotted path, e.g. "nodes[3].bmc.password"
-    std::string message;      // what was expected / found
-    std::string str() const;  // "FILE:LINE:COL: KEY: MESSAGE"
-};
+// The top-level keys and node keys the core loader reads itself: a stage
+// module may register neither as its table or node key
+// (StageRegistry::add_table refuses them).
+inline const std::set<std::string> kCoreTableKeys = {"schema",  "fleet",   "limits", "switches", "racks",
+                                                     "cabling", "uplinks", "store",  "defaults", "nodes"};
+inline const std::set<std::string> kCoreNodeKeys = {"name",   "rack", "role", "bmc",
+                                                    "labels", "nics", "host", "libvirt_uri"};
 
 struct LoadOptions {
     // Stage names a pipeline may list (implemented or not).

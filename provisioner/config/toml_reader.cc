@@ -185,4 +185,14 @@ void TableReader::finish() {
     }
 }
 
+void pair_error(const TableReader& r, const std::string& a, const std::string& b, const std::string& when_a,
+                const std::string& when_b) {
+    if (const toml::node* n = r.table().get(a))
+        r.ctx().error(n->source(), r.key_path(a), when_a);
+    else if (const toml::node* m = r.table().get(b))
+        r.ctx().error(m->source(), r.key_path(b), when_b);
+    else
+        r.ctx().error(r.table().source(), r.key_path(a), when_a);
+}
+
 }  // namespace kiln::config

@@ -68,4 +68,9 @@ private:
     std::set<std::string> known_;
 };
 
+// A rule between two keys broken: one error, at `a` when the table has it
+// (saying `when_a`), else at `b` (`when_b`), else at the table (`when_a`).
+void pair_error(const TableReader& r, const std::string& a, const std::string& b, const std::string& when_a,
+                const std::string& when_b);
+
 }  // namespace kiln::config

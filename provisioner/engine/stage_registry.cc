@@ -1,6 +1,7 @@
 #include "provisioner/engine/stage_registry.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace kiln::engine {
 
@@ -14,6 +15,18 @@ void StageRegistry::add(std::shared_ptr<Stage> stage) {
 }
 
 void StageRegistry::add_table(config::ConfigTable table) {
+    auto refuse = [&](const std::string& why) {
+        throw std::invalid_argument("stage module table [" + table.key + "]: " + why);
+    };
+    if (table.key.empty()) refuse("no key");
+    if (config::kCoreTableKeys.count(table.key)) refuse("the core reads [" + table.key + "] itself");
+    if (!table.node_key.empty() && config::kCoreNodeKeys.count(table.node_key))
+        refuse("the core reads the node key '" + table.node_key + "' itself");
+    for (const auto& t : tables_) {
+        if (t.key == table.key) refuse("another module registered it");
+        if (!table.node_key.empty() && t.node_key == table.node_key)
+            refuse("the node key '" + table.node_key + "' is [" + t.key + "]'s");
+    }
     tables_.push_back(std::move(table));
 }
 

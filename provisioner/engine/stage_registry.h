@@ -23,6 +23,8 @@ public:
     void declare(const std::string& name);
     void add(std::shared_ptr<Stage> stage);
     // A top-level fleet.toml table a stage module owns, with its reader.
+    // Throws std::invalid_argument for a key (or node key) the core reads or
+    // another module registered: both would read it, each its own way.
     void add_table(config::ConfigTable table);
     const std::vector<config::ConfigTable>& config_tables() const { return tables_; }
     // What the loader needs from this build: the known stage names and the

@@ -36,8 +36,8 @@ NetBackend parse_net_backend(const std::string& s) {
 
 std::string node_vm_dir(const config::Fleet& fleet, const config::Node& node) {
     std::string base;
-    if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end() && !it->second.images_dir.empty()) {
-        base = it->second.images_dir;
+    if (const VmShape* shape = vm_shape(fleet, node); shape && !shape->images_dir.empty()) {
+        base = shape->images_dir;
     } else {
         base = (fleet.dir.empty() ? std::string(".") : fleet.dir) + "/.kiln/vm";
     }
@@ -55,7 +55,7 @@ Result<HostTopology> NodeVmPlanner::host(const std::string& sysfs_root) {
 
 Result<Placement> NodeVmPlanner::place_node(const config::Fleet& fleet, const config::Node& node,
                                             const HostTopology& host) {
-    const config::VmShape& shape = fleet.vm.at(node.vm);
+    const VmShape& shape = *vm_shape(fleet, node);  // plan() checked it
     auto req = request_from_shape(shape);
     if (!req) return at(shape.pos, "vm." + shape.name, req.error());
     req->hugepage_kib = shape.hugepage_size == "2M" ? kHugePage2M : kHugePage1G;
@@ -65,20 +65,20 @@ Result<Placement> NodeVmPlanner::place_node(const config::Fleet& fleet, const co
 }
 
 Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::Node& node) {
-    auto shape_it = fleet.vm.find(node.vm);
-    if (shape_it == fleet.vm.end()) {
+    const VmShape* picked = vm_shape(fleet, node);
+    if (!picked) {
         return make_error("vm", "vm.config",
                           node.pos.str() + ": nodes." + node.name + ".vm: the node names no vm shape");
     }
-    const config::VmShape& shape = shape_it->second;
+    const VmShape& shape = *picked;
     // The fleet-wide ordinal: VMs of the nodes before this one, in order.
     int ordinal = 0;
     for (const auto& other : fleet.nodes) {
         if (other.name == node.name) break;
-        auto os = fleet.vm.find(other.vm);
-        if (os == fleet.vm.end()) continue;
-        auto oh = host(os->second.sysfs);
-        if (!oh) return at(os->second.pos, "vm." + os->second.name + ".sysfs", oh.error());
+        const VmShape* os = vm_shape(fleet, other);
+        if (!os) continue;
+        auto oh = host(os->sysfs);
+        if (!oh) return at(os->pos, "vm." + os->name + ".sysfs", oh.error());
         auto op = place_node(fleet, other, *oh);
         if (!op) return op.error();
         ordinal += static_cast<int>(op->vms.size());
@@ -99,10 +99,10 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
     {
         int ord = 0;
         for (const auto& other : fleet.nodes) {
-            auto os = fleet.vm.find(other.vm);
-            if (os == fleet.vm.end()) continue;
-            auto oh = host(os->second.sysfs);
-            if (!oh) return at(os->second.pos, "vm." + os->second.name + ".sysfs", oh.error());
+            const VmShape* os = vm_shape(fleet, other);
+            if (!os) continue;
+            auto oh = host(os->sysfs);
+            if (!oh) return at(os->pos, "vm." + os->name + ".sysfs", oh.error());
             auto op = place_node(fleet, other, *oh);
             if (!op) return op.error();
             for (size_t i = 0; i < op->vms.size(); ++i, ++ord) {
@@ -112,7 +112,7 @@ Result<NodeVms> NodeVmPlanner::plan(const config::Fleet& fleet, const config::No
                                        {"address", "10.0.2.2"},
                                        {"port", kSmokeHostPortBase + ord}};
                 // Only where set, so that fleets without RDMA checks keep their seeds.
-                if (os->second.rdma_checks) peer["rdma_port"] = kRdmaHostPortBase + ord;
+                if (os->rdma_checks) peer["rdma_port"] = kRdmaHostPortBase + ord;
                 peers.push_back(std::move(peer));
             }
         }

@@ -34,7 +34,7 @@ struct NodeVm {
 };
 
 struct NodeVms {
-    const config::VmShape* shape = nullptr;
+    const VmShape* shape = nullptr;
     std::string uri;  // libvirt URI ("" in the config = local)
     std::string dir;  // this node's VM files
     HostTopology host;

@@ -431,7 +431,7 @@ const char* split_name(Split split) {
     return "whole";
 }
 
-Result<PlacementRequest> request_from_shape(const config::VmShape& shape) {
+Result<PlacementRequest> request_from_shape(const VmShape& shape) {
     PlacementRequest req;
     if (shape.split == "whole") {
         req.split = Split::whole;

@@ -33,6 +33,7 @@
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 #include "provisioner/vm/host_topology.h"
+#include "provisioner/vm/vm_config.h"
 
 namespace kiln::vm {
 
@@ -49,7 +50,7 @@ struct PlacementRequest {
 };
 
 // From a fleet [vm.<name>] shape; "split" must be whole, numa or count.
-Result<PlacementRequest> request_from_shape(const config::VmShape& shape);
+Result<PlacementRequest> request_from_shape(const VmShape& shape);
 
 // The GPUs of one host PCIe switch and the NIC functions given with them:
 // the guest gets one emulated switch per slot so it sees each GPU beside

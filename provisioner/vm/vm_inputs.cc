@@ -1,11 +1,13 @@
 #include "provisioner/vm/vm_inputs.h"
 
+#include "provisioner/vm/vm_config.h"
+
 namespace kiln::vm {
 
 nlohmann::json vm_inputs(const config::Fleet& fleet, const config::Node& node) {
     nlohmann::json shape = nullptr;
-    if (auto it = fleet.vm.find(node.vm); it != fleet.vm.end()) {
-        const auto& s = it->second;
+    if (const VmShape* picked = vm_shape(fleet, node)) {
+        const auto& s = *picked;
         shape = {{"split", s.split},
                  {"vcpus", s.vcpus},
                  {"memory_gib", s.memory_gib},

@@ -141,7 +141,7 @@ TEST_CASE("fabric config: PFC on a priority that carries no RoCE traffic is refu
 
     auto ok = write_fleet(fleet_toml(two_switches(), 1, "lossless_priority = 5\ncnp_priority = 6\n"));
     REQUIRE(ok->loaded.fleet);
-    CHECK(ok->loaded.fleet->network.at("roce").pfc_priorities == std::vector<int>{5});
+    CHECK(kiln::network::network_profiles(*ok->loaded.fleet)->at("roce").pfc_priorities == std::vector<int>{5});
 }
 
 TEST_CASE("fabric config: an MTU below RoCE's 1024 says why") {

@@ -84,10 +84,10 @@ TEST_CASE("fabric rejects ports that do not fit the fleet") {
 
 TEST_CASE("fabric finds the profile a switch must carry") {
     auto fleet = small_fleet();
-    kiln::config::RoceProfile other = roce_profile();
+    kiln::network::RoceProfile other = roce_profile();
     other.name = "other";
     other.lossless_priority = 4;
-    fleet.network["other"] = other;
+    kiln::network::add_network_profile(fleet, other);
 
     auto fabric = build_fabric(fleet, {SwitchPorts{"leaf1", cabled_ports(4, "r1", 2)}});
     REQUIRE(fabric.ok());
@@ -96,7 +96,7 @@ TEST_CASE("fabric finds the profile a switch must carry") {
     CHECK((*p)->name == "roce");
 
     SECTION("nodes that disagree are an error") {
-        fleet.nodes[1].network = "other";
+        fleet.nodes[1].set_profile("network", "other");
         auto q = profile_for_switch(fleet, *fabric->find_switch("leaf1"));
         REQUIRE_FALSE(q.ok());
         CHECK(q.error().code == "network.profile_conflict");
@@ -106,7 +106,8 @@ TEST_CASE("fabric finds the profile a switch must carry") {
         auto q = profile_for_switch(fleet, *fabric->find_switch("leaf2"));
         REQUIRE_FALSE(q.ok());
         CHECK(q.error().code == "network.no_profile");
-        fleet.network.erase("other");
+        std::any_cast<kiln::config::Profiles<kiln::network::RoceProfile>&>(fleet.tables.at("network").value)
+            .erase("other");
         auto r = profile_for_switch(fleet, *fabric->find_switch("leaf2"));
         REQUIRE(r.ok());
         CHECK((*r)->name == "roce");
@@ -228,11 +229,11 @@ TEST_CASE("fabric refuses uplinks that do not join two switches both ways") {
 
 TEST_CASE("fabric gives a spine the profile of the leaves its uplinks reach") {
     SpineFabric s;
-    kiln::config::RoceProfile other = roce_profile();
+    kiln::network::RoceProfile other = roce_profile();
     other.name = "other";
     other.lossless_priority = 4;
-    s.fleet.network["other"] = other;
-    for (auto& n : s.fleet.nodes) n.network = "other";
+    kiln::network::add_network_profile(s.fleet, other);
+    for (auto& n : s.fleet.nodes) n.set_profile("network", "other");
     auto fabric = build_fabric(s.fleet, s.ports);
     REQUIRE(fabric.ok());
     // Two profiles in the fleet: without its uplinks the spine would have none.
@@ -247,7 +248,7 @@ TEST_CASE("fabric gives a spine the profile of the leaves its uplinks reach") {
 
     SECTION("leaves that carry different profiles are an error naming both") {
         for (auto& n : s.fleet.nodes)
-            if (n.rack == "r2") n.network = "roce";
+            if (n.rack == "r2") n.set_profile("network", "roce");
         auto f2 = build_fabric(s.fleet, s.ports);
         REQUIRE(f2.ok());
         auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine1"));
@@ -292,11 +293,11 @@ TEST_CASE("fabric scope of a node: its ports, its leaf's uplinks, and on the spi
     CHECK(names(*whole) == std::vector<std::string>{"Ethernet0", "Ethernet4"});
 
     // Leaves with different profiles: the spine's nodes cannot both hold.
-    kiln::config::RoceProfile other = roce_profile();
+    kiln::network::RoceProfile other = roce_profile();
     other.name = "other";
-    s.fleet.network["other"] = other;
+    kiln::network::add_network_profile(s.fleet, other);
     for (auto& n : s.fleet.nodes)
-        if (n.rack == "r2") n.network = "other";
+        if (n.rack == "r2") n.set_profile("network", "other");
     auto mixed = kiln::network::scopes_for_node(s.fleet, *fabric, *s.fleet.find_node("r1n1"));
     REQUIRE_FALSE(mixed.ok());
     CHECK(mixed.error().code == "network.profile_conflict");
@@ -359,10 +360,10 @@ TEST_CASE("fabric marks core links (no node at either end) and sizes them for 30
 
 TEST_CASE("fabric gives a super-spine, and a spine reached only through it, the profile of the leaves below") {
     SuperSpineFabric s;
-    kiln::config::RoceProfile other = roce_profile();
+    kiln::network::RoceProfile other = roce_profile();
     other.name = "other";
-    s.fleet.network["other"] = other;
-    for (auto& n : s.fleet.nodes) n.network = "other";
+    kiln::network::add_network_profile(s.fleet, other);
+    for (auto& n : s.fleet.nodes) n.set_profile("network", "other");
     auto fabric = build_fabric(s.fleet, s.ports);
     REQUIRE(fabric.ok());
     // Two profiles in the fleet: neither switch falls back to the only one.
@@ -382,7 +383,7 @@ TEST_CASE("fabric gives a super-spine, and a spine reached only through it, the 
 
     SECTION("leaves two tiers down that carry different profiles are an error naming both") {
         for (auto& n : s.fleet.nodes)
-            if (n.rack == "r2") n.network = "roce";
+            if (n.rack == "r2") n.set_profile("network", "roce");
         auto f2 = build_fabric(s.fleet, s.ports);
         REQUIRE(f2.ok());
         auto r = profile_for_switch(s.fleet, *f2, *f2->find_switch("spine2"));

@@ -12,6 +12,7 @@
 
 #include "network/emulator/emulated_switch.h"
 #include "network/emulator/switch_server.h"
+#include "network/stage/network_config.h"
 #include "provisioner/config/fleet_loader.h"
 #include "tests/support/temp_dir.h"
 
@@ -90,6 +91,7 @@ inline std::unique_ptr<FleetFile> write_fleet(const std::string& toml) {
     f->path = f->dir.write("fleet.toml", toml);
     config::LoadOptions o;
     o.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+    o.tables = {network::network_table()};
     f->loaded = config::load_fleet(f->path, o);
     return f;
 }

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "network/stage/network_config.h"
 #include "network/stage/network_stage.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/cancel.h"
@@ -45,6 +46,7 @@ struct HostFleet {
                              host + "\nnics = " + nics + "\n");
         config::LoadOptions o;
         o.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+        o.tables = {network::network_table()};
         loaded = config::load_fleet(path, o);
         std::string errors;
         for (const auto& d : loaded.errors) errors += d.str() + "\n";

@@ -109,7 +109,7 @@ TEST_CASE("host nic applier reports DCB, SR-IOV, ECN and firmware on a veth as u
     ::kiln::test::VethNetns v{"kiln-hn-"};
     auto runner = std::make_shared<NetnsRunner>(v.ns);
     HostNicApplier applier(runner);
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     NicDesired want = nic_desired_from_profile(profile, "rdma0");
     want.sriov_vfs = 8;
     want.firmware = FirmwareWanted{true, 8, true};

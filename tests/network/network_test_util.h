@@ -6,12 +6,13 @@
 #include <string>
 
 #include "network/fabric.h"
+#include "network/stage/network_config.h"
 #include "provisioner/config/fleet_config.h"
 
 namespace kiln::test::network {
 
-inline kiln::config::RoceProfile roce_profile() {
-    kiln::config::RoceProfile p;
+inline kiln::network::RoceProfile roce_profile() {
+    kiln::network::RoceProfile p;
     p.name = "roce";
     return p;
 }
@@ -20,7 +21,7 @@ inline kiln::config::RoceProfile roce_profile() {
 inline kiln::config::Fleet small_fleet(int nodes_per_rack = 2) {
     kiln::config::Fleet f;
     f.name = "net-test";
-    f.network["roce"] = roce_profile();
+    kiln::network::add_network_profile(f, roce_profile());
     for (int r = 1; r <= 2; ++r) {
         const std::string rack = "r" + std::to_string(r);
         const std::string leaf = "leaf" + std::to_string(r);
@@ -34,7 +35,7 @@ inline kiln::config::Fleet small_fleet(int nodes_per_rack = 2) {
             kiln::config::Node node;
             node.name = rack + "n" + std::to_string(n);
             node.rack = rack;
-            node.network = "roce";
+            node.set_profile(kiln::network::kNetworkTable, "roce");
             f.nodes.push_back(node);
         }
     }

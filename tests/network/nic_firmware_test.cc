@@ -10,6 +10,7 @@
 
 #include "network/host/host_reboot.h"
 #include "network/host/nic_firmware.h"
+#include "network/stage/network_config.h"
 #include "network/stage/network_stage.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/cancel.h"
@@ -327,6 +328,7 @@ struct SshFleet {
                 "        { name = \"mlx5_1\", ifname = \"ens2f0np0\", vfs = 8, firmware = true }]\n");
         config::LoadOptions o;
         o.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+        o.tables = {network::network_table()};
         loaded = config::load_fleet(path, o);
         std::string errors;
         for (const auto& d : loaded.errors) errors += d.str() + "\n";

@@ -41,7 +41,7 @@ public:
     CountingDriver(std::unique_ptr<network::SwitchDriver> real, Counts& counts)
         : real_(std::move(real)), counts_(counts) {}
     std::string os() const override { return real_->os(); }
-    Result<json> render(const config::RoceProfile& profile, const std::vector<network::Port>& ports) const override {
+    Result<json> render(const network::RoceProfile& profile, const std::vector<network::Port>& ports) const override {
         return real_->render(profile, ports);
     }
     Result<json> read_state() override {
@@ -226,7 +226,7 @@ TEST_CASE("network plan at scale: apply reads its switch afresh and later reader
     {
         network::SwitchScope scope;
         scope.sw = fleet.find_switch("leaf-n");
-        scope.profile = &fleet.network.at("roce");
+        scope.profile = &kiln::network::network_profiles(fleet)->at("roce");
         network::Port p;
         p.name = "swp1";
         scope.ports = {p};
@@ -571,7 +571,7 @@ class GatedDriver : public network::SwitchDriver {
 public:
     GatedDriver(std::unique_ptr<network::SwitchDriver> real, SpineGate& gate) : real_(std::move(real)), gate_(gate) {}
     std::string os() const override { return real_->os(); }
-    Result<json> render(const config::RoceProfile& profile, const std::vector<network::Port>& ports) const override {
+    Result<json> render(const network::RoceProfile& profile, const std::vector<network::Port>& ports) const override {
         return real_->render(profile, ports);
     }
     Result<json> read_state() override { return real_->read_state(); }

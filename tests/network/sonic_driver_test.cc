@@ -303,7 +303,7 @@ TEST_CASE("sonic driver refuses, before apply, what the switch would refuse") {
     opt.sudo = false;
     SonicDriver d("leaf1", runner, opt);
     const json stock = tn::read_json(state.path + "/config_db.json");
-    auto plan = [&](const kiln::config::RoceProfile& p, const std::vector<kiln::network::Port>& ports) {
+    auto plan = [&](const kiln::network::RoceProfile& p, const std::vector<kiln::network::Port>& ports) {
         auto running = d.read_running(ports);
         REQUIRE(running);
         auto desired = d.render_for(p, ports, *running);

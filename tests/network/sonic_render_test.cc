@@ -19,7 +19,7 @@ using kiln::Result;
 
 namespace {
 
-ConfigDb render(const kiln::config::RoceProfile& profile, int ports = 4) {
+ConfigDb render(const kiln::network::RoceProfile& profile, int ports = 4) {
     auto db = render_roce(profile, cabled_ports(ports, "r1", 2));
     REQUIRE(db.ok());
     return std::move(db).value();
@@ -53,7 +53,7 @@ const char* kSn5600 = "x86_64-nvidia_sn5600-r0/Mellanox-SN5600-O128";       // S
 const char* kZ9332f = "x86_64-dellemc_z9332f_d1508-r0/DellEMC-Z9332f-O32";  // Tomahawk 3
 
 Result<ConfigDb> render_on(const SonicFacts& f, std::vector<kiln::network::Port> ports,
-                           const kiln::config::RoceProfile& p = roce_profile()) {
+                           const kiln::network::RoceProfile& p = roce_profile()) {
     kiln::network::sonic::RenderOptions opt;
     opt.facts = &f;
     return render_roce(p, ports, opt);
@@ -351,8 +351,8 @@ TEST_CASE("sonic render rejects inconsistent profiles") {
 
 TEST_CASE("sonic render of a fleet switch uses its nodes' profile") {
     auto fleet = small_fleet();
-    fleet.network["roce"].lossless_priority = 4;
-    fleet.network["roce"].cnp_priority = 6;
+    kiln::network::mutable_network_profile(fleet, "roce")->lossless_priority = 4;
+    kiln::network::mutable_network_profile(fleet, "roce")->cnp_priority = 6;
     auto fabric = build_fabric(fleet, {SwitchPorts{"leaf1", cabled_ports(4, "r1", 2)}});
     REQUIRE(fabric.ok());
     auto db = render_switch(fleet, *fabric->find_switch("leaf1"));

@@ -204,7 +204,7 @@ struct Merge {
 };
 
 Merge merge(const SonicDriver& driver, const Sku& sku, const json& config_db, const std::vector<Port>& ports,
-            const config::RoceProfile& profile) {
+            const network::RoceProfile& profile) {
     Merge m;
     m.running = driver.project_running(switch_state(sku, config_db), ports);
     auto desired = driver.render_for(profile, ports, m.running);

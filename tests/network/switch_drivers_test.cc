@@ -49,7 +49,7 @@ std::unique_ptr<network::SwitchDriver> driver_for(const config::Switch& sw,
 }
 
 // Converges the switch on `profile` for `ps` and checks nothing is left.
-void converge(network::SwitchDriver& d, const config::RoceProfile& profile, const std::vector<network::Port>& ps) {
+void converge(network::SwitchDriver& d, const network::RoceProfile& profile, const std::vector<network::Port>& ps) {
     auto desired = d.render(profile, ps);
     REQUIRE(desired);
     auto running = d.read_running(ps);
@@ -77,7 +77,7 @@ TEST_CASE("nvue driver: a fresh switch differs, one apply converges it through a
     Emulators emu;
     const auto url = emu.start("leaf-n", "nvue");
     auto d = driver_for(fleet_switch("leaf-n", "nvue", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"swp1", "swp2"});
 
     auto desired = d->render(profile, ps);
@@ -106,7 +106,7 @@ TEST_CASE("nvue driver: a failed apply leaves the switch at its previous revisio
     Emulators emu;
     const auto url = emu.start("leaf-n", "nvue");
     auto d = driver_for(fleet_switch("leaf-n", "nvue", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"swp1"});
     converge(*d, profile, ps);
     const json before = emu.get("leaf-n").running();
@@ -132,7 +132,7 @@ TEST_CASE("nvue driver: drift behind kiln's back is named by port and field, and
     Emulators emu;
     const auto url = emu.start("leaf-n", "nvue");
     auto d = driver_for(fleet_switch("leaf-n", "nvue", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"swp1", "swp2"});
     converge(*d, profile, ps);
 
@@ -161,7 +161,7 @@ TEST_CASE("eos driver: eAPI config session converges the switch: show running-co
     Emulators emu;
     const auto url = emu.start("leaf-e", "eos");
     auto d = driver_for(fleet_switch("leaf-e", "eos", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"Ethernet1/1", "Ethernet2/1"});
     auto desired = d->render(profile, ps);
     REQUIRE(desired);
@@ -182,7 +182,7 @@ TEST_CASE("eos driver: eAPI config session converges the switch: show running-co
 TEST_CASE("eos driver: the other DSCPs of the lossless TC's default block leave it") {
     // EOS maps DSCP 24-31 to TC 3 by default: left so, any of them would be
     // paused by PFC with RoCE. They go where best effort goes (TC 1).
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     REQUIRE(profile.lossless_priority == 3);
     REQUIRE(profile.roce_dscp == 26);
     auto desired = network::eos::render_eos(profile, ports({"Ethernet1/1"}));
@@ -217,7 +217,7 @@ TEST_CASE("eos driver: a failed commit aborts the session and leaves the running
     Emulators emu;
     const auto url = emu.start("leaf-e", "eos");
     auto d = driver_for(fleet_switch("leaf-e", "eos", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"Ethernet1/1"});
     converge(*d, profile, ps);
     const json before = emu.get("leaf-e").running();
@@ -240,7 +240,7 @@ TEST_CASE("eos driver: drift (an MTU and an extra no-drop priority) is named and
     Emulators emu;
     const auto url = emu.start("leaf-e", "eos");
     auto d = driver_for(fleet_switch("leaf-e", "eos", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"Ethernet1/1", "Ethernet2/1"});
     converge(*d, profile, ps);
     REQUIRE(emu.get("leaf-e").change_behind_back(
@@ -318,7 +318,7 @@ const json& nvue_dscp(const json& tree) {
 }  // namespace
 
 TEST_CASE("nvue render: RoCE mode's defaults stay unless the profile writes its own") {
-    config::RoceProfile profile;  // nothing written: kiln's defaults, RoCE mode's on NVUE
+    network::RoceProfile profile;  // nothing written: kiln's defaults, RoCE mode's on NVUE
     auto t = network::nvue::render_nvue(profile, ports({"swp1"}));
     REQUIRE(t);
     const json& q = (*t)["qos"];
@@ -358,7 +358,7 @@ TEST_CASE("nvue render: RoCE mode's defaults stay unless the profile writes its 
     CHECK((*kb)["qos"]["congestion-control"]["default-global"]["traffic-class"]["3"]["max-threshold"] == 1024000);
 
     // A written min above RoCE mode's max (the max left to RoCE mode) is refused.
-    config::RoceProfile high;
+    network::RoceProfile high;
     high.ecn_min_kb = 1490;
     high.given.insert("ecn_min_kb");
     auto bad = network::nvue::render_nvue(high, ports({"swp1"}));
@@ -372,7 +372,7 @@ TEST_CASE("nvue render: what the fleet file writes is what overrides RoCE mode")
             fleet_toml({{"leaf-n", "nvue", "127.0.0.1:1", {"swp1"}}}, 1, written ? "ecn_probability_pct = 10\n" : ""));
         INFO(fleet->errors());
         REQUIRE(fleet->loaded.fleet);
-        const auto& profile = fleet->loaded.fleet->network.at("roce");
+        const auto& profile = kiln::network::network_profiles(*fleet->loaded.fleet)->at("roce");
         CHECK(profile.ecn_probability_pct == 10);  // the same value either way
         auto t = network::nvue::render_nvue(profile, ports({"swp1"}));
         REQUIRE(t);
@@ -382,7 +382,7 @@ TEST_CASE("nvue render: what the fleet file writes is what overrides RoCE mode")
 }
 
 TEST_CASE("nvue render: the watchdog is on per port, its detection time in whole polls") {
-    config::RoceProfile profile;  // detection 200 ms
+    network::RoceProfile profile;  // detection 200 ms
     auto t = network::nvue::render_nvue(profile, ports({"swp1", "swp2"}));
     REQUIRE(t);
     CHECK((*t)["interface"]["swp1"]["qos"]["pfc-watchdog"]["state"] == "enable");
@@ -416,7 +416,7 @@ TEST_CASE("nvue render: the watchdog is on per port, its detection time in whole
     CHECK_THAT(prime.error().message, Catch::Contains("5003"));
 
     // NVUE's watchdog only drops.
-    config::RoceProfile alert;
+    network::RoceProfile alert;
     alert.pfc_watchdog_action = "alert";
     auto a = network::nvue::render_nvue(alert, ports({"swp1"}));
     REQUIRE_FALSE(a);
@@ -428,7 +428,7 @@ TEST_CASE("nvue driver: the watchdog is applied and read back, and turning it of
     Emulators emu;
     const auto url = emu.start("leaf-n", "nvue");
     auto d = driver_for(fleet_switch("leaf-n", "nvue", url));
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"swp1", "swp2"});
     converge(*d, profile, ps);
     const json applied = emu.get("leaf-n").running();
@@ -480,7 +480,7 @@ TEST_CASE("eos: VOQ families by modelName") {
 }
 
 TEST_CASE("eos: a VOQ model gets uc-tx-queue, a non-VOQ one tx-queue") {
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     auto desired = network::eos::render_eos(profile, ports({"Ethernet1/1"}));
     REQUIRE(desired);
     auto has = [](const std::vector<std::string>& lines, const std::string& l) {
@@ -517,7 +517,7 @@ TEST_CASE("eos: a VOQ switch refuses tx-queue: the whole session fails, nothing 
     auto* eos = dynamic_cast<network::eos::EosDriver*>(d.get());
     REQUIRE(eos);
     const json before = emu.get("spine-e").running();
-    config::RoceProfile profile;
+    network::RoceProfile profile;
     const auto ps = ports({"Ethernet1/1"});
     auto desired = network::eos::render_eos(profile, ps);
     REQUIRE(desired);
@@ -542,7 +542,7 @@ TEST_CASE("eos driver: the watchdog is on per port and read back, and turning it
     Emulators emu;
     const auto url = emu.start("leaf-e", "eos");
     auto d = driver_for(fleet_switch("leaf-e", "eos", url));
-    config::RoceProfile profile;  // detection 200 ms, restoration 400 ms
+    network::RoceProfile profile;  // detection 200 ms, restoration 400 ms
     const auto ps = ports({"Ethernet1/1", "Ethernet2/1"});
     auto desired = d->render(profile, ps);
     REQUIRE(desired);
@@ -575,7 +575,7 @@ TEST_CASE("eos driver: the watchdog is on per port and read back, and turning it
 }
 
 TEST_CASE("eos render: watchdog times EOS cannot take are refused, the polling interval follows them") {
-    config::RoceProfile p;
+    network::RoceProfile p;
     p.pfc_watchdog_detection_ms = 30;
     p.pfc_watchdog_restoration_ms = 1000;
     auto ok = network::eos::render_eos(p, ports({"Ethernet1/1"}));

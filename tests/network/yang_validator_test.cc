@@ -26,7 +26,7 @@ const YangValidator& validator() {
     return *v;
 }
 
-json rendered(const kiln::config::RoceProfile& p = roce_profile(), int ports = 4) {
+json rendered(const kiln::network::RoceProfile& p = roce_profile(), int ports = 4) {
     auto db = render_roce(p, cabled_ports(ports, "r1", 2));
     REQUIRE(db.ok());
     return db->json();

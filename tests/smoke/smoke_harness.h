@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipelines/smoke/local_process_transport.h"
+#include "pipelines/smoke/smoke_config.h"
 #include "pipelines/smoke/smoke_stage.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/handover/handover_config.h"
@@ -86,12 +87,12 @@ struct SmokeHarness {
                           std::vector<std::string> stages = {"smoke", "handover"}) {
         fleet = kiln::test::make_fleet(nodes, 1, stages);
         fleet.dir = dir.path();
-        kiln::config::SmokeProfile p;
+        kiln::smoke::SmokeProfile p;
         p.name = "quick";
         p.thresholds = std::move(thresholds);
         p.timeout = std::chrono::minutes(2);
-        fleet.smoke[p.name] = p;
-        for (auto& n : fleet.nodes) n.smoke = "quick";
+        kiln::smoke::add_smoke_profile(fleet, p);
+        for (auto& n : fleet.nodes) n.set_profile(kiln::smoke::kSmokeTable, "quick");
         hook_file = dir.file("hook.json");
         kiln::handover::HandoverHook hook;
         hook.command = {"/usr/bin/tee", "-a", hook_file};
@@ -128,13 +129,13 @@ struct SmokeHarness {
     }
     // Gives one node its own smoke profile.
     void set_profile(const std::string& node, const std::string& name, std::map<std::string, double> thresholds) {
-        kiln::config::SmokeProfile p;
+        kiln::smoke::SmokeProfile p;
         p.name = name;
         p.thresholds = std::move(thresholds);
         p.timeout = std::chrono::minutes(2);
-        fleet.smoke[name] = p;
+        kiln::smoke::add_smoke_profile(fleet, p);
         for (auto& n : fleet.nodes)
-            if (n.name == node) n.smoke = name;
+            if (n.name == node) n.set_profile(kiln::smoke::kSmokeTable, name);
     }
     // Every engine event as "node stage message outcome" lines.
     struct HeardSink : kiln::engine::EventSink {

@@ -162,7 +162,7 @@ TEST_CASE("a smoke record of a schema this kiln does not know fails the node, na
 
 TEST_CASE("the smoke profile's RDMA write shape reaches every kiln-smoke") {
     SmokeHarness h({{"allreduce_errors", 0}});
-    auto& p = h.fleet.smoke.at("quick");
+    auto& p = *kiln::smoke::mutable_smoke_profile(h.fleet, "quick");
     p.rdma_bytes = 16384;
     p.rdma_iterations = 50;
     p.rdma_pair_timeout = std::chrono::milliseconds(90500);
@@ -265,7 +265,9 @@ private:
 };
 
 void share_ring(SmokeHarness& h, const std::string& scope) {
-    for (auto& [name, p] : h.fleet.smoke) p.scope = scope;
+    auto* profiles = kiln::smoke::smoke_profiles(h.fleet);
+    REQUIRE(profiles);
+    for (const auto& [name, p] : *profiles) kiln::smoke::mutable_smoke_profile(h.fleet, name)->scope = scope;
 }
 
 json result_of(const SmokeHarness& h, const std::string& node) {

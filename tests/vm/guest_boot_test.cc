@@ -30,7 +30,7 @@ TEST_CASE("the vm stage boots gpu-guest-lite to KILN_READY, reimages it and tear
 
     config::Fleet fleet;
     fleet.dir = dir;
-    config::VmShape shape;
+    vm::VmShape shape;
     shape.name = "lab-small";
     shape.split = "whole";
     shape.vcpus = 2;
@@ -41,10 +41,10 @@ TEST_CASE("the vm stage boots gpu-guest-lite to KILN_READY, reimages it and tear
     shape.base_image = image;
     shape.images_dir = dir + "/vms";
     shape.boot_timeout = std::chrono::minutes(15);
-    fleet.vm[shape.name] = shape;
+    vm::add_vm_shape(fleet, shape);
     config::Node node;
     node.name = "guesttest" + std::to_string(::getpid());
-    node.vm = shape.name;
+    node.set_profile(vm::kVmTable, shape.name);
     fleet.nodes.push_back(node);
 
     engine::StopToken stop;

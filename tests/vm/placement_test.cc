@@ -235,7 +235,7 @@ TEST_CASE("a host without GPUs has no numa split but can run one whole VM", "[vm
 }
 
 TEST_CASE("a fleet vm shape becomes a placement request", "[vm][placement]") {
-    kiln::config::VmShape shape;
+    kiln::vm::VmShape shape;
     shape.name = "half";
     shape.split = "numa";
     shape.vcpus = 8;
@@ -288,7 +288,7 @@ TEST_CASE("count splits a host without GPUs into CPU-only VMs that fit its node 
 }
 
 TEST_CASE("a count shape needs memory per VM", "[vm][placement]") {
-    kiln::config::VmShape shape;
+    kiln::vm::VmShape shape;
     shape.name = "cpu";
     shape.split = "count";
     shape.count = 2;

@@ -11,6 +11,7 @@
 
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/vm/cloud_init_seed.h"
+#include "provisioner/vm/vm_config.h"
 
 using namespace kiln::config;
 namespace fs = std::filesystem;
@@ -36,6 +37,7 @@ std::unique_ptr<Loaded> load(const std::string& toml) {
     std::ofstream(l->path) << toml;
     LoadOptions o;
     o.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
+    o.tables = {kiln::vm::vm_table()};
     o.pipelines_dir_override = KILN_CONFIG_PIPELINES;
     l->result = load_fleet(l->path, o);
     return l;
@@ -55,7 +57,7 @@ TEST_CASE("vm shape keys load, with paths resolved against the fleet folder", "[
              "libvirt_uri = \"qemu+ssh://root@10.0.0.5/system\"\n");
     for (const auto& e : l->result.errors) INFO(e.str());
     REQUIRE(l->result.fleet.has_value());
-    const auto& s = l->result.fleet->vm.at("gpu");
+    const auto& s = kiln::vm::vm_shapes(*l->result.fleet)->at("gpu");
     CHECK(s.hugepage_size == "2M");
     CHECK(s.accelerator == "tcg");
     CHECK(s.network == "passt");
@@ -68,8 +70,8 @@ TEST_CASE("vm shape keys load, with paths resolved against the fleet folder", "[
     // Defaults.
     auto d = load(kHead + "[vm.gpu]\n");
     REQUIRE(d->result.fleet.has_value());
-    CHECK(d->result.fleet->vm.at("gpu").accelerator == "auto");
-    CHECK(d->result.fleet->vm.at("gpu").sysfs == "/sys");
+    CHECK(kiln::vm::vm_shapes(*d->result.fleet)->at("gpu").accelerator == "auto");
+    CHECK(kiln::vm::vm_shapes(*d->result.fleet)->at("gpu").sysfs == "/sys");
 }
 
 TEST_CASE("bad vm keys are reported at FILE:LINE:COL with their key", "[vm][config]") {
@@ -107,14 +109,14 @@ TEST_CASE("fabric_bridge turns the RDMA checks on, and a bad bridge name or no p
     auto l = load(kHead + "[vm.lab]\nfabric_bridge = \"kilnfab0\"\n[vm.gpu]\nrdma_checks = true\n[vm.plain]\n");
     for (const auto& e : l->result.errors) INFO(e.str());
     REQUIRE(l->result.fleet.has_value());
-    CHECK(l->result.fleet->vm.at("lab").fabric_bridge == "kilnfab0");
-    CHECK(l->result.fleet->vm.at("lab").rdma_checks);
-    CHECK(l->result.fleet->vm.at("gpu").fabric_bridge.empty());
-    CHECK(l->result.fleet->vm.at("gpu").rdma_checks);
-    CHECK_FALSE(l->result.fleet->vm.at("plain").rdma_checks);
+    CHECK(kiln::vm::vm_shapes(*l->result.fleet)->at("lab").fabric_bridge == "kilnfab0");
+    CHECK(kiln::vm::vm_shapes(*l->result.fleet)->at("lab").rdma_checks);
+    CHECK(kiln::vm::vm_shapes(*l->result.fleet)->at("gpu").fabric_bridge.empty());
+    CHECK(kiln::vm::vm_shapes(*l->result.fleet)->at("gpu").rdma_checks);
+    CHECK_FALSE(kiln::vm::vm_shapes(*l->result.fleet)->at("plain").rdma_checks);
     auto off = load(kHead + "[vm.lab]\nfabric_bridge = \"kilnfab0\"\nrdma_checks = false\n");
     REQUIRE(off->result.fleet.has_value());
-    CHECK_FALSE(off->result.fleet->vm.at("lab").rdma_checks);
+    CHECK_FALSE(kiln::vm::vm_shapes(*off->result.fleet)->at("lab").rdma_checks);
 
     auto bad = load(kHead + "[vm.lab]\nfabric_bridge = \"br0; rm -rf /\"\n");  // line 7
     REQUIRE(bad->result.errors.size() == 1);

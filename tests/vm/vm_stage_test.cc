@@ -58,7 +58,7 @@ struct StageFixture {
         REQUIRE(r.ok());
         REQUIRE(r->success());
         fleet.dir = dir;
-        config::VmShape shape;
+        vm::VmShape shape;
         shape.name = "gpu";
         shape.split = split;
         shape.sysfs = test::fixture_root(sysfs_fixture);
@@ -67,11 +67,11 @@ struct StageFixture {
         shape.accelerator = "auto";
         shape.boot_timeout = std::chrono::seconds(30);
         shape.pos = {"fleet.toml", 40, 1};
-        fleet.vm["gpu"] = shape;
+        vm::add_vm_shape(fleet, shape);
         for (const char* name : {"gpu-01", "gpu-02"}) {
             config::Node n;
             n.name = name;
-            n.vm = "gpu";
+            n.set_profile(vm::kVmTable, "gpu");
             n.pos = {"fleet.toml", 50, 1};
             fleet.nodes.push_back(n);
         }
@@ -162,7 +162,7 @@ TEST_CASE("through the engine a node parks while its VMs boot and resumes at the
     StageFixture f("azure-ndv5");
     f.hv.boot_output = "";  // the guests boot without their marker yet
     // KVM: both start at once (under TCG the second waits its turn, below).
-    f.fleet.vm["gpu"].accelerator = "kvm";
+    vm::mutable_vm_shape(f.fleet, "gpu")->accelerator = "kvm";
     VmStage stage = f.stage();
     auto ctx = f.ctx();
     ctx.set_can_park(true);
@@ -349,7 +349,7 @@ TEST_CASE("the vm stage restarts a stopped VM, redefines a changed one and remov
     REQUIRE(run_stage(stage, ctx).ok());
     f.hv.domains.at("kiln-gpu-01-vm0").state = DomainState::shutoff;
     f.hv.domains["kiln-gpu-01-vm7"] = {"<domain><name>kiln-gpu-01-vm7</name></domain>", DomainState::running};
-    f.fleet.vm["gpu"].vcpus = 8;  // a changed shape: both VMs change
+    vm::mutable_vm_shape(f.fleet, "gpu")->vcpus = 8;  // a changed shape: both VMs change
     const auto plan = planned(stage, ctx);
     CHECK(ids(plan) == std::vector<std::string>{"undefine:kiln-gpu-01-vm7", "redefine:kiln-gpu-01-vm0",
                                                 "start:kiln-gpu-01-vm0", "redefine:kiln-gpu-01-vm1",
@@ -432,7 +432,7 @@ TEST_CASE("verify refuses a VM whose base image changed under it", "[vm][stage]"
 
 TEST_CASE("a guest that never prints the marker fails the start, and verify says so", "[vm][stage]") {
     StageFixture f("azure-ndv5");
-    f.fleet.vm["gpu"].boot_timeout = std::chrono::milliseconds(0);
+    vm::mutable_vm_shape(f.fleet, "gpu")->boot_timeout = std::chrono::milliseconds(0);
     f.hv.boot_output = "Booting...\n";
     VmStage stage = f.stage();
     auto ctx = f.ctx();
@@ -460,7 +460,7 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
         StageFixture f("azure-ndv5");
         test::FixtureCopy copy("azure-ndv5");
         fs::remove(copy.path("bus/pci/devices/0000:13:00.0/numa_node"));
-        f.fleet.vm["gpu"].sysfs = copy.root();
+        vm::mutable_vm_shape(f.fleet, "gpu")->sysfs = copy.root();
         VmStage stage = f.stage();
         auto ctx = f.ctx();
         auto s = run_stage(stage, ctx);
@@ -472,7 +472,7 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
     }
     SECTION("not enough hugepages") {
         StageFixture f("azure-ndv5");
-        f.fleet.vm["gpu"].memory_gib = 950;  // node 1 has 900 1G pages free
+        vm::mutable_vm_shape(f.fleet, "gpu")->memory_gib = 950;  // node 1 has 900 1G pages free
         VmStage stage = f.stage();
         auto ctx = f.ctx();
         auto s = run_stage(stage, ctx);
@@ -483,7 +483,7 @@ TEST_CASE("bad host input fails with a clear error and defines nothing", "[vm][s
     }
     SECTION("no base image") {
         StageFixture f("azure-ndv5");
-        f.fleet.vm["gpu"].base_image = "";
+        vm::mutable_vm_shape(f.fleet, "gpu")->base_image = "";
         VmStage stage = f.stage();
         auto ctx = f.ctx();
         auto s = run_stage(stage, ctx);
@@ -555,7 +555,7 @@ TEST_CASE("on a remote connection readiness is read through the guest agent, nev
     StageFixture f("azure-ndv5");
     f.hv.remote = true;     // the serial log is on the other host
     f.hv.boot_output = "";  // a guest that never writes its marker
-    f.fleet.vm["gpu"].boot_timeout = std::chrono::milliseconds(0);
+    vm::mutable_vm_shape(f.fleet, "gpu")->boot_timeout = std::chrono::milliseconds(0);
     VmStage stage = f.stage();
     auto ctx = f.ctx();
     auto s = run_stage(stage, ctx);
@@ -633,8 +633,8 @@ TEST_CASE(
         CHECK(v.options.rdma_host_port == 0);
         CHECK(v.options.fabric_bridge.empty());
     }
-    f.fleet.vm["gpu"].fabric_bridge = "kilnfab0";
-    f.fleet.vm["gpu"].rdma_checks = true;
+    vm::mutable_vm_shape(f.fleet, "gpu")->fabric_bridge = "kilnfab0";
+    vm::mutable_vm_shape(f.fleet, "gpu")->rdma_checks = true;
     NodeVmPlanner planner;
     auto plan = planner.plan(f.fleet, f.fleet.nodes[1]);
     REQUIRE(plan.ok());

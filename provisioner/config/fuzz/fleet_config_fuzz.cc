@@ -17,10 +17,13 @@
 #include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
 #include "images/image_config.h"
+#include "network/stage/network_config.h"
 #include "network/stage/network_inputs.h"
+#include "pipelines/smoke/smoke_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/handover/handover_config.h"
+#include "provisioner/vm/vm_config.h"
 #include "provisioner/vm/vm_inputs.h"
 
 namespace {
@@ -40,6 +43,9 @@ struct Scratch {
         options.known_stages = {"firmware", "network", "image", "vm", "smoke", "handover"};
         options.tables = kiln::firmware::firmware_tables();
         options.tables.push_back(kiln::images::image_table());
+        options.tables.push_back(kiln::network::network_table());
+        options.tables.push_back(kiln::vm::vm_table());
+        options.tables.push_back(kiln::smoke::smoke_table());
         options.tables.push_back(kiln::handover::handover_table());
         options.pipelines_dir_override = (dir / "pipes").string();
     }
