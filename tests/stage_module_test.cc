@@ -160,3 +160,50 @@ TEST_CASE("stage module: a table under a key the core or another module reads is
     CHECK_NOTHROW(kiln::engine::register_product_stages(product));
     CHECK(product.config_tables().size() == 9);
 }
+
+TEST_CASE("stage module: a module's command runs in kiln over the fleet the shell loads, and only where registered",
+          "[engine][module][cli]") {
+    GreeterFleet g("[greeter]\nmessage = \"hello\"\n");
+    auto shown = g.driver({"greeter", "show", g.fleet});
+    INFO(shown.out << shown.err);
+    REQUIRE(shown.exit_code == 0);
+    CHECK(shown.out == "n1: hello\nn2: hello\n");
+    auto one = g.driver({"greeter", "show", g.fleet, "--node", "n2"});
+    CHECK(one.out == "n2: hello\n");
+    // The shell's --help lists it with the description it registered.
+    auto help = g.driver({"--help"});
+    CHECK_THAT(help.out, Catch::Contains("greeter") && Catch::Contains("the greeter module's own command"));
+    // The fleet is loaded as every command loads it: the module's table
+    // errors come out as FILE:LINE:COL, and nothing is printed for a bad one.
+    GreeterFleet bad("[greeter]\nmesage = \"hello\"\n");
+    auto refused = bad.driver({"greeter", "show", bad.fleet});
+    CHECK(refused.exit_code == 1);
+    CHECK(refused.out.empty());
+    CHECK_THAT(refused.err,
+               Catch::Contains(bad.fleet + ":") && Catch::Contains("greeter.mesage: unknown key 'mesage'"));
+    // The shipped kiln has no such command.
+    auto product = run_child({KILN_BINARY, "greeter", "show", g.fleet}, {});
+    CHECK(product.exit_code != 0);
+    CHECK(product.out.find("n1: hello") == std::string::npos);
+}
+
+TEST_CASE("stage module: a command under a name the shell or another module uses is refused at registration",
+          "[engine][module]") {
+    auto command = [](const std::string& name) {
+        return kiln::engine::StageCommandSpec{name, "", [] { return std::unique_ptr<kiln::engine::StageCommand>(); }};
+    };
+    kiln::engine::StageRegistry registry;
+    registry.add_command(command("audit"));
+    for (const auto& core : {"validate", "plan", "apply", "status", "report", "worker", "stages"})
+        CHECK_THROWS_WITH(registry.add_command(command(core)),
+                          Catch::Contains("the CLI shell has a command of that name"));
+    CHECK_THROWS_WITH(registry.add_command(command("audit")), Catch::Contains("another module registered it"));
+    CHECK_THROWS_WITH(registry.add_command({"empty", "", nullptr}), Catch::Contains("no name or no factory"));
+    CHECK(registry.commands().size() == 1);
+    // The product's modules bring their commands; the shell's core names none.
+    kiln::engine::StageRegistry product;
+    kiln::engine::register_product_stages(product);
+    std::vector<std::string> names;
+    for (const auto& c : product.commands()) names.push_back(c.name);
+    CHECK(names == std::vector<std::string>{"firmware", "network", "image", "vm", "host", "evidence"});
+}

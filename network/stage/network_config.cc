@@ -144,10 +144,7 @@ const RoceProfile* network_profile(const config::Fleet& fleet, const config::Nod
 }
 
 const RoceProfile* find_network_profile(const config::Fleet& fleet, const std::string& name) {
-    const auto* all = network_profiles(fleet);
-    if (!all) return nullptr;
-    auto it = all->find(name);
-    return it == all->end() ? nullptr : &it->second;
+    return fleet.profile<RoceProfile>(kNetworkTable, name);
 }
 
 void add_network_profile(config::Fleet& fleet, RoceProfile profile) {

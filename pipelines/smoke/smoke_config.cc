@@ -1,7 +1,7 @@
 #include "pipelines/smoke/smoke_config.h"
 
 #include <algorithm>
-#include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -60,18 +60,30 @@ SmokeProfile read_smoke(const std::string& name, TableReader& r, config::TableSc
 // the waiters must still leave a slot for a missing node: a limit needs sum
 // over rings of (nodes - 1), plus one. Their VMs must also reach one another
 // (port forwards on one hypervisor's loopback).
+// Nodes whose pipeline has no smoke stage never join a ring.
+bool runs_smoke(const Fleet& fleet, const Node& n) {
+    auto pl = fleet.pipelines.find(n.role);
+    return pl == fleet.pipelines.end() ||
+           std::find(pl->second.stages.begin(), pl->second.stages.end(), "smoke") != pl->second.stages.end();
+}
+
 void check_rings(const Fleet& fleet, std::vector<Diagnostic>& errors) {
     struct Ring {
         const SmokeProfile* profile;
         std::vector<const Node*> nodes;
     };
     std::vector<Ring> rings;
-    std::set<std::string> seen;
+    // A ring's members share it: each ring is looked up once, not once per
+    // member (a fleet-scope ring of N nodes would cost N x N). Only nodes
+    // that run the stage wait in a ring.
+    std::unordered_set<const Node*> placed;
     for (const auto& n : fleet.nodes) {
+        if (placed.count(&n) || !runs_smoke(fleet, n)) continue;
         const SmokeProfile* p = smoke_profile(fleet, n);
         if (!p || p->scope == "node") continue;
         auto ring = smoke_ring(fleet, n);
-        if (ring.size() < 2 || !seen.insert(ring.front()->name).second) continue;
+        placed.insert(ring.begin(), ring.end());
+        if (ring.size() < 2) continue;
         rings.push_back({p, std::move(ring)});
     }
     if (rings.empty()) return;
@@ -150,12 +162,6 @@ const std::string& ring_scope(const Fleet& fleet, const Node& node) {
 std::vector<const Node*> smoke_ring(const Fleet& fleet, const Node& node) {
     const SmokeProfile* p = smoke_profile(fleet, node);
     if (!p || p->scope == "node") return {&node};
-    // Nodes whose pipeline has no smoke stage never join a ring.
-    auto runs_smoke = [&](const Node& n) {
-        auto pl = fleet.pipelines.find(n.role);
-        return pl == fleet.pipelines.end() ||
-               std::find(pl->second.stages.begin(), pl->second.stages.end(), "smoke") != pl->second.stages.end();
-    };
     const auto& nodes = fleet.nodes;
     const bool in_fleet = !nodes.empty() && &node >= nodes.data() && &node < nodes.data() + nodes.size();
     std::vector<const Node*> ring;
@@ -172,7 +178,7 @@ std::vector<const Node*> smoke_ring(const Fleet& fleet, const Node& node) {
             ring.push_back(&node);
             placed = true;
         }
-        if (runs_smoke(*m)) ring.push_back(m);
+        if (runs_smoke(fleet, *m)) ring.push_back(m);
     }
     if (!placed) ring.push_back(&node);
     return ring;

@@ -17,14 +17,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "provisioner/cli/evidence_command.h"
-#include "provisioner/cli/firmware_command.h"
-#include "provisioner/cli/host_command.h"
-#include "provisioner/cli/image_command.h"
-#include "provisioner/cli/network_command.h"
 #include "provisioner/cli/report_command.h"
 #include "provisioner/cli/status_printer.h"
-#include "provisioner/cli/vm_command.h"
 #include "provisioner/cli/worker_command.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/engine.h"
@@ -748,20 +742,8 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     record->add_option("KIND", record_kind, "smoke.result or handover")->required();
     record->add_flag("--json", as_json, "with its envelope: kind, schema, run, stage, time; the record itself is JSON");
 
-    HostInspectArgs host_args;
-    auto* host_inspect = add_host_commands(app, host_args);
-    VmXmlArgs vm_xml_args;
-    auto* vm_xml = add_vm_commands(app, vm_xml_args);
-    NetworkArgs network_args;
-    add_network_commands(app, network_args);
-    FirmwareArgs firmware_args;
-    add_firmware_commands(app, firmware_args);
-    ImageArgs image_args;
-    add_image_commands(app, image_args);
     ReportArgs report_args;
     auto* report_cmd = add_report_command(app, report_args);
-    EvidenceArgs evidence_args;
-    add_evidence_command(app, evidence_args);
 
     WorkerArgs worker_args;
     auto* worker = add_worker_command(app, worker_args);
@@ -771,6 +753,16 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     auto* stages_cmd =
         app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
+
+    // The stage modules' commands (`kiln firmware`, `kiln vm`, ...), each
+    // under the name it registered; the registry refuses a core command's.
+    std::vector<std::pair<CLI::App*, std::unique_ptr<engine::StageCommand>>> module_commands;
+    for (const auto& spec : registry.commands()) {
+        auto* sub = app.add_subcommand(spec.name, spec.description);
+        auto command = spec.make();
+        command->add_to(*sub);
+        module_commands.emplace_back(sub, std::move(command));
+    }
 
     try {
         app.parse(argc, argv);
@@ -800,28 +792,19 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     if (*history) return cmd_history(fleet, node, limit, as_json, g, registry);
     if (*record) return cmd_record(fleet, node, record_kind, as_json, g, registry);
     if (*stages_cmd) return cmd_stages(as_json, registry);
-    if (*host_inspect) return cmd_host_inspect(host_args);
-    if (*vm_xml) {
-        vm_xml_args.pipelines = g.pipelines;
-        return cmd_vm_xml(vm_xml_args);
-    }
     if (*report_cmd)
         return cmd_report(
             report_args, [&](const config::Fleet& f) { return open_reader(g, f); }, g.pipelines, registry);
-    if (firmware_args.chosen())
-        return cmd_firmware(firmware_args, [&](const std::string& p) { return load(p, g, registry); });
-    if (image_args.chosen()) return cmd_image(image_args);
-    if (evidence_args.chosen()) {
-        std::vector<std::string> extra_secrets;
+    for (auto& [sub, command] : module_commands) {
+        if (!*sub) continue;
+        engine::CommandEnv env;
+        env.load_fleet = [&](const std::string& p) { return load(p, g, registry); };
+        env.open_journal = [&](const config::Fleet& f) { return open_reader(g, f); };
         if (!g.store_password.empty())
             if (auto s = Secret::parse(g.store_password, fs::current_path().string()))
-                if (auto v = s->resolve()) extra_secrets.push_back(*v);
-        return cmd_evidence(
-            evidence_args, [&](const std::string& p) { return load(p, g, registry); },
-            [&](const config::Fleet& f) { return open_reader(g, f); }, std::move(extra_secrets));
+                if (auto v = s->resolve()) env.extra_secrets.push_back(*v);
+        return command->run(env);
     }
-    if (network_args.chosen())
-        return cmd_network(network_args, [&](const std::string& p) { return load(p, g, registry); });
     return 1;
 }
 

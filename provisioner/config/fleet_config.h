@@ -231,14 +231,20 @@ struct Fleet {
         auto it = tables.find(key);
         return it == tables.end() ? nullptr : std::any_cast<T>(&it->second.value);
     }
-    // The profile `node` picks by `node_key` in a module's table of named
-    // profiles (config_table.h), or nullptr when it picks none.
+    // The profile `name` in a module's table of named profiles
+    // (config_table.h), or nullptr when the table has none of that name.
     template <class P>
-    const P* picked(const std::string& key, const Node& node, std::string_view node_key) const {
+    const P* profile(const std::string& key, const std::string& name) const {
         const auto* all = table<std::map<std::string, P>>(key);
         if (!all) return nullptr;
-        auto it = all->find(node.profile(node_key));
+        auto it = all->find(name);
         return it == all->end() ? nullptr : &it->second;
+    }
+    // The profile `node` picks by `node_key` in such a table, or nullptr
+    // when it picks none.
+    template <class P>
+    const P* picked(const std::string& key, const Node& node, std::string_view node_key) const {
+        return profile<P>(key, node.profile(node_key));
     }
 
     const Node* find_node(const std::string& name) const;

@@ -30,6 +30,17 @@ void StageRegistry::add_table(config::ConfigTable table) {
     tables_.push_back(std::move(table));
 }
 
+void StageRegistry::add_command(StageCommandSpec command) {
+    auto refuse = [&](const std::string& why) {
+        throw std::invalid_argument("stage module command '" + command.name + "': " + why);
+    };
+    if (command.name.empty() || !command.make) refuse("no name or no factory");
+    if (kCoreCommandNames.count(command.name)) refuse("the CLI shell has a command of that name");
+    for (const auto& c : commands_)
+        if (c.name == command.name) refuse("another module registered it");
+    commands_.push_back(std::move(command));
+}
+
 config::LoadOptions StageRegistry::load_options() const {
     config::LoadOptions o;
     o.known_stages = known_names();

@@ -12,6 +12,7 @@
 
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/stage.h"
+#include "provisioner/engine/stage_command.h"
 
 namespace kiln::engine {
 
@@ -27,6 +28,10 @@ public:
     // another module registered: both would read it, each its own way.
     void add_table(config::ConfigTable table);
     const std::vector<config::ConfigTable>& config_tables() const { return tables_; }
+    // A top-level `kiln` command a stage module ships. Throws
+    // std::invalid_argument for a name the CLI shell or another module uses.
+    void add_command(StageCommandSpec command);
+    const std::vector<StageCommandSpec>& commands() const { return commands_; }
     // What the loader needs from this build: the known stage names and the
     // modules' tables. Callers set the pipelines folders.
     config::LoadOptions load_options() const;
@@ -56,6 +61,7 @@ private:
     std::map<std::string, std::shared_ptr<Stage>> stages_;
     std::vector<std::string> declared_;
     std::vector<config::ConfigTable> tables_;
+    std::vector<StageCommandSpec> commands_;
 };
 
 // Declares the shipped `kiln`'s stages in pipeline order and registers

@@ -75,3 +75,30 @@ TEST_CASE("smoke ring: nodes whose pipeline has no smoke stage are left out, but
     const Node copy = f.nodes[1];
     CHECK(names(kiln::smoke::smoke_ring(f, copy)) == std::vector<std::string>{"n0", "n1", "n2"});
 }
+
+TEST_CASE("smoke ring: the fleet check counts each ring once, of the nodes that run the stage") {
+    // A fleet ring whose first node runs no smoke: five nodes wait in one
+    // ring, so the run needs parallel >= 1 + 4 (the rest's waits, then one).
+    Fleet f = ring_fleet("fleet");
+    f.pipelines["quiet"] = {"quiet", "", {"firmware"}, ""};
+    f.nodes[0].role = "quiet";
+    f.index();
+    const auto table = kiln::smoke::smoke_table();
+    REQUIRE(table.check_fleet);
+    auto check = [&](int parallel) {
+        f.limits.parallel = parallel;
+        std::vector<kiln::config::Diagnostic> errors;
+        table.check_fleet(f, errors);
+        return errors;
+    };
+    CHECK(check(5).empty());
+    auto short_one = check(4);
+    REQUIRE(short_one.size() == 1);
+    CHECK(short_one[0].key == "smoke.ring.scope");
+    CHECK_THAT(short_one[0].message, Catch::StartsWith("1 shared smoke ring (5 nodes) need [limits] parallel >= 5"));
+    // Every node in it: one ring of six.
+    f.nodes[0].role = "";
+    auto all = check(5);
+    REQUIRE(all.size() == 1);
+    CHECK_THAT(all[0].message, Catch::StartsWith("1 shared smoke ring (6 nodes) need [limits] parallel >= 6"));
+}

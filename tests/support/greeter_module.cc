@@ -1,8 +1,11 @@
 #include "tests/support/greeter_module.h"
 
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
+
+#include <CLI/CLI.hpp>
 
 #include "provisioner/config/toml_reader.h"
 
@@ -58,6 +61,33 @@ private:
     std::string prefix_;
 };
 
+// `kiln greeter show FLEET [--node N]`: what each node would be greeted with.
+class GreeterCommand : public engine::StageCommand {
+public:
+    void add_to(CLI::App& command) override {
+        command.require_subcommand(1);
+        auto* show = command.add_subcommand("show", "print each node's greeting; changes nothing");
+        show->add_option("FLEET", fleet_, "fleet config (TOML)")->required();
+        show->add_option("--node", node_, "only this node");
+    }
+    int run(const engine::CommandEnv& env) override {
+        auto fleet = env.load_fleet(fleet_);
+        if (!fleet) return 1;
+        const GreeterConfig* c = greeter_config(*fleet);
+        if (!c) {
+            std::fprintf(stderr, "kiln: greeter: %s has no [greeter] table\n", fleet_.c_str());
+            return 1;
+        }
+        for (const auto& n : fleet->nodes)
+            if (node_.empty() || n.name == node_) std::printf("%s: %s\n", n.name.c_str(), c->message.c_str());
+        return 0;
+    }
+
+private:
+    std::string fleet_;
+    std::string node_;
+};
+
 }  // namespace
 
 config::ConfigTable greeter_table() {
@@ -77,6 +107,8 @@ void register_greeter_module(engine::StageRegistry& registry, const std::string&
     registry.declare(kTable);
     registry.add(std::make_shared<GreeterStage>(state_prefix));
     registry.add_table(greeter_table());
+    registry.add_command(
+        {kTable, "the greeter module's own command", [] { return std::make_unique<GreeterCommand>(); }});
 }
 
 }  // namespace kiln::test

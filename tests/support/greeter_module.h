@@ -10,7 +10,9 @@
 //
 // The stage reconciles the file "<state_prefix>greeter-<node>.txt" to hold
 // the message: observe reads it, plan writes it when it differs, verify
-// reads it back.
+// reads it back. The module's command, `kiln greeter show FLEET [--node N]`,
+// prints "NODE: MESSAGE" for each node from the fleet as the CLI shell
+// loads it, changing nothing.
 #pragma once
 
 #include <optional>
@@ -29,7 +31,7 @@ struct GreeterConfig {
 
 config::ConfigTable greeter_table();
 const GreeterConfig* greeter_config(const config::Fleet& fleet);
-// Declares "greeter", registers its stage and its table.
+// Declares "greeter", registers its stage, its table and its command.
 void register_greeter_module(engine::StageRegistry& registry, const std::string& state_prefix);
 
 }  // namespace kiln::test

@@ -7,16 +7,20 @@
 
 #include <CLI/CLI.hpp>
 
-namespace kiln::cli {
+#include "provisioner/engine/stage_command.h"
+
+namespace kiln::vm {
 
 struct HostInspectArgs {
     std::string sysfs = "/sys";
     bool json = false;
 };
 
-// Adds `host` with its `inspect` subcommand to `app`; returns the inspect
-// subcommand so run_cli can tell whether it was chosen.
-CLI::App* add_host_commands(CLI::App& app, HostInspectArgs& args);
+// Fills in `kiln host` (created by the CLI shell) with `inspect`.
+void add_host_commands(CLI::App& command, HostInspectArgs& args);
 int cmd_host_inspect(const HostInspectArgs& args);
 
-}  // namespace kiln::cli
+// `kiln host`, as the vm module registers it.
+engine::StageCommandSpec host_command();
+
+}  // namespace kiln::vm

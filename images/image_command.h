@@ -15,7 +15,9 @@
 
 #include <CLI/CLI.hpp>
 
-namespace kiln::cli {
+#include "provisioner/engine/stage_command.h"
+
+namespace kiln::images {
 
 struct ImageArgs {
     std::string recipe;
@@ -33,13 +35,13 @@ struct ImageArgs {
     CLI::App* list = nullptr;
     CLI::App* prune = nullptr;
     CLI::App* boot_check = nullptr;
-
-    bool chosen() const {
-        return (build && *build) || (list && *list) || (prune && *prune) || (boot_check && *boot_check);
-    }
 };
 
-void add_image_commands(CLI::App& app, ImageArgs& args);
+// Fills in `kiln image` (created by the CLI shell) with its subcommands.
+void add_image_commands(CLI::App& command, ImageArgs& args);
 int cmd_image(const ImageArgs& args);
 
-}  // namespace kiln::cli
+// `kiln image`, as the images module registers it.
+engine::StageCommandSpec image_command();
+
+}  // namespace kiln::images

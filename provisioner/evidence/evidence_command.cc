@@ -1,4 +1,4 @@
-#include "provisioner/cli/evidence_command.h"
+#include "provisioner/evidence/evidence_command.h"
 
 #include <cstdio>
 
@@ -6,28 +6,18 @@
 
 #include "provisioner/evidence/evidence_bundle.h"
 
-namespace kiln::cli {
+namespace kiln::evidence {
 
 using nlohmann::json;
 
-void add_evidence_command(CLI::App& app, EvidenceArgs& args) {
-    auto* ev = app.add_subcommand(
-        "evidence",
-        "write one node's evidence bundle for a vendor RMA case: a .tar.gz holding its failing smoke checks and\n"
-        "every fault-localisation run, the BMC's log entries (SEL/IML/event log), recent BMC tasks, part serials\n"
-        "and firmware versions (Redfish), the VMs' serial consoles, GPU state when the guests reported it, and\n"
-        "the node's journal history, with a manifest.json giving each file's sha256 and source. A part that\n"
-        "cannot be gathered (an unreachable BMC) is named in the manifest as \"unavailable: <why>\". No secret of\n"
-        "the fleet is in any file: each is scrubbed and checked. Quarantined nodes get one automatically\n"
-        "(under .kiln/evidence beside the fleet).");
-    ev->add_option("FLEET", args.fleet, "fleet config (TOML)")->required();
-    ev->add_option("NODE", args.node, "the node (usually a quarantined one)")->required();
-    ev->add_option("--out", args.out,
-                   "the archive to write (default: .kiln/evidence/NODE-TIMESTAMP.tar.gz beside the fleet)");
-    ev->add_flag(
+void add_evidence_command(CLI::App& command, EvidenceArgs& args) {
+    command.add_option("FLEET", args.fleet, "fleet config (TOML)")->required();
+    command.add_option("NODE", args.node, "the node (usually a quarantined one)")->required();
+    command.add_option("--out", args.out,
+                       "the archive to write (default: .kiln/evidence/NODE-TIMESTAMP.tar.gz beside the fleet)");
+    command.add_flag(
         "--json", args.json,
         R"(as {"node", "archive", "files": [{"path", "sha256", "bytes", "source"}], "parts": [{"name", "status"}]})");
-    args.command = ev;
 }
 
 int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, const EvidenceJournalReader& open_journal,
@@ -40,7 +30,7 @@ int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, cons
                      args.fleet.c_str());
         return 1;
     }
-    evidence::BundleRequest rq;
+    BundleRequest rq;
     rq.fleet = &*fleet;
     rq.node = node;
     rq.out = args.out;
@@ -53,7 +43,7 @@ int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, cons
         if (!store) rq.store_unavailable = "no journal yet (nothing was ever applied)";
     }
     rq.store = store.get();
-    auto report = evidence::write_bundle(rq);
+    auto report = write_bundle(rq);
     if (!report) {
         std::fprintf(stderr, "kiln: %s\n", report.error().str().c_str());
         return 1;
@@ -77,4 +67,19 @@ int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, cons
     return 0;
 }
 
-}  // namespace kiln::cli
+engine::StageCommandSpec evidence_command() {
+    return engine::args_command<EvidenceArgs>(
+        "evidence",
+        "write one node's evidence bundle for a vendor RMA case: a .tar.gz holding its failing smoke checks and\n"
+        "every fault-localisation run, the BMC's log entries (SEL/IML/event log), recent BMC tasks, part serials\n"
+        "and firmware versions (Redfish), the VMs' serial consoles, GPU state when the guests reported it, and\n"
+        "the node's journal history, with a manifest.json giving each file's sha256 and source. A part that\n"
+        "cannot be gathered (an unreachable BMC) is named in the manifest as \"unavailable: <why>\". No secret of\n"
+        "the fleet is in any file: each is scrubbed and checked. Quarantined nodes get one automatically\n"
+        "(under .kiln/evidence beside the fleet).",
+        add_evidence_command, [](const EvidenceArgs& a, const engine::CommandEnv& env) {
+            return cmd_evidence(a, env.load_fleet, env.open_journal, env.extra_secrets);
+        });
+}
+
+}  // namespace kiln::evidence

@@ -17,8 +17,9 @@
 #include <CLI/CLI.hpp>
 
 #include "provisioner/config/fleet_config.h"
+#include "provisioner/engine/stage_command.h"
 
-namespace kiln::cli {
+namespace kiln::network {
 
 struct NetworkArgs {
     std::string fleet;
@@ -29,15 +30,16 @@ struct NetworkArgs {
     bool json = false;
     CLI::App* render = nullptr;
     CLI::App* drift = nullptr;
-
-    bool chosen() const { return (render && *render) || (drift && *drift); }
 };
 
-// Adds `network` with `render` and `drift` to `app`.
-void add_network_commands(CLI::App& app, NetworkArgs& args);
+// Fills in `kiln network` (created by the CLI shell) with `render` and `drift`.
+void add_network_commands(CLI::App& command, NetworkArgs& args);
 
 // Loads a fleet (printing its errors) the way every other command does.
 using FleetLoader = std::function<std::optional<config::Fleet>(const std::string& path)>;
 int cmd_network(const NetworkArgs& args, const FleetLoader& load);
 
-}  // namespace kiln::cli
+// `kiln network`, as the network module registers it.
+engine::StageCommandSpec network_command();
+
+}  // namespace kiln::network

@@ -1,19 +1,16 @@
-#include "provisioner/cli/vm_command.h"
+#include "provisioner/vm/vm_command.h"
 
 #include <cstdio>
 #include <filesystem>
 
-#include "provisioner/config/fleet_loader.h"
-#include "provisioner/engine/stage_registry.h"
 #include "provisioner/vm/node_vms.h"
 #include "provisioner/vm/vm_config.h"
 
-namespace kiln::cli {
+namespace kiln::vm {
 
-CLI::App* add_vm_commands(CLI::App& app, VmXmlArgs& args) {
-    auto* vm = app.add_subcommand("vm", "look at a node's VMs");
-    vm->require_subcommand(1);
-    auto* xml = vm->add_subcommand("xml", "print the domain XML of each VM the node would get; changes nothing");
+void add_vm_commands(CLI::App& command, VmXmlArgs& args) {
+    command.require_subcommand(1);
+    auto* xml = command.add_subcommand("xml", "print the domain XML of each VM the node would get; changes nothing");
     xml->add_option("FLEET", args.fleet, "fleet config (TOML)")->required();
     xml->add_option("NODE", args.node, "node name")->required();
     xml->add_option("--sysfs", args.sysfs, "sysfs root to read instead of the shape's (a recorded tree)");
@@ -21,30 +18,21 @@ CLI::App* add_vm_commands(CLI::App& app, VmXmlArgs& args) {
     xml->add_option("--accelerator", args.accelerator,
                     "kvm or tcg (default: the shape's; auto shows kvm where /dev/kvm exists)")
         ->check(CLI::IsMember({"kvm", "tcg", "auto"}));
-    return xml;
 }
 
-int cmd_vm_xml(const VmXmlArgs& args) {
-    engine::StageRegistry registry;
-    engine::register_product_stages(registry);
-    config::LoadOptions lo = registry.load_options();
-    lo.default_pipelines_dir = KILN_DEFAULT_PIPELINES_DIR;
-    lo.pipelines_dir_override = args.pipelines;
-    auto loaded = config::load_fleet(args.fleet, lo);
-    if (!loaded.fleet) {
-        for (const auto& d : loaded.errors) std::fprintf(stderr, "%s\n", d.str().c_str());
-        return 1;
-    }
-    config::Fleet fleet = std::move(*loaded.fleet);
+int cmd_vm_xml(const VmXmlArgs& args, const VmFleetLoader& load) {
+    auto loaded = load(args.fleet);
+    if (!loaded) return 1;
+    config::Fleet fleet = std::move(*loaded);
     const config::Node* node = fleet.find_node(args.node);
     if (!node) {
         std::fprintf(stderr, "kiln: no node '%s' in %s\n", args.node.c_str(), args.fleet.c_str());
         return 1;
     }
     if (!args.sysfs.empty()) {
-        if (vm::VmShape* shape = vm::mutable_vm_shape(fleet, node->profile(vm::kVmTable))) shape->sysfs = args.sysfs;
+        if (VmShape* shape = mutable_vm_shape(fleet, node->profile(kVmTable))) shape->sysfs = args.sysfs;
     }
-    vm::NodeVmPlanner planner;
+    NodeVmPlanner planner;
     auto vms = planner.plan(fleet, *node);
     if (!vms) {
         std::fprintf(stderr, "kiln: %s\n", vms.error().str().c_str());
@@ -58,14 +46,14 @@ int cmd_vm_xml(const VmXmlArgs& args) {
         setting = std::filesystem::exists("/dev/kvm", ec) ? "kvm" : "tcg";
         why += "; apply probes KVM before using it";
     }
-    auto accel = vm::parse_accelerator(setting);
+    auto accel = parse_accelerator(setting);
     if (!accel) {
         std::fprintf(stderr, "kiln: %s\n", accel.error().str().c_str());
         return 1;
     }
     std::fprintf(stderr, "kiln: node %s: %zu VM(s), split %s, accelerator %s (%s), network %s\n", node->name.c_str(),
-                 vms->vms.size(), vm::split_name(vms->placement.request.split), vm::accelerator_name(*accel),
-                 why.c_str(), vms->shape->network.c_str());
+                 vms->vms.size(), split_name(vms->placement.request.split), accelerator_name(*accel), why.c_str(),
+                 vms->shape->network.c_str());
     for (const auto& note : vms->placement.notes) std::fprintf(stderr, "kiln: note: %s\n", note.c_str());
     for (size_t i = 0; i < vms->vms.size(); ++i) {
         if (args.nccl_topo) {
@@ -82,4 +70,10 @@ int cmd_vm_xml(const VmXmlArgs& args) {
     return 0;
 }
 
-}  // namespace kiln::cli
+engine::StageCommandSpec vm_command() {
+    return engine::args_command<VmXmlArgs>(
+        "vm", "look at a node's VMs", add_vm_commands,
+        [](const VmXmlArgs& a, const engine::CommandEnv& env) { return cmd_vm_xml(a, env.load_fleet); });
+}
+
+}  // namespace kiln::vm

@@ -4,11 +4,15 @@
 // nothing: no connection to libvirt, no probe, no files.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-namespace kiln::cli {
+#include "provisioner/engine/stage_command.h"
+
+namespace kiln::vm {
 
 struct VmXmlArgs {
     std::string fleet;
@@ -16,10 +20,14 @@ struct VmXmlArgs {
     std::string sysfs;        // "" = the shape's sysfs
     std::string accelerator;  // "" = the shape's; "auto" prints kvm when /dev/kvm exists
     bool nccl_topo = false;
-    std::string pipelines;  // --pipelines, from the global option
 };
 
-CLI::App* add_vm_commands(CLI::App& app, VmXmlArgs& args);
-int cmd_vm_xml(const VmXmlArgs& args);
+// Fills in `kiln vm` (created by the CLI shell) with `xml`.
+void add_vm_commands(CLI::App& command, VmXmlArgs& args);
+using VmFleetLoader = std::function<std::optional<config::Fleet>(const std::string& path)>;
+int cmd_vm_xml(const VmXmlArgs& args, const VmFleetLoader& load);
 
-}  // namespace kiln::cli
+// `kiln vm`, as the vm module registers it.
+engine::StageCommandSpec vm_command();
+
+}  // namespace kiln::vm

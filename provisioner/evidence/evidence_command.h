@@ -15,21 +15,20 @@
 #include <CLI/CLI.hpp>
 
 #include "provisioner/config/fleet_config.h"
+#include "provisioner/engine/stage_command.h"
 #include "provisioner/journal/store.h"
 
-namespace kiln::cli {
+namespace kiln::evidence {
 
 struct EvidenceArgs {
     std::string fleet;
     std::string node;
     std::string out;
     bool json = false;
-    CLI::App* command = nullptr;
-
-    bool chosen() const { return command && *command; }
 };
 
-void add_evidence_command(CLI::App& app, EvidenceArgs& args);
+// Fills in `kiln evidence` (created by the CLI shell).
+void add_evidence_command(CLI::App& command, EvidenceArgs& args);
 
 using EvidenceFleetLoader = std::function<std::optional<config::Fleet>(const std::string& path)>;
 using EvidenceJournalReader = std::function<Result<std::unique_ptr<journal::Store>>(const config::Fleet&)>;
@@ -38,4 +37,7 @@ using EvidenceJournalReader = std::function<Result<std::unique_ptr<journal::Stor
 int cmd_evidence(const EvidenceArgs& args, const EvidenceFleetLoader& load, const EvidenceJournalReader& open_journal,
                  std::vector<std::string> extra_secrets = {});
 
-}  // namespace kiln::cli
+// `kiln evidence`, as the product registers it beside the handover stage.
+engine::StageCommandSpec evidence_command();
+
+}  // namespace kiln::evidence

@@ -17,8 +17,9 @@
 #include <CLI/CLI.hpp>
 
 #include "provisioner/config/fleet_config.h"
+#include "provisioner/engine/stage_command.h"
 
-namespace kiln::cli {
+namespace kiln::firmware {
 
 struct FirmwareArgs {
     std::string fleet;
@@ -30,14 +31,15 @@ struct FirmwareArgs {
     std::string fingerprint;
     bool insecure = false;
     bool json = false;
-    CLI::App* inventory = nullptr;
-
-    bool chosen() const { return inventory && *inventory; }
 };
 
-void add_firmware_commands(CLI::App& app, FirmwareArgs& args);
+// Fills in `kiln firmware` (created by the CLI shell) with `inventory`.
+void add_firmware_commands(CLI::App& command, FirmwareArgs& args);
 
 using FirmwareFleetLoader = std::function<std::optional<config::Fleet>(const std::string& path)>;
 int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load);
 
-}  // namespace kiln::cli
+// `kiln firmware`, as the firmware module registers it.
+engine::StageCommandSpec firmware_command();
+
+}  // namespace kiln::firmware

@@ -1,4 +1,4 @@
-#include "provisioner/cli/firmware_command.h"
+#include "firmware/stage/firmware_command.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -11,14 +11,13 @@
 #include "firmware/stage/firmware_stage.h"
 #include "provisioner/core/secret.h"
 
-namespace kiln::cli {
+namespace kiln::firmware {
 
 using nlohmann::json;
 
-void add_firmware_commands(CLI::App& app, FirmwareArgs& args) {
-    auto* fw = app.add_subcommand("firmware", "look at BMC-managed firmware over Redfish");
-    fw->require_subcommand(1);
-    auto* inv = fw->add_subcommand("inventory", "each node's firmware components and versions, read from its BMC");
+void add_firmware_commands(CLI::App& command, FirmwareArgs& args) {
+    command.require_subcommand(1);
+    auto* inv = command.add_subcommand("inventory", "each node's firmware components and versions, read from its BMC");
     inv->add_option("FLEET", args.fleet, "fleet config (TOML); or use --bmc");
     inv->add_option("--node", args.nodes, "only this node (repeatable)");
     inv->add_option("--bmc", args.bmc_url, "one BMC's URL, without a fleet file");
@@ -33,7 +32,6 @@ void add_firmware_commands(CLI::App& app, FirmwareArgs& args) {
     inv->add_flag(
         "--json", args.json,
         R"(as {"nodes": [{"name", "vendor", "system", "components", "bios_version", "bmc_version", "warnings"}]})");
-    args.inventory = inv;
 }
 
 namespace {
@@ -44,7 +42,7 @@ struct Target {
     std::string system;  // the node's system on a shared BMC ("" = the first)
 };
 
-json node_json(const std::string& name, const firmware::BmcInventory& inv) {
+json node_json(const std::string& name, const BmcInventory& inv) {
     json comps = json::array();
     for (const auto& c : inv.components) comps.push_back({{"id", c.id}, {"name", c.name}, {"version", c.version}});
     json warnings = json::array();
@@ -103,7 +101,7 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
             if (!args.nodes.empty() && std::find(args.nodes.begin(), args.nodes.end(), n.name) == args.nodes.end())
                 continue;
             if (n.bmc.url.empty()) continue;
-            targets.push_back({n.name, firmware::bmc_endpoint(n), n.bmc.system});
+            targets.push_back({n.name, bmc_endpoint(n), n.bmc.system});
         }
     }
 
@@ -113,12 +111,11 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
     {
         redfish::SessionPool pool(http);
         for (auto& t : targets) {
-            Result<firmware::BmcInventory> inv = t.endpoint ? [&]() -> Result<firmware::BmcInventory> {
+            Result<BmcInventory> inv = t.endpoint ? [&]() -> Result<BmcInventory> {
                 redfish::Client client(pool.acquire(*t.endpoint));
-                return firmware::read_inventory(client,
-                                                {.bios = false, .network_adapters = true, .system_uri = t.system});
+                return read_inventory(client, {.bios = false, .network_adapters = true, .system_uri = t.system});
             }()
-                : Result<firmware::BmcInventory>(t.endpoint.error());
+                : Result<BmcInventory>(t.endpoint.error());
             if (!inv) {
                 rc = 1;
                 std::fprintf(stderr, "kiln: %s: %s\n", t.name.c_str(), inv.error().str().c_str());
@@ -142,4 +139,10 @@ int cmd_firmware(const FirmwareArgs& args, const FirmwareFleetLoader& load) {
     return rc;
 }
 
-}  // namespace kiln::cli
+engine::StageCommandSpec firmware_command() {
+    return engine::args_command<FirmwareArgs>(
+        "firmware", "look at BMC-managed firmware over Redfish", add_firmware_commands,
+        [](const FirmwareArgs& a, const engine::CommandEnv& env) { return cmd_firmware(a, env.load_fleet); });
+}
+
+}  // namespace kiln::firmware

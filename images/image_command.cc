@@ -1,4 +1,4 @@
-#include "provisioner/cli/image_command.h"
+#include "images/image_command.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +15,7 @@
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/command.h"
 
-namespace kiln::cli {
+namespace kiln::images {
 
 namespace {
 
@@ -45,18 +45,18 @@ int cmd_build(const ImageArgs& a) {
         }
         overrides[in.substr(0, eq)] = in.substr(eq + 1);
     }
-    auto loaded = images::load_recipe(a.recipe, overrides);
+    auto loaded = load_recipe(a.recipe, overrides);
     if (!loaded.recipe) {
         for (const auto& e : loaded.errors) std::fprintf(stderr, "%s\n", e.str().c_str());
         return 1;
     }
     default_guestfs_env();
-    images::LayerCache cache(cache_dir(a));
+    LayerCache cache(cache_dir(a));
     if (auto st = cache.open(); !st) return fail(st.error());
     ProcessRunner runner;
-    images::GuestfsDiskFactory disks;
-    images::Builder builder(runner, disks, cache);
-    images::BuildOptions opts;
+    GuestfsDiskFactory disks;
+    Builder builder(runner, disks, cache);
+    BuildOptions opts;
     opts.output = a.output;
     opts.progress = [](const std::string& layer, const std::string& msg) {
         std::fprintf(stderr, "image: [%s] %s\n", layer.c_str(), msg.c_str());
@@ -87,7 +87,7 @@ int cmd_build(const ImageArgs& a) {
 }
 
 int cmd_list(const ImageArgs& a) {
-    images::LayerCache cache(cache_dir(a));
+    LayerCache cache(cache_dir(a));
     if (auto st = cache.open(); !st) return fail(st.error());
     auto entries = cache.list();
     if (a.json) {
@@ -120,15 +120,15 @@ int cmd_prune(const ImageArgs& a) {
         age = std::chrono::duration_cast<std::chrono::seconds>(*d);
     }
     if (!a.max_size.empty()) {
-        size = images::parse_size(a.max_size);
+        size = parse_size(a.max_size);
         if (!size) {
             std::fprintf(stderr, "kiln: --max-size %s: expected a size such as 50G\n", a.max_size.c_str());
             return 1;
         }
     }
-    images::LayerCache cache(cache_dir(a));
+    LayerCache cache(cache_dir(a));
     if (auto st = cache.open(); !st) return fail(st.error());
-    auto r = cache.prune(age, size, images::unix_now());
+    auto r = cache.prune(age, size, unix_now());
     if (!r) return fail(r.error());
     if (a.json)
         std::printf(
@@ -144,7 +144,7 @@ int cmd_prune(const ImageArgs& a) {
 
 int cmd_boot_check(const ImageArgs& a) {
     ProcessRunner runner;
-    images::BootCheckOptions o;
+    BootCheckOptions o;
     o.image = a.image;
     o.format = a.image.size() > 4 && a.image.substr(a.image.size() - 4) == ".raw" ? "raw" : "qcow2";
     o.work_dir = a.image + ".boot-check";
@@ -152,7 +152,7 @@ int cmd_boot_check(const ImageArgs& a) {
     o.accel = a.accel;
     std::fprintf(stderr, "image: boot-check %s (waiting up to %ds for %s)\n", a.image.c_str(), a.timeout_s,
                  "KILN_READY");
-    auto r = images::boot_check(runner, o);
+    auto r = boot_check(runner, o);
     if (!r) return fail(r.error());
     if (a.json)
         std::printf("%s\n", nlohmann::json{{"accel", r->accel},
@@ -170,10 +170,9 @@ int cmd_boot_check(const ImageArgs& a) {
 
 }  // namespace
 
-void add_image_commands(CLI::App& app, ImageArgs& a) {
-    auto* image = app.add_subcommand("image", "build and cache disk images from recipes");
-    image->require_subcommand(1);
-    a.build = image->add_subcommand("build", "build RECIPE, taking unchanged layers from the cache");
+void add_image_commands(CLI::App& image, ImageArgs& a) {
+    image.require_subcommand(1);
+    a.build = image.add_subcommand("build", "build RECIPE, taking unchanged layers from the cache");
     a.build->add_option("RECIPE", a.recipe, "image recipe (TOML)")->required();
     a.build->add_option("--cache", a.cache, "layer cache dir (default $KILN_IMAGE_CACHE or .kiln/images)");
     a.build->add_option("--output", a.output, "where the image goes (default <cache>/images/<recipe>.<format>)");
@@ -184,15 +183,15 @@ void add_image_commands(CLI::App& app, ImageArgs& a) {
         "Each layer runs in a libguestfs appliance (LIBGUESTFS_BACKEND_SETTINGS=force_tcg where KVM fails),\n"
         "or, with build_in = \"host\" in the recipe, chrooted in the image's tree on this machine at native\n"
         "speed (root only; gpu-guest.toml builds its nvidia and cuda layers so). See docs/images.md.");
-    a.list = image->add_subcommand("list", "the cache's layers");
+    a.list = image.add_subcommand("list", "the cache's layers");
     a.list->add_option("--cache", a.cache, "layer cache dir");
     a.list->add_flag("--json", a.json, "as JSON");
-    a.prune = image->add_subcommand("prune", "remove old layers (and every layer built on them)");
+    a.prune = image.add_subcommand("prune", "remove old layers (and every layer built on them)");
     a.prune->add_option("--cache", a.cache, "layer cache dir");
     a.prune->add_option("--max-age", a.max_age, "remove layers unused for longer than this (30d, 12h)");
     a.prune->add_option("--max-size", a.max_size, "then remove the least recently used until under this (50G)");
     a.prune->add_flag("--json", a.json, "as JSON");
-    a.boot_check = image->add_subcommand("boot-check", "boot IMAGE under QEMU and wait for its KILN_READY line");
+    a.boot_check = image.add_subcommand("boot-check", "boot IMAGE under QEMU and wait for its KILN_READY line");
     a.boot_check->add_option("IMAGE", a.image, "disk image (qcow2, or raw when named *.raw)")->required();
     a.boot_check->add_option("--timeout", a.timeout_s, "seconds to wait for the marker")->capture_default_str();
     a.boot_check->add_option("--accel", a.accel, "auto (probe KVM), kvm or tcg")
@@ -208,4 +207,9 @@ int cmd_image(const ImageArgs& a) {
     return cmd_prune(a);
 }
 
-}  // namespace kiln::cli
+engine::StageCommandSpec image_command() {
+    return engine::args_command<ImageArgs>("image", "build and cache disk images from recipes", add_image_commands,
+                                           [](const ImageArgs& a, const engine::CommandEnv&) { return cmd_image(a); });
+}
+
+}  // namespace kiln::images

@@ -1,4 +1,4 @@
-#include "provisioner/cli/network_command.h"
+#include "network/stage/network_command.h"
 
 #include <cstdio>
 
@@ -15,7 +15,7 @@
 #include "network/switch_drivers.h"
 #include "network/switch_scope.h"
 
-namespace kiln::cli {
+namespace kiln::network {
 
 namespace {
 
@@ -25,28 +25,28 @@ void print_error(const std::string& message) {
     std::fprintf(stderr, "kiln: %s\n", message.c_str());
 }
 
-Result<json> render_one(const config::Fleet& fleet, const network::FabricSwitch& fs, const std::string& format) {
+Result<json> render_one(const config::Fleet& fleet, const FabricSwitch& fs, const std::string& format) {
     if (format == "sonic") {
-        auto db = network::sonic::render_switch(fleet, fs);
+        auto db = sonic::render_switch(fleet, fs);
         if (!db) return db.error();
         return db->json();
     }
-    auto profile = network::profile_for_switch(fleet, fs);
+    auto profile = profile_for_switch(fleet, fs);
     if (!profile) return profile.error();
-    if (format == "nvue") return network::nvue::render_nvue(**profile, fs.ports);
-    return network::eos::render_eos(**profile, fs.ports);
+    if (format == "nvue") return nvue::render_nvue(**profile, fs.ports);
+    return eos::render_eos(**profile, fs.ports);
 }
 
 int cmd_render(const NetworkArgs& args, const config::Fleet& fleet) {
-    auto fabric = network::build_fabric(fleet);
+    auto fabric = build_fabric(fleet);
     if (!fabric) {
         print_error(fabric.error().str());
         return 1;
     }
-    std::vector<const network::FabricSwitch*> chosen;
+    std::vector<const FabricSwitch*> chosen;
     std::string format = args.format;
     if (!args.switch_name.empty()) {
-        const network::FabricSwitch* fs = fabric->find_switch(args.switch_name);
+        const FabricSwitch* fs = fabric->find_switch(args.switch_name);
         if (!fs) {
             std::string names;
             for (const auto& s : fabric->switches) names += (names.empty() ? "" : ", ") + s.name;
@@ -65,10 +65,9 @@ int cmd_render(const NetworkArgs& args, const config::Fleet& fleet) {
         print_error("--validate checks SONiC tables against the YANG models: use it with --format sonic");
         return 1;
     }
-    std::optional<network::sonic::YangValidator> validator;
+    std::optional<sonic::YangValidator> validator;
     if (args.validate) {
-        auto v = args.yang_dir.empty() ? network::sonic::YangValidator::load()
-                                       : network::sonic::YangValidator::load(args.yang_dir);
+        auto v = args.yang_dir.empty() ? sonic::YangValidator::load() : sonic::YangValidator::load(args.yang_dir);
         if (!v) {
             print_error(v.error().str());
             return 1;
@@ -105,7 +104,7 @@ int cmd_render(const NetworkArgs& args, const config::Fleet& fleet) {
 }
 
 int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
-    auto fabric = network::build_fabric(fleet);
+    auto fabric = build_fabric(fleet);
     if (!fabric) {
         print_error(fabric.error().str());
         return 1;
@@ -114,31 +113,31 @@ int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
         print_error(fmt::format("no switch '{}' in {}", args.switch_name, fleet.path));
         return 1;
     }
-    network::SwitchDriverDeps deps;
+    SwitchDriverDeps deps;
     deps.http = std::make_shared<net::CurlHttpClient>();
     json changes = json::array();
     json errors = json::array();
     json checked = json::array();
     for (const auto& sw : fleet.switches) {
         if (!args.switch_name.empty() && sw.name != args.switch_name) continue;
-        auto scope = network::scope_for_switch(fleet, *fabric, sw);
+        auto scope = scope_for_switch(fleet, *fabric, sw);
         if (!scope) {
             errors.push_back({{"switch", sw.name}, {"error", scope.error().message}});
             continue;
         }
         if (scope->ports.empty()) continue;  // nothing cabled: nothing kiln manages there
-        auto driver = network::make_switch_driver(fleet, sw, deps);
+        auto driver = make_switch_driver(fleet, sw, deps);
         if (!driver) {
             errors.push_back({{"switch", sw.name}, {"error", driver.error().message}});
             continue;
         }
-        auto cmp = network::compare_switch(**driver, *scope);
+        auto cmp = compare_switch(**driver, *scope);
         if (!cmp) {
             errors.push_back({{"switch", sw.name}, {"error", cmp.error().message}});
             continue;
         }
         checked.push_back(sw.name);
-        for (const auto& c : cmp->changes) changes.push_back(network::change_json(sw.name, c));
+        for (const auto& c : cmp->changes) changes.push_back(change_json(sw.name, c));
     }
     // Host NICs of nodes with a managed host; --switch narrows to that switch only.
     json host_drift = json::array();
@@ -146,19 +145,19 @@ int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
     json hosts_checked = json::array();
     for (const auto& node : fleet.nodes) {
         if (!args.switch_name.empty()) break;
-        auto hs = network::host::host_scope_for_node(fleet, node);
+        auto hs = host::host_scope_for_node(fleet, node);
         if (!hs.managed) continue;
-        auto runner = network::host::make_host_runner(node);
-        auto seen = runner ? network::host::reconcile_host_nics(**runner, node, hs, false)
-                           : Result<std::vector<network::host::NicResult>>(runner.error());
+        auto runner = host::make_host_runner(node);
+        auto seen = runner ? host::reconcile_host_nics(**runner, node, hs, false)
+                           : Result<std::vector<host::NicResult>>(runner.error());
         if (!seen) {
             errors.push_back({{"node", node.name}, {"error", seen.error().message}});
             continue;
         }
         hosts_checked.push_back(node.name);
-        const json state = network::host::host_nics_json(node, *seen);
-        for (const auto& d : network::host::host_drift_entries(node.name, state)) host_drift.push_back(d);
-        const auto findings = network::host::host_nic_findings(state);
+        const json state = host::host_nics_json(node, *seen);
+        for (const auto& d : host::host_drift_entries(node.name, state)) host_drift.push_back(d);
+        const auto findings = host::host_nic_findings(state);
         for (const auto& b : findings.blocking) errors.push_back({{"node", node.name}, {"error", b}});
         // Firmware waiting for a reboot kiln cannot do (a local or netns host) and required: an error too.
         if (node.host.mode != "ssh")
@@ -206,11 +205,9 @@ int cmd_drift(const NetworkArgs& args, const config::Fleet& fleet) {
 
 }  // namespace
 
-void add_network_commands(CLI::App& app, NetworkArgs& args) {
-    auto* network =
-        app.add_subcommand("network", "the RoCE fabric: render switch configs, find drift on switches and host NICs");
-    network->require_subcommand(1);
-    args.render = network->add_subcommand("render", "print the config kiln would put on switches (JSON)");
+void add_network_commands(CLI::App& command, NetworkArgs& args) {
+    command.require_subcommand(1);
+    args.render = command.add_subcommand("render", "print the config kiln would put on switches (JSON)");
     args.render->add_option("fleet", args.fleet, "fleet.toml")->required();
     args.render->add_option("--switch", args.switch_name, "one switch (default: every switch of the format's OS)");
     args.render->add_option("--format", args.format, "sonic | nvue | eos (default: the switch's OS, else sonic)")
@@ -218,7 +215,7 @@ void add_network_commands(CLI::App& app, NetworkArgs& args) {
     args.render->add_flag("--validate", args.validate, "check SONiC tables against the YANG models");
     args.render->add_option("--yang-dir", args.yang_dir, "SONiC YANG models to validate with");
     args.drift =
-        network->add_subcommand("drift", "compare switches' running config and managed hosts' NICs with the profile");
+        command.add_subcommand("drift", "compare switches' running config and managed hosts' NICs with the profile");
     args.drift->add_option("fleet", args.fleet, "fleet.toml")->required();
     args.drift->add_option("--switch", args.switch_name, "only this switch (host NICs are then not checked)");
     args.drift->add_flag("--json", args.json, "as JSON");
@@ -231,4 +228,10 @@ int cmd_network(const NetworkArgs& args, const FleetLoader& load) {
     return cmd_drift(args, *fleet);
 }
 
-}  // namespace kiln::cli
+engine::StageCommandSpec network_command() {
+    return engine::args_command<NetworkArgs>(
+        "network", "the RoCE fabric: render switch configs, find drift on switches and host NICs", add_network_commands,
+        [](const NetworkArgs& a, const engine::CommandEnv& env) { return cmd_network(a, env.load_fleet); });
+}
+
+}  // namespace kiln::network
