@@ -50,11 +50,11 @@ case "$target" in
              provisioner/config/fleet_loader.cc provisioner/config/toml_reader.cc provisioner/config/toml_text_check.cc provisioner/config/config_table.cc
              provisioner/core/secret.cc provisioner/journal/store_url.cc
              provisioner/core/sha256.cc provisioner/core/host_port.cc
-             firmware/stage/firmware_config.cc firmware/stage/firmware_inputs.cc images/image_config.cc
-             pipelines/smoke/smoke_config.cc
+             firmware/stage/firmware_config.cc firmware/stage/firmware_inputs.cc images/stage/image_config.cc
+             pipelines/smoke/stage/smoke_config.cc
              network/stage/network_config.cc network/stage/network_inputs.cc
-             provisioner/vm/vm_config.cc provisioner/vm/vm_inputs.cc provisioner/handover/handover_config.cc)
-    watched=(scripts/fuzz.sh provisioner/config firmware/stage/firmware_config.cc firmware/stage/firmware_config.h firmware/stage/firmware_inputs.cc firmware/stage/firmware_inputs.h images/image_config.cc images/image_config.h pipelines/smoke/smoke_config.cc pipelines/smoke/smoke_config.h network/stage/network_config.cc network/stage/network_config.h network/stage/network_inputs.cc network/stage/network_inputs.h provisioner/vm/vm_config.cc provisioner/vm/vm_config.h provisioner/vm/vm_inputs.cc provisioner/vm/vm_inputs.h provisioner/handover/handover_config.cc provisioner/handover/handover_config.h provisioner/journal/store_url.cc provisioner/core/secret.cc provisioner/core/secret.h provisioner/core/sha256.cc provisioner/core/host_port.cc provisioner/core/host_port.h)
+             provisioner/vm/stage/vm_config.cc provisioner/vm/stage/vm_inputs.cc provisioner/handover/stage/handover_config.cc)
+    watched=(scripts/fuzz.sh provisioner/config firmware/stage/firmware_config.cc firmware/stage/firmware_config.h firmware/stage/firmware_inputs.cc firmware/stage/firmware_inputs.h images/stage/image_config.cc images/stage/image_config.h pipelines/smoke/stage/smoke_config.cc pipelines/smoke/stage/smoke_config.h network/stage/network_config.cc network/stage/network_config.h network/stage/network_inputs.cc network/stage/network_inputs.h provisioner/vm/stage/vm_config.cc provisioner/vm/stage/vm_config.h provisioner/vm/stage/vm_inputs.cc provisioner/vm/stage/vm_inputs.h provisioner/handover/stage/handover_config.cc provisioner/handover/stage/handover_config.h provisioner/journal/store_url.cc provisioner/core/secret.cc provisioner/core/secret.h provisioner/core/sha256.cc provisioner/core/host_port.cc provisioner/core/host_port.h)
     libs=(-lfmt -lcrypto)
     max_len=16384
     ;;

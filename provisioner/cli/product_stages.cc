@@ -8,14 +8,14 @@
 #include <memory>
 
 #include "firmware/stage/firmware_module.h"
-#include "images/image_module.h"
+#include "images/stage/image_module.h"
 #include "network/stage/network_module.h"
-#include "pipelines/smoke/smoke_module.h"
+#include "pipelines/smoke/stage/smoke_module.h"
 #include "provisioner/evidence/evidence_command.h"
 #include "provisioner/evidence/quarantine_evidence.h"
-#include "provisioner/handover/handover_module.h"
+#include "provisioner/handover/stage/handover_module.h"
 #include "provisioner/vm/node_vms.h"
-#include "provisioner/vm/vm_module.h"
+#include "provisioner/vm/stage/vm_module.h"
 
 namespace kiln::engine {
 

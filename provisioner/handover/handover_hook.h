@@ -11,7 +11,7 @@
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/command.h"
 #include "provisioner/core/result.h"
-#include "provisioner/handover/handover_config.h"
+#include "provisioner/handover/stage/handover_config.h"
 #include "provisioner/net/http_client.h"
 
 namespace kiln::handover {

@@ -33,7 +33,7 @@
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/core/result.h"
 #include "provisioner/vm/host_topology.h"
-#include "provisioner/vm/vm_config.h"
+#include "provisioner/vm/stage/vm_config.h"
 
 namespace kiln::vm {
 

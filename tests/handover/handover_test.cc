@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "provisioner/engine/engine.h"
-#include "provisioner/handover/handover_config.h"
 #include "provisioner/handover/handover_hook.h"
-#include "provisioner/handover/handover_stage.h"
 #include "provisioner/handover/hmac_signature.h"
+#include "provisioner/handover/stage/handover_config.h"
+#include "provisioner/handover/stage/handover_stage.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "tests/handover/webhook_receiver.h"
 #include "tests/support/fleet_builder.h"

@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "images/image_config.h"
-#include "images/image_stage.h"
 #include "images/layer_cache.h"
+#include "images/stage/image_config.h"
+#include "images/stage/image_stage.h"
 #include "tests/images/fakes.h"
 #include "tests/support/temp_dir.h"
 

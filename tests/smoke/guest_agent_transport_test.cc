@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipelines/smoke/guest_agent_transport.h"
+#include "pipelines/smoke/stage/guest_agent_transport.h"
 
 using kiln::smoke::GuestAgentOptions;
 using kiln::smoke::GuestAgentTransport;

@@ -15,7 +15,7 @@
 
 #include "pipelines/smoke/child_process.h"
 #include "pipelines/smoke/rdma_checks.h"
-#include "pipelines/smoke/smoke_stage.h"
+#include "pipelines/smoke/stage/smoke_stage.h"
 #include "tests/smoke/smoke_test_util.h"
 #include "tests/support/temp_dir.h"
 

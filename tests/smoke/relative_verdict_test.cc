@@ -6,7 +6,7 @@
 
 #include "pipelines/smoke/relative_verdict.h"
 #include "pipelines/smoke/smoke_record.h"
-#include "pipelines/smoke/smoke_stage.h"
+#include "pipelines/smoke/stage/smoke_stage.h"
 
 using nlohmann::json;
 using namespace kiln::smoke;

@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "pipelines/smoke/ring_meeting.h"
+#include "pipelines/smoke/stage/ring_meeting.h"
 #include "provisioner/engine/engine.h"
 #include "provisioner/engine/worker_pool.h"
 #include "provisioner/journal/sqlite_store.h"

@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipelines/smoke/local_process_transport.h"
-#include "pipelines/smoke/smoke_config.h"
-#include "pipelines/smoke/smoke_stage.h"
+#include "pipelines/smoke/stage/local_process_transport.h"
+#include "pipelines/smoke/stage/smoke_config.h"
+#include "pipelines/smoke/stage/smoke_stage.h"
 #include "provisioner/engine/engine.h"
-#include "provisioner/handover/handover_config.h"
-#include "provisioner/handover/handover_stage.h"
+#include "provisioner/handover/stage/handover_config.h"
+#include "provisioner/handover/stage/handover_stage.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "tests/smoke/smoke_test_util.h"
 #include "tests/support/fleet_builder.h"

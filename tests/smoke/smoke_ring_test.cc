@@ -2,7 +2,7 @@
 // one profile in one rack or the whole fleet, in fleet order, indexed or not.
 #include <catch2/catch.hpp>
 
-#include "pipelines/smoke/smoke_config.h"
+#include "pipelines/smoke/stage/smoke_config.h"
 
 using kiln::config::Fleet;
 using kiln::config::Node;

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "pipelines/smoke/smoke_record.h"
-#include "pipelines/smoke/smoke_stage.h"
+#include "pipelines/smoke/stage/smoke_stage.h"
 #include "provisioner/engine/engine.h"
-#include "provisioner/handover/handover_stage.h"
+#include "provisioner/handover/stage/handover_stage.h"
 #include "provisioner/journal/sqlite_store.h"
 #include "tests/smoke/smoke_harness.h"
 #include "tests/support/fleet_builder.h"

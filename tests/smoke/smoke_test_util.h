@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,10 +17,24 @@
 
 namespace kiln::test {
 
-// `n` consecutive loopback ports nothing listens on right now.
+// The first port the kernel hands out for outgoing connections
+// (net.ipv4.ip_local_port_range; Linux's default is 32768).
+inline int first_ephemeral_port() {
+    std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0;
+    return in >> low && low > 0 ? low : 32768;
+}
+
+// `n` consecutive loopback ports nothing listens on right now, below the
+// ephemeral range: a client socket of another test running beside this one
+// (HTTP, PostgreSQL) cannot take one of them between this check and the
+// ranks' bind, as it could inside that range.
 inline int free_port_range(int n) {
+    const int low = 10000;
+    const int high = first_ephemeral_port() - n;  // the range ends below the ephemeral ports
+    const unsigned span = high > low + 1000 ? static_cast<unsigned>(high - low) : 30000u;
     for (int attempt = 0; attempt < 200; ++attempt) {
-        int base = 20000 + static_cast<int>((static_cast<unsigned>(getpid()) * 131u + attempt * 977u) % 30000u);
+        int base = low + static_cast<int>((static_cast<unsigned>(getpid()) * 131u + attempt * 977u) % span);
         bool ok = true;
         for (int p = base; p < base + n && ok; ++p) {
             int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -13,7 +13,7 @@
 #include "provisioner/vm/domain_manager.h"
 #include "provisioner/vm/libvirt_hypervisor.h"
 #include "provisioner/vm/readiness.h"
-#include "provisioner/vm/vm_stage.h"
+#include "provisioner/vm/stage/vm_stage.h"
 
 using namespace kiln;
 using namespace kiln::vm;

@@ -11,7 +11,7 @@
 
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/vm/cloud_init_seed.h"
-#include "provisioner/vm/vm_config.h"
+#include "provisioner/vm/stage/vm_config.h"
 
 using namespace kiln::config;
 namespace fs = std::filesystem;

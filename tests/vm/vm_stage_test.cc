@@ -10,7 +10,7 @@
 #include "provisioner/vm/domain_xml.h"
 #include "provisioner/vm/guest_contract.h"
 #include "provisioner/vm/node_vms.h"
-#include "provisioner/vm/vm_stage.h"
+#include "provisioner/vm/stage/vm_stage.h"
 #include "tests/vm/fake_hypervisor.h"
 #include "tests/vm/pci_config_fake_host.h"
 #include "tests/vm/sysfs_fixture.h"

@@ -16,15 +16,15 @@
 
 #include "firmware/stage/firmware_config.h"
 #include "firmware/stage/firmware_inputs.h"
-#include "images/image_config.h"
+#include "images/stage/image_config.h"
 #include "network/stage/network_config.h"
 #include "network/stage/network_inputs.h"
-#include "pipelines/smoke/smoke_config.h"
+#include "pipelines/smoke/stage/smoke_config.h"
 #include "provisioner/config/fleet_config.h"
 #include "provisioner/config/fleet_loader.h"
-#include "provisioner/handover/handover_config.h"
-#include "provisioner/vm/vm_config.h"
-#include "provisioner/vm/vm_inputs.h"
+#include "provisioner/handover/stage/handover_config.h"
+#include "provisioner/vm/stage/vm_config.h"
+#include "provisioner/vm/stage/vm_inputs.h"
 
 namespace {
 
