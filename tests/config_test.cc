@@ -677,6 +677,19 @@ TEST_CASE("config: a node that runs the firmware stage needs a BMC URL", "[confi
     // The URL may come from [defaults].
     expect_ok(*load_text(kBase + "[defaults]\nbmc = { url = \"https://bmc\" }\n[[nodes]]\nname = \"a\"\nrack = \"r1\"\n"
                                  "role = \"gpu-node\"\n"));
+    // The rule is the firmware module's (its table's fleet check): the
+    // second node, after one that has its URL, is named by its own index.
+    expect_one(*load_text(kBase + kNodeA + "bmc = { url = \"https://bmc\" }\n" +
+                          "[[nodes]]\nname = \"b\"\nrack = \"r1\"\nrole = \"gpu-node\"\n"),
+               11, 1, "nodes[1].bmc.url", "required: pipeline 'gpu-node' has the firmware stage");
+    // A build without the module asks for no BMC (its run would refuse the
+    // stage as not implemented instead).
+    LoadOptions without = options();
+    without.tables.erase(
+        std::remove_if(without.tables.begin(), without.tables.end(),
+                       [](const kiln::config::ConfigTable& t) { return t.key == kiln::firmware::kFirmwareTable; }),
+        without.tables.end());
+    expect_ok(*load_text(kBase + "[[nodes]]\nname = \"a\"\nrack = \"r1\"\nrole = \"gpu-node\"\n", without));
 }
 
 TEST_CASE("config: handover takes exactly one of command or webhook", "[config][errors]") {

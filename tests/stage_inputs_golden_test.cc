@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provisioner/cli/product_stages.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/stage_registry.h"
 

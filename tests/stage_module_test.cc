@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 
+#include "provisioner/cli/product_stages.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/engine/stage_registry.h"
 #include "provisioner/evidence/secret_scrub.h"

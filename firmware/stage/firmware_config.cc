@@ -1,5 +1,7 @@
 #include "firmware/stage/firmware_config.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "provisioner/config/toml_reader.h"
@@ -119,10 +121,27 @@ ArtifactServerTable read_artifact_server(TableReader& r) {
     return a;
 }
 
+// A node that runs the firmware stage must say where its BMC is. Nodes are
+// in the file's order, so nodes[i] names the i-th [[nodes]] table.
+void check_bmc_urls(const config::Fleet& fleet, std::vector<config::Diagnostic>& errors) {
+    for (size_t i = 0; i < fleet.nodes.size(); ++i) {
+        const config::Node& n = fleet.nodes[i];
+        if (!n.bmc.url.empty()) continue;
+        auto p = fleet.pipelines.find(n.role);
+        if (p == fleet.pipelines.end()) continue;
+        const auto& st = p->second.stages;
+        if (std::find(st.begin(), st.end(), "firmware") != st.end())
+            errors.push_back({n.pos, fmt::format("nodes[{}].bmc.url", i),
+                              fmt::format("required: pipeline '{}' has the firmware stage", n.role)});
+    }
+}
+
 }  // namespace
 
 std::vector<config::ConfigTable> firmware_tables() {
-    return {config::named_profiles_table<FirmwareProfile>(kFirmwareTable, kFirmwareTable, read_firmware),
+    auto firmware = config::named_profiles_table<FirmwareProfile>(kFirmwareTable, kFirmwareTable, read_firmware);
+    firmware.check_fleet = check_bmc_urls;
+    return {std::move(firmware),
             config::named_profiles_table<BiosProfile>(kBiosTable, kBiosTable, read_bios),
             config::named_profiles_table<HostOsImage>(kHostOsTable, kHostOsTable, read_host_os),
             {kArtifactServerTable, [](TableReader& r, TableScope&) -> std::any { return read_artifact_server(r); }}};

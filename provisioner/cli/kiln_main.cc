@@ -1,4 +1,5 @@
 #include "provisioner/cli/app.h"
+#include "provisioner/cli/product_stages.h"
 
 int main(int argc, char** argv) {
     kiln::engine::StageRegistry registry;

@@ -3,7 +3,7 @@
 // its fleet tables, its stage and its commands. A run that selects a declared stage this build does not
 // register fails with "stage 'X' is not implemented in this build" before
 // any work; a stage neither declared nor registered is unknown.
-#include "provisioner/engine/stage_registry.h"
+#include "provisioner/cli/product_stages.h"
 
 #include <memory>
 

@@ -732,13 +732,6 @@ struct Loader {
                         n.labels[std::string(k.str())] = *v.value<std::string>();
                 }
             }
-            // A node that runs the firmware stage must say where its BMC is.
-            if (auto p = fleet.pipelines.find(n.role); p != fleet.pipelines.end()) {
-                const auto& st = p->second.stages;
-                if (std::find(st.begin(), st.end(), "firmware") != st.end() && n.bmc.url.empty())
-                    ctx.error(t.source(), path + ".bmc.url",
-                              fmt::format("required: pipeline '{}' has the firmware stage", n.role));
-            }
             r.finish();
             fleet.nodes.push_back(std::move(n));
         }

@@ -1,7 +1,7 @@
 // Which stages this build knows and implements. Pipelines may name any
 // known stage; selecting one that is not registered is an error before
 // anything runs. The core names no stage: the product declares its own
-// (register_product_stages), a test binary its own.
+// (provisioner/cli/product_stages.h), a test binary its own.
 #pragma once
 
 #include <map>
@@ -63,9 +63,5 @@ private:
     std::vector<config::ConfigTable> tables_;
     std::vector<StageCommandSpec> commands_;
 };
-
-// Declares the shipped `kiln`'s stages in pipeline order and registers
-// each one (provisioner/cli/product_stages.cc, which links them).
-void register_product_stages(StageRegistry& registry);
 
 }  // namespace kiln::engine

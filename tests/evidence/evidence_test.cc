@@ -17,6 +17,7 @@
 #include "firmware/redfish/session_pool.h"
 #include "pipelines/smoke/smoke_record.h"
 #include "pipelines/smoke/stage/smoke_stage.h"
+#include "provisioner/cli/product_stages.h"
 #include "provisioner/config/fleet_loader.h"
 #include "provisioner/core/command.h"
 #include "provisioner/core/sha256.h"

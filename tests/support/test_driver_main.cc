@@ -1,6 +1,7 @@
 // `kiln` with test-only stages: the crash-safety and CLI tests run it as a
 // child process so that kills, exit codes and output are real.
 #include "provisioner/cli/app.h"
+#include "provisioner/cli/product_stages.h"
 #include "tests/support/test_stages.h"
 
 int main(int argc, char** argv) {
