@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -112,7 +113,7 @@ struct Builder::Plan {
     int64_t epoch = 0;
 };
 
-Result<CommandResult> Builder::run_tool(const std::string& what, CommandSpec spec) {
+Result<CommandResult> Builder::run_tool(const std::string& what, const CommandSpec& spec) {
     const std::string argv = describe_argv(spec.argv);
     auto r = runner_.run(spec);
     if (!r) return r.error();
@@ -328,10 +329,18 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     if (!disk) return disk.error();
     GuestDisk& g = **disk;
     const std::string part = kRootPartition;
-    for (auto st : {g.add_drive((fs::path(staging) / "disk.qcow2").string(), "qcow2"), g.launch(),
-                    g.part_disk_mbr(kRootDevice), g.set_bootable(kRootDevice, 1),
-                    g.mkfs_ext4(part, "kiln-root", plan.root_uuid), g.mount(part, "/"), g.tar_in(tar, "/")})
-        if (!st) return st.error();
+    // One step at a time, stopping at the first that fails: nothing is
+    // partitioned, formatted or written on a disk that did not launch.
+    const std::function<Status()> make_root[] = {
+        [&] { return g.add_drive((fs::path(staging) / "disk.qcow2").string(), "qcow2"); },
+        [&] { return g.launch(); },
+        [&] { return g.part_disk_mbr(kRootDevice); },
+        [&] { return g.set_bootable(kRootDevice, 1); },
+        [&] { return g.mkfs_ext4(part, "kiln-root", plan.root_uuid); },
+        [&] { return g.mount(part, "/"); },
+        [&] { return g.tar_in(tar, "/"); }};
+    for (const auto& step : make_root)
+        if (auto st = step(); !st) return st.error();
     std::error_code ec;
     fs::remove(tar, ec);
     // mmdebstrap leaves the build host's resolver and name in the tree: an
@@ -339,9 +348,12 @@ Result<nlohmann::json> Builder::build_base(const Recipe& recipe, const Plan& pla
     if (auto st = g.rm_rf("/etc/resolv.conf"); !st) return st.error();
     if (auto st = g.write_file("/etc/hostname", "localhost\n", 0644); !st) return st.error();
     const std::string fstab = fmt::format("# Written by kiln.\nUUID={} / ext4 errors=remount-ro 0 1\n", plan.root_uuid);
-    for (auto st : {g.write_file("/etc/fstab", fstab, 0644), g.mkdir_p("/boot/extlinux"), g.extlinux("/boot/extlinux"),
-                    g.write_device(kRootDevice, mbr.substr(0, 440), 0)})
-        if (!st) return st.error();
+    const std::function<Status()> make_bootable[] = {
+        [&] { return g.write_file("/etc/fstab", fstab, 0644); }, [&] { return g.mkdir_p("/boot/extlinux"); },
+        [&] { return g.extlinux("/boot/extlinux"); },
+        [&] { return g.write_device(kRootDevice, mbr.substr(0, 440), 0); }};
+    for (const auto& step : make_bootable)
+        if (auto st = step(); !st) return st.error();
     auto meta = finish_layer(g, plan.root_uuid, recipe.base.kernel_args, options.command_timeout);
     if (!meta) return meta.error();
     if (auto st = g.shutdown(); !st) return st.error();

@@ -96,7 +96,7 @@ private:
                                      const std::function<void(const std::string&)>& say);
     void drop_carried_tree();
     void remove_stale_host_trees();
-    Result<CommandResult> run_tool(const std::string& what, CommandSpec spec);
+    Result<CommandResult> run_tool(const std::string& what, const CommandSpec& spec);
 
     // The host tree a build_in = "host" layer left, for the next one to
     // start from without unpacking its parent again; removed when the

@@ -9,8 +9,8 @@ namespace kiln::network {
 
 namespace {
 
-Error fabric_error(std::string code, std::string message) {
-    return make_error("network", std::move(code), std::move(message));
+Error fabric_error(const std::string& code, std::string message) {
+    return make_error("network", code, std::move(message));
 }
 
 }  // namespace

@@ -89,7 +89,7 @@ std::string ssh_control_socket(const std::string& connection_key, const std::str
     }
     auto [it, added] = s.current.try_emplace(connection_key);
     if (added) it->second.id = s.next_id++;
-    const std::string path = socket_path(s.dir, it->second);
+    std::string path = socket_path(s.dir, it->second);
     s.issued.try_emplace(path, ssh_program);
     return path;
 }

@@ -10,8 +10,8 @@ namespace kiln::network {
 
 namespace {
 
-Error ssh_error(std::string code, std::string message) {
-    return make_error("network", std::move(code), std::move(message));
+Error ssh_error(const std::string& code, std::string message) {
+    return make_error("network", code, std::move(message));
 }
 
 std::string first_line(const std::string& s) {

@@ -8,7 +8,8 @@
 #   scripts/lint.sh --tidy     also clang-tidy (.clang-tidy's checks, as
 #                              errors) over the sources changed since
 #                              origin/main or the files given after it;
-#                              needs build/compile_commands.json
+#                              needs build/compile_commands.json. The whole
+#                              tree: scripts/tidy.py (.ci/run runs it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --fix) fix=1; shift ;;
     --tidy) tidy=1; shift; break ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "lint.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -57,9 +58,12 @@ if [ "$tidy" = 1 ]; then
   if [ $# -gt 0 ]; then files=("$@"); else
     mapfile -t files < <(git diff --name-only origin/main -- '*.cc' 2>/dev/null || git diff --name-only HEAD~1 -- '*.cc')
   fi
+  present=()
   for f in "${files[@]}"; do
-    [ -f "$f" ] || continue
-    clang-tidy -p build --quiet --warnings-as-errors='*' "$f" 2>/dev/null || status=1
+    if [ -f "$f" ]; then present+=("$f"); fi
   done
+  if [ "${#present[@]}" -gt 0 ]; then
+    scripts/tidy.py "${present[@]}" || status=1
+  fi
 fi
 exit "$status"

@@ -78,7 +78,7 @@ struct Loaded {
     kiln::config::LoadResult result;
 };
 
-std::unique_ptr<Loaded> load_text(const std::string& toml, LoadOptions o = options()) {
+std::unique_ptr<Loaded> load_text(const std::string& toml, const LoadOptions& o = options()) {
     auto l = std::make_unique<Loaded>();
     l->path = l->dir.write("fleet.toml", toml);
     l->result = load_fleet(l->path, o);

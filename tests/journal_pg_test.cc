@@ -260,7 +260,7 @@ TEST_CASE("pg store: kiln apply, plan and status on --store and on the fleet's [
     REQUIRE_FALSE(std::filesystem::exists(dir.file(".kiln/journal.db")));  // nothing went to the file
     PgRaw raw(url);
     REQUIRE(raw.integer("SELECT count(*) FROM runs WHERE status = 'completed'") == 1);
-    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE outcome = 'ok'") == 3 * 4 * 2);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions WHERE outcome = 'ok'") == int64_t{3} * 4 * 2);
     REQUIRE(raw.integer("SELECT count(*) FROM node_state WHERE state = 'ready'") == 3);
 
     auto plan = run_child({KILN_TEST_DRIVER, "--store", url, "plan", fleet, "--detailed-exitcode"}, env);
@@ -286,7 +286,7 @@ TEST_CASE("pg store: kiln apply, plan and status on --store and on the fleet's [
     auto second = run_child({KILN_TEST_DRIVER, "apply", with_store}, env);
     INFO(second.out << second.err);
     REQUIRE(second.exit_code == 0);
-    REQUIRE(raw.integer("SELECT count(*) FROM actions") == 3 * 4 * 2);
+    REQUIRE(raw.integer("SELECT count(*) FROM actions") == int64_t{3} * 4 * 2);
     REQUIRE(raw.integer("SELECT count(*) FROM leases WHERE worker <> ''") == 0);
 }
 

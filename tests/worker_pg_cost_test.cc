@@ -29,7 +29,7 @@ namespace {
 // cluster runs with it off for speed, and the counters report what the
 // server would flush.
 std::string flushing_database(PgCluster& cluster) {
-    const auto url = cluster.create_database();
+    auto url = cluster.create_database();
     kiln::test::PgRaw raw(url);
     REQUIRE(
         raw.exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on', "

@@ -524,7 +524,7 @@ TEST_CASE("workers: PostgreSQL restarted twice mid-run, they reconnect and finis
     REQUIRE(raw.integer("SELECT count(*) FROM (SELECT node, stage FROM stage_results WHERE outcome = 'verified' "
                         "GROUP BY node, stage HAVING count(*) > 1) d") == 0);
     REQUIRE(raw.integer("SELECT count(DISTINCT (node, stage)) FROM stage_results WHERE outcome = 'verified'") ==
-            nodes * kStages);
+            int64_t{nodes} * kStages);
     require_converged(url, fleet, ledger);
 }
 
@@ -774,7 +774,7 @@ TEST_CASE("workers: a node-stage another worker verified during the run is not o
     // row from each of them, up to two per node-stage).
     INFO(raw.text("SELECT string_agg(node || '/' || stage || ':' || outcome, ' ') FROM stage_results"));
     CHECK(raw.integer("SELECT count(*) FROM stage_results WHERE outcome = 'skipped'") == 0);
-    CHECK(raw.integer("SELECT count(*) FROM stage_results") == nodes * kStages);
-    CHECK(raw.integer("SELECT count(*) FROM verified WHERE generation > 0") == nodes * kStages);
+    CHECK(raw.integer("SELECT count(*) FROM stage_results") == int64_t{nodes} * kStages);
+    CHECK(raw.integer("SELECT count(*) FROM verified WHERE generation > 0") == int64_t{nodes} * kStages);
     require_converged(url, fleet, ledger);
 }

@@ -111,7 +111,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
             MHD_get_connection_values(connection, MHD_HEADER_KIND, &collect_header, &headers);
             up->refusal = state->admit_upload(method, url, headers);
             if (!up->refusal) {
-                up->pp = MHD_create_post_processor(connection, 64 * 1024, &on_part, up);
+                up->pp = MHD_create_post_processor(connection, std::size_t{64} * 1024, &on_part, up);
                 if (!up->pp)
                     up->refusal = error_response(400, messages::malformed_json("the multipart body has no boundary"));
             }
@@ -191,7 +191,7 @@ std::string BmcServer::url() const {
 }
 
 Result<std::unique_ptr<BmcServer>> BmcServer::start(const BmcServerConfig& config, BmcState& state) {
-    std::unique_ptr<BmcServer> server(new BmcServer(state));
+    std::unique_ptr<BmcServer> server(new BmcServer());
     server->bind_ = config.bind_address;
     net::MhdServerOptions o;
     o.bind_address = config.bind_address;

@@ -50,9 +50,8 @@ public:
     std::string url() const;  // "https://127.0.0.1:8443"
 
 private:
-    explicit BmcServer(BmcState& state) : state_(state) {}
+    BmcServer() = default;  // start() makes one; the server's handler reads the state
 
-    BmcState& state_;
     bool tls_ = false;
     std::string bind_;
     uint16_t port_ = 0;

@@ -139,7 +139,7 @@ private:
     BmcResponse accept_task(UpdateTask task, bool faults = true);
     void start_task(UpdateTask& task, const ReceivedImage& image, double now);
     void fail_task(UpdateTask& task, const RedfishMessage& why, double now);
-    void download(std::string task_id, std::string uri, DownloadOptions options);
+    void download(const std::string& task_id, const std::string& uri, const DownloadOptions& options);
     bool advance(double now);  // true when something changed
     // The BIOS settings pending for `system_uri`, applied as POST ends.
     void apply_bios_at_post(const std::string& system_uri, const std::string& time);

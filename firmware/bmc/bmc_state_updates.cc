@@ -263,7 +263,7 @@ BmcResponse BmcState::simple_update(const BmcRequest& request, const std::string
     return accepted;
 }
 
-void BmcState::download(std::string task_id, std::string uri, DownloadOptions options) {
+void BmcState::download(const std::string& task_id, const std::string& uri, const DownloadOptions& options) {
     auto image = download_image(uri, options, stopping_);
     std::lock_guard<std::mutex> lock(mu_);
     UpdateTask* task = find_task(task_id);

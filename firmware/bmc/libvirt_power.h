@@ -9,8 +9,9 @@
 #include "firmware/bmc/power_backend.h"
 #include "provisioner/core/result.h"
 
-typedef struct _virConnect* virConnectPtr;
-typedef struct _virDomain* virDomainPtr;
+// libvirt's own names for its opaque handles, declared as libvirt.h does.
+typedef struct _virConnect* virConnectPtr;  // NOLINT(bugprone-reserved-identifier)
+typedef struct _virDomain* virDomainPtr;    // NOLINT(bugprone-reserved-identifier)
 
 namespace kiln::bmc {
 

@@ -20,11 +20,14 @@ std::string lower(std::string s) {
     return s;
 }
 
-// Unwraps a Result or returns its error.
+// Unwraps a Result or returns its error. `var` is the name it declares,
+// which parentheses would not leave a declaration.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define KILN_TRY(var, expr)               \
     auto var##_r = (expr);                \
     if (!var##_r) return var##_r.error(); \
     auto var = std::move(*var##_r)
+// NOLINTEND(bugprone-macro-parentheses)
 
 std::vector<std::string> string_list(const JsonView& v, const char* key) {
     std::vector<std::string> out;

@@ -75,7 +75,7 @@ std::string SwitchServer::url() const {
 }
 
 Result<std::unique_ptr<SwitchServer>> SwitchServer::start(const SwitchServerConfig& config, EmulatedSwitch& sw) {
-    std::unique_ptr<SwitchServer> server(new SwitchServer(sw));
+    std::unique_ptr<SwitchServer> server(new SwitchServer());
     server->bind_ = config.bind_address;
     net::MhdServerOptions o;
     o.bind_address = config.bind_address;

@@ -37,9 +37,8 @@ public:
     std::string url() const;  // "http://127.0.0.1:8765"
 
 private:
-    explicit SwitchServer(EmulatedSwitch& sw) : sw_(sw) {}
+    SwitchServer() = default;  // start() makes one; the server's handler reads the switch
 
-    EmulatedSwitch& sw_;
     bool tls_ = false;
     std::string bind_;
     uint16_t port_ = 0;

@@ -23,8 +23,8 @@ using nlohmann::json;
 // A CONFIG_DB dump is a few MB at most; anything larger is not one.
 constexpr size_t kMaxDump = 64u << 20;
 
-Error driver_error(const std::string& sw, std::string code, const std::string& message, bool transient = false) {
-    return make_error("network", std::move(code), fmt::format("switch {}: {}", sw, message), transient);
+Error driver_error(const std::string& sw, const std::string& code, const std::string& message, bool transient = false) {
+    return make_error("network", code, fmt::format("switch {}: {}", sw, message), transient);
 }
 
 // The field as people read it: "mtu", "queue 3 scheduler", "DSCP_TO_TC_MAP|ROCE 26".

@@ -39,8 +39,8 @@ struct TableInfo {
     std::map<std::string, const lysc_node*, std::less<>> rows;
 };
 
-Error yang_error(std::string code, std::string message) {
-    return make_error("network", std::move(code), std::move(message));
+Error yang_error(const std::string& code, std::string message) {
+    return make_error("network", code, std::move(message));
 }
 
 std::string one_line(std::string s) {

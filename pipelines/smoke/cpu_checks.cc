@@ -97,14 +97,14 @@ Check cpu_gemm_check(int n, const Repeat& r, int slowdown) {
 
 TrainingFigures train_tiny_mlp(unsigned seed, int steps) {
     // y = sin(x . w*) from 8 inputs, a 8-32-1 tanh MLP, full-batch SGD.
-    constexpr int In = 8, Hid = 32, Samples = 256;
+    constexpr std::size_t In = 8, Hid = 32, Samples = 256;
     Rng rng(seed);
     std::vector<double> X(Samples * In), Y(Samples), wstar(In);
     for (auto& w : wstar) w = rng.uniform();
-    for (int s = 0; s < Samples; ++s) {
+    for (std::size_t s = 0; s < Samples; ++s) {
         double dot = 0;
-        for (int i = 0; i < In; ++i) dot += (X[s * In + i] = rng.uniform()) * wstar[static_cast<size_t>(i)];
-        Y[static_cast<size_t>(s)] = std::sin(dot);
+        for (std::size_t i = 0; i < In; ++i) dot += (X[s * In + i] = rng.uniform()) * wstar[i];
+        Y[s] = std::sin(dot);
     }
     std::vector<double> W1(Hid * In), b1(Hid, 0), W2(Hid), h(Hid);
     for (auto& w : W1) w = rng.uniform() * 0.5;
@@ -116,32 +116,31 @@ TrainingFigures train_tiny_mlp(unsigned seed, int steps) {
     for (int step = 0; step < steps; ++step) {
         std::vector<double> gW1(W1.size(), 0), gb1(Hid, 0), gW2(Hid, 0);
         double gb2 = 0, loss = 0;
-        for (int s = 0; s < Samples; ++s) {
-            const double* x = &X[static_cast<size_t>(s * In)];
+        for (std::size_t s = 0; s < Samples; ++s) {
+            const double* x = &X[s * In];
             double out = b2;
-            for (int j = 0; j < Hid; ++j) {
-                double a = b1[static_cast<size_t>(j)];
-                for (int i = 0; i < In; ++i) a += W1[static_cast<size_t>(j * In + i)] * x[i];
-                h[static_cast<size_t>(j)] = std::tanh(a);
-                out += W2[static_cast<size_t>(j)] * h[static_cast<size_t>(j)];
+            for (std::size_t j = 0; j < Hid; ++j) {
+                double a = b1[j];
+                for (std::size_t i = 0; i < In; ++i) a += W1[j * In + i] * x[i];
+                h[j] = std::tanh(a);
+                out += W2[j] * h[j];
             }
-            const double d = out - Y[static_cast<size_t>(s)];
+            const double d = out - Y[s];
             loss += d * d;
             const double g = 2 * d / Samples;
             gb2 += g;
-            for (int j = 0; j < Hid; ++j) {
-                const auto J = static_cast<size_t>(j);
-                gW2[J] += g * h[J];
-                const double gh = g * W2[J] * (1 - h[J] * h[J]);
-                gb1[J] += gh;
-                for (int i = 0; i < In; ++i) gW1[static_cast<size_t>(j * In + i)] += gh * x[i];
+            for (std::size_t j = 0; j < Hid; ++j) {
+                gW2[j] += g * h[j];
+                const double gh = g * W2[j] * (1 - h[j] * h[j]);
+                gb1[j] += gh;
+                for (std::size_t i = 0; i < In; ++i) gW1[j * In + i] += gh * x[i];
             }
         }
         loss /= Samples;
         if (step == 0) f.first_loss = loss;
         f.last_loss = loss;
-        for (size_t k = 0; k < W1.size(); ++k) W1[k] -= lr * gW1[k];
-        for (size_t k = 0; k < static_cast<size_t>(Hid); ++k) {
+        for (std::size_t k = 0; k < W1.size(); ++k) W1[k] -= lr * gW1[k];
+        for (std::size_t k = 0; k < Hid; ++k) {
             b1[k] -= lr * gb1[k];
             W2[k] -= lr * gW2[k];
         }

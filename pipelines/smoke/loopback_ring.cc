@@ -31,7 +31,8 @@ RingOutcome run_loopback_ring(const std::vector<std::string>& members, const Loo
             if (!ring_allreduce(*ring, v, deadline, &errors[r])) return;
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             busbw[r] = count * sizeof(float) / secs / 1e9 * allreduce_bus_factor(n);
-            const float rank_sum = static_cast<float>(n * (n + 1) / 2);
+            const int ranks_total = n * (n + 1) / 2;  // 1 + 2 + ... + n: each rank adds its number
+            const float rank_sum = static_cast<float>(ranks_total);
             for (size_t i = 0; i < count; ++i)
                 if (v[i] != rank_sum * static_cast<float>(i % 97 + 1)) ++wrong[r];
         });

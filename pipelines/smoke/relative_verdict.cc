@@ -2,16 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 namespace kiln::smoke {
 
 namespace {
 double median_of(std::vector<double>& v) {
     const size_t n = v.size();
-    std::nth_element(v.begin(), v.begin() + n / 2, v.end());
-    const double hi = v[n / 2];
+    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    const double hi = *mid;
     if (n % 2) return hi;
-    return (*std::max_element(v.begin(), v.begin() + n / 2) + hi) / 2;
+    return (*std::max_element(v.begin(), mid) + hi) / 2;
 }
 }  // namespace
 

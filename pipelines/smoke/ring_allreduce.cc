@@ -80,7 +80,8 @@ std::vector<Check> allreduce_checks(TcpRing& ring, size_t bytes, int iterations,
         correct.detail = busbw.detail = "all-reduce failed: " + err;
         return {correct, busbw};
     }
-    const float rank_sum = static_cast<float>(n * (n + 1) / 2);
+    const int ranks_total = n * (n + 1) / 2;  // 1 + 2 + ... + n: each rank adds its number
+    const float rank_sum = static_cast<float>(ranks_total);
     size_t wrong = 0;
     for (size_t i = 0; i < count; ++i)
         if (v[i] != rank_sum * static_cast<float>(i % 97 + 1)) ++wrong;

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -753,6 +755,14 @@ int run_cli(int argc, char** argv, const engine::StageRegistry& registry) {
     auto* stages_cmd =
         app.add_subcommand("stages", "list the stages pipelines may name, and which this build implements");
     stages_cmd->add_flag("--json", as_json, "as JSON");
+
+    // The registry refuses a module the names in kCoreCommandNames; they
+    // must be exactly the commands made above, or a module could take a
+    // name added here and CLI11 would refuse the whole command line.
+    std::set<std::string> core_names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) core_names.insert(sub->get_name());
+    if (core_names != engine::kCoreCommandNames)
+        throw std::logic_error("kiln: engine::kCoreCommandNames does not list the CLI shell's own commands");
 
     // The stage modules' commands (`kiln firmware`, `kiln vm`, ...), each
     // under the name it registered; the registry refuses a core command's.

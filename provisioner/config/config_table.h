@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "provisioner/config/fleet_config.h"
@@ -107,12 +108,8 @@ ConfigTable named_profiles_table(std::string key, std::string node_key,
 // it (tests; a CLI override), or nullptr when there is none.
 template <class P>
 P* mutable_profile(Fleet& fleet, const std::string& key, const std::string& name) {
-    auto it = fleet.tables.find(key);
-    if (it == fleet.tables.end()) return nullptr;
-    auto* all = std::any_cast<Profiles<P>>(&it->second.value);
-    if (!all) return nullptr;
-    auto p = all->find(name);
-    return p == all->end() ? nullptr : &p->second;
+    // Fleet::profile's lookup; the fleet is the caller's to change.
+    return const_cast<P*>(std::as_const(fleet).template profile<P>(key, name));
 }
 
 // Adds (or replaces) a profile in the table `key`, for a fleet built in

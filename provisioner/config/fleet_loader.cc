@@ -73,7 +73,7 @@ std::string names_of(const Map& m) {
 
 // Everything the loader needs while it walks one file.
 struct Loader {
-    Loader(ReadContext c, const LoadOptions& o) : ctx(c), options(o) {}
+    Loader(ReadContext c, const LoadOptions& o) : ctx(std::move(c)), options(o) {}
     ReadContext ctx;
     const LoadOptions& options;
     Fleet fleet;

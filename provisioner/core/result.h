@@ -34,7 +34,7 @@ struct Error {
     return out;
 }
 
-inline Error make_error(std::string domain, std::string code, std::string message, bool transient = false) {
+inline Error make_error(std::string domain, const std::string& code, std::string message, bool transient = false) {
     std::string dotted = dotted_code(domain, code);
     return Error{std::move(domain), std::move(dotted), std::move(message), transient};
 }

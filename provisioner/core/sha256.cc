@@ -25,7 +25,7 @@ std::string Sha256::hex() {
     EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &len);
     static const char* digits = "0123456789abcdef";
     std::string out;
-    out.reserve(len * 2);
+    out.reserve(std::size_t{len} * 2);
     for (unsigned int i = 0; i < len; ++i) {
         out.push_back(digits[md[i] >> 4]);
         out.push_back(digits[md[i] & 0xf]);

@@ -1484,7 +1484,7 @@ private:
                                "generation=$3::bigint FOR SHARE)"
                              : "WITH fence AS (SELECT 1 WHERE $1::text IS NOT NULL AND $2::text IS NOT NULL AND "
                                "$3::bigint IS NOT NULL)") +
-            (body.rfind(",", 0) == 0 ? "" : " ") + body;
+            (body.starts_with(',') ? "" : " ") + body;
         auto r = db_->exec(what, sql.c_str(), p);
         if (!r || !held) return r;
         if (r->affected() > 0 || !expect_row) return r;

@@ -42,7 +42,7 @@ public:
     bool append(const std::string& line) {
         curl_slist* head = curl_slist_append(list_.get(), line.c_str());
         if (!head) return false;
-        list_.release();
+        static_cast<void>(list_.release());  // the list is head's now (the same list, one longer)
         list_.reset(head);
         return true;
     }

@@ -21,7 +21,7 @@ Result<std::string> probe_domain_xml(const std::string& name, Accelerator accel,
     VmCell cell;
     cell.host_node = 0;
     cell.cpus = {0};
-    cell.memory_kib = 128 * 1024;
+    cell.memory_kib = uint64_t{128} * 1024;
     vm.cells.push_back(cell);
     DomainOptions opt;
     opt.name = name;

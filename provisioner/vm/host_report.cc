@@ -23,7 +23,7 @@ std::string hex(unsigned value, int width) {
 std::string gib(uint64_t kib) {
     char buf[32];
     const double g = static_cast<double>(kib) / (1024.0 * 1024.0);
-    if (kib % (1024 * 1024) == 0) {
+    if (kib % (uint64_t{1024} * 1024) == 0) {
         std::snprintf(buf, sizeof buf, "%.0f GiB", g);
     } else {
         std::snprintf(buf, sizeof buf, "%.1f GiB", g);

@@ -13,7 +13,7 @@ namespace kiln::vm {
 
 namespace {
 
-constexpr uint64_t kGiBKiB = 1024 * 1024;
+constexpr uint64_t kGiBKiB = uint64_t{1024} * 1024;
 
 std::string page_name(uint64_t page_kib) {
     return page_kib == kHugePage1G ? "1G" : "2M";
@@ -309,17 +309,19 @@ Status check_groups(const HostTopology& host, const PlacementRequest& req, const
             if (!md) {
                 problems.push_back(where + " holds " + dev->label() + " and " + m +
                                    ", which is not a PCI device kiln can pass through");
-            } else if (md->kind == DeviceKind::bridge) {
                 continue;
-            } else if (auto it = owner.find(m); it != owner.end() && it->second == vm) {
-                continue;  // the same VM has it: a GPU's audio function, a dual-port NIC's other port
-            } else if (md->kind == DeviceKind::other) {
+            }
+            // A bridge may share the group; so may a member the same VM
+            // holds (a GPU's audio function, a dual-port NIC's other port).
+            const auto it = owner.find(m);
+            if (md->kind == DeviceKind::bridge || (it != owner.end() && it->second == vm)) continue;
+            if (md->kind == DeviceKind::other) {
                 problems.push_back(where + " holds " + dev->label() + " and " + md->label() +
                                    ", which is not a GPU, NIC, NVSwitch or bridge");
-            } else if (auto it = owner.find(m); it == owner.end()) {
+            } else if (it == owner.end()) {
                 problems.push_back(where + " would be split: " + dev->label() + " goes to vm " + vm + ", " +
                                    md->label() + " stays with the host");
-            } else if (it->second != vm) {
+            } else {
                 problems.push_back(where + " would be split across VMs: " + dev->label() + " to vm " + vm + ", " +
                                    md->label() + " to vm " + it->second);
             }

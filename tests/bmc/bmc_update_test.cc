@@ -74,7 +74,7 @@ struct Bmc {
         return body_of(r);
     }
     // A multipart push as the transport hands it over: the file spooled.
-    BmcResponse push(const std::string& image, const json& parameters, HeaderMap headers = {}) {
+    BmcResponse push(const std::string& image, const json& parameters, const HeaderMap& headers = {}) {
         auto sink = ImageSink::create(spool.path(), 1u << 30);
         REQUIRE(sink);
         REQUIRE(sink->write(image.data(), image.size()));
@@ -135,7 +135,7 @@ TEST_CASE("firmware image header names component and version") {
 TEST_CASE("a copied resource store shares bodies until one side replaces its own") {
     ResourceStore base(test::mockup(kDmtf));
     const std::string uri = "/redfish/v1/Systems/437XR1138R2";
-    const std::string etag = base.etag(uri);
+    const std::string& etag = base.etag(uri);
     ResourceStore copy = base;
     CHECK(&copy.body(uri) == &base.body(uri));  // one body, not two
     json changed = copy.body(uri);

@@ -33,7 +33,7 @@ public:
     // Routes are keyed "METHOD /path" (path without origin).
     void on(const std::string& method, const std::string& path, std::vector<Reply> replies);
     void on(const std::string& method, const std::string& path, Reply reply) {
-        on(method, path, std::vector<Reply>{reply});
+        on(method, path, std::vector<Reply>{std::move(reply)});
     }
     Result<net::HttpResponse> send(const net::HttpRequest& request) override;
     // Called with every request (and its path) before it is routed: lets a

@@ -99,7 +99,7 @@ nlohmann::json bmc_get(const std::string& url, const std::string& path) {
 }
 
 std::string gpu_tree(const kiln::test::TempDir& dir, int at_new) {
-    const std::string tree = dir.file("gpu-tree");
+    std::string tree = dir.file("gpu-tree");
     std::filesystem::copy(kiln::bmc::test::mockup_path("dmtf-public-rackmount1"), tree,
                           std::filesystem::copy_options::recursive);
     const std::string inv_dir = tree + "/UpdateService/FirmwareInventory";

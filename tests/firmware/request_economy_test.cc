@@ -32,7 +32,7 @@ const std::string kRackSystem = "/redfish/v1/Systems/437XR1138R2";
 
 // A copy of `tree` whose service root offers no query parameters.
 std::string without_query_support(const kiln::test::TempDir& dir, const std::string& tree, const std::string& name) {
-    const std::string copy = dir.file(name);
+    std::string copy = dir.file(name);
     fs::copy(tree, copy, fs::copy_options::recursive);
     json root = json::parse(std::ifstream(copy + "/index.json"));
     REQUIRE(root.erase("ProtocolFeaturesSupported") == 1);

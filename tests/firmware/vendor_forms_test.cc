@@ -63,7 +63,8 @@ struct Run {
     StageRunResult result;
 };
 
-std::unique_ptr<Run> run_on(std::shared_ptr<FakeBmc> bmc, const std::string& firmware, const std::string& bios = "") {
+std::unique_ptr<Run> run_on(const std::shared_ptr<FakeBmc>& bmc, const std::string& firmware,
+                            const std::string& bios = "") {
     auto r = std::make_unique<Run>();
     std::string fw = firmware == "bios-2.0" ? firmware_toml(r->dir) : firmware;
     r->fleet = load_fleet_or_fail(

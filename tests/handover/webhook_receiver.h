@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,11 +33,14 @@ public:
         sockaddr_in sa{};
         sa.sin_family = AF_INET;
         sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
         socklen_t len = sizeof sa;
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
+        if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+            getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0 || listen(fd_, 8) != 0) {
+            const int err = errno;
+            if (fd_ >= 0) close(fd_);
+            throw std::runtime_error(std::string("webhook receiver: cannot listen on loopback: ") + std::strerror(err));
+        }
         port_ = ntohs(sa.sin_port);
-        listen(fd_, 8);
         thread_ = std::thread([this] { serve(); });
     }
     ~WebhookReceiver() {

@@ -27,7 +27,7 @@ namespace {
 pid_t spawn_fake_qemu(const std::string& drive) {
     const std::string arg0 = "qemu-system-x86_64";
     const std::string follow = "-f";
-    const std::string spec = drive;
+    const std::string& spec = drive;
     char* argv[] = {const_cast<char*>(arg0.c_str()), const_cast<char*>(follow.c_str()), const_cast<char*>(spec.c_str()),
                     nullptr};
     pid_t pid = -1;

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -243,6 +244,24 @@ TEST_CASE("builder: an appliance that hung is killed and its layer built once mo
     CHECK(retried);
     for (const auto& e : fs::directory_iterator(rig.cache.dir() + "/layers"))
         CHECK(e.path().filename().string().rfind(".tmp-", 0) != 0);
+}
+
+TEST_CASE("builder: the base disk's steps stop at the first that fails") {
+    Rig rig;
+    rig.world.launch_errors = {kiln::make_error("image", "image.guestfs", "the appliance did not start (test)")};
+    auto r = rig.builder.build(rig.recipe(), rig.opts);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("the appliance did not start (test)"));
+    // Nothing was partitioned, formatted or written on a disk that did not launch.
+    const auto& calls = rig.world.calls;
+    REQUIRE(std::find(calls.begin(), calls.end(), "launch") != calls.end());
+    for (const auto& c : calls) {
+        INFO(c);
+        CHECK(c.rfind("part_disk", 0) != 0);
+        CHECK(c.rfind("mkfs:", 0) != 0);
+        CHECK(c.rfind("tar_in", 0) != 0);
+        CHECK(c.rfind("mbr:", 0) != 0);
+    }
 }
 
 TEST_CASE("builder: an appliance that hangs twice fails the layer and caches nothing") {

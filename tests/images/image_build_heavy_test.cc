@@ -34,7 +34,7 @@ const std::string kCache = KILN_TEST_IMAGE_CACHE;
 const std::string kImage = KILN_TEST_IMAGE;
 
 std::string smoke_input() {
-    const std::string built = std::string(KILN_BINARY_DIR) + "/kiln-smoke";
+    std::string built = std::string(KILN_BINARY_DIR) + "/kiln-smoke";
     if (fs::exists(built)) return built;
     return std::string(KILN_SOURCE_DIR) + "/tests/images/fixtures/kiln-smoke-placeholder";
 }

@@ -32,7 +32,7 @@ TEST_CASE("layer keys depend on spec, inputs and parent") {
 namespace {
 
 std::string fake_key(int i) {
-    return std::string(63, 'a' + (i % 6)) + std::to_string(i % 10);
+    return std::string(63, static_cast<char>('a' + i % 6)) + std::to_string(i % 10);
 }
 
 CacheEntry add(LayerCache& c, const std::string& key, const std::string& parent, const std::string& name,

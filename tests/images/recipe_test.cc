@@ -167,7 +167,7 @@ TEST_CASE("a layer's timeout is parsed, checked, and left out of its key") {
     REQUIRE(slow.recipe.has_value());
     CHECK_FALSE(plain.recipe->layers[0].timeout.has_value());
     REQUIRE(slow.recipe->layers[0].timeout.has_value());
-    CHECK(slow.recipe->layers[0].timeout->count() == 4 * 3600);
+    CHECK(slow.recipe->layers[0].timeout->count() == 4L * 3600);
     // A longer bound builds the same content: the cache key must not move.
     CHECK(slow.recipe->layers[0].canonical() == plain.recipe->layers[0].canonical());
     CHECK(only_error(with("name = \"rdma\"", "name = \"rdma\"\ntimeout = \"soon\"")) ==

@@ -115,7 +115,7 @@ public:
         if (!sw) throw std::runtime_error(sw.error().message);
         auto server = network::emulator::SwitchServer::start({}, **sw);
         if (!server) throw std::runtime_error(server.error().message);
-        const std::string url = (*server)->url();
+        std::string url = (*server)->url();
         switches_.push_back(std::move(*sw));
         servers_.push_back(std::move(*server));
         return url;

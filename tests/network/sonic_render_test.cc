@@ -52,7 +52,7 @@ SonicFacts sku_facts(const std::string& sku_dir, const std::string& model = "tra
 const char* kSn5600 = "x86_64-nvidia_sn5600-r0/Mellanox-SN5600-O128";       // Spectrum-4
 const char* kZ9332f = "x86_64-dellemc_z9332f_d1508-r0/DellEMC-Z9332f-O32";  // Tomahawk 3
 
-Result<ConfigDb> render_on(const SonicFacts& f, std::vector<kiln::network::Port> ports,
+Result<ConfigDb> render_on(const SonicFacts& f, const std::vector<kiln::network::Port>& ports,
                            const kiln::network::RoceProfile& p = roce_profile()) {
     kiln::network::sonic::RenderOptions opt;
     opt.facts = &f;

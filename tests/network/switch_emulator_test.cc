@@ -139,21 +139,19 @@ TEST_CASE("switch emulator: eAPI show version names the model, whose platform de
     auto voq = open_switch("eos", "", "DCS-7280CR3-32P4");
     CHECK(run_cmds(*voq, {"show version"})["result"][0]["modelName"] == "DCS-7280CR3-32P4");
     const json before = voq->running();
+    const std::string kEcnCommand =
+        "random-detect ecn minimum-threshold 1 kbytes maximum-threshold 2 kbytes max-mark-probability 3";
     // Refused inside a session: the whole call fails with the CLI's error for
     // that command, and nothing reaches the running config.
     auto bad = run_cmds(*voq, {"enable", "configure session s1", "interface Ethernet1/1", "mtu 9214", "tx-queue 3",
-                               "random-detect ecn minimum-threshold 1 kbytes maximum-threshold 2 kbytes "
-                               "max-mark-probability 3",
-                               "commit"});
+                               kEcnCommand, "commit"});
     REQUIRE(bad.contains("error"));
     CHECK(bad["error"]["code"] == 1002);
     CHECK_THAT(bad["error"]["message"].get<std::string>(), Catch::Contains("CLI command 5 of 7 'tx-queue 3' failed"));
     REQUIRE(bad["error"]["data"].size() == 5);
     CHECK_THAT(bad["error"]["data"][4]["errors"][0].get<std::string>(), Catch::Contains("invalid command"));
     CHECK(voq->running() == before);
-    auto good = run_cmds(*voq, {"enable", "configure session s2", "interface Ethernet1/1", "uc-tx-queue 3",
-                                "random-detect ecn minimum-threshold 1 kbytes maximum-threshold 2 kbytes "
-                                "max-mark-probability 3",
+    auto good = run_cmds(*voq, {"enable", "configure session s2", "interface Ethernet1/1", "uc-tx-queue 3", kEcnCommand,
                                 "priority-flow-control pause watchdog", "commit"});
     REQUIRE(good.contains("result"));
     const json intf = voq->running()["cmds"]["interface Ethernet1/1"]["cmds"];

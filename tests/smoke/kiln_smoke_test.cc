@@ -27,7 +27,7 @@ json parse(const kiln::test::ChildResult& r) {
     REQUIRE_FALSE(j.is_discarded());
     return j;
 }
-std::vector<std::string> one_rank(std::vector<std::string> extra = {}) {
+std::vector<std::string> one_rank(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> argv = {KILN_SMOKE_BINARY};
     for (const auto& a : quick_args()) argv.push_back(a);
     for (const auto& a : extra) argv.push_back(a);

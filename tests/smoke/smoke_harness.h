@@ -84,7 +84,7 @@ struct SmokeHarness {
     std::shared_ptr<FaultyRanksTransport> transport;
 
     explicit SmokeHarness(std::map<std::string, double> thresholds, int nodes = 1,
-                          std::vector<std::string> stages = {"smoke", "handover"}) {
+                          const std::vector<std::string>& stages = {"smoke", "handover"}) {
         fleet = kiln::test::make_fleet(nodes, 1, stages);
         fleet.dir = dir.path();
         kiln::smoke::SmokeProfile p;

@@ -172,8 +172,10 @@ TEST_CASE("the smoke profile's RDMA write shape reaches every kiln-smoke") {
     // kiln-smoke refuses arguments it does not know: it took these.
     CHECK(first.nodes[0].state == kiln::engine::NodeState::Ready);
     REQUIRE(h.transport->args_by_vm.size() == 2);
-    for (const auto& [vm, args] : h.transport->args_by_vm) {
-        INFO(vm);
+    // Not a structured binding: clang before 16 cannot capture one in a lambda.
+    for (const auto& vm_args : h.transport->args_by_vm) {
+        const auto& args = vm_args.second;
+        INFO(vm_args.first);
         auto value = [&](const std::string& flag) -> std::string {
             auto it = std::find(args.begin(), args.end(), flag);
             CHECK(std::count(args.begin(), args.end(), flag) == 1);
@@ -211,7 +213,7 @@ TEST_CASE("judging: the fleet threshold wins and a threshold nobody reported fai
 }
 
 TEST_CASE("judging: a check the fleet holds to a threshold fails when it skipped or has no figure") {
-    auto one = [](json check) {
+    auto one = [](const json& check) {
         return json{{"vms", json::array({{{"vm", "kiln-a-vm0"}, {"report", {{"checks", json::array({check})}}}}})}};
     };
     // One rank: the all-reduce did not run. Without a fleet threshold that

@@ -75,6 +75,7 @@ private:
 // In a test case: `c` is the process's shared cluster, or the case reports
 // itself skipped (ctest's SKIP_REGULAR_EXPRESSION) and returns when this
 // machine has no PostgreSQL server.
+// NOLINTBEGIN(bugprone-macro-parentheses): `c` is the name it declares
 #define NEED_CLUSTER(c)                                                  \
     std::string why_not_;                                                \
     kiln::test::PgCluster* c = kiln::test::PgCluster::shared(&why_not_); \
@@ -82,3 +83,4 @@ private:
         kiln::test::report_skipped(why_not_);                            \
         return;                                                          \
     }
+// NOLINTEND(bugprone-macro-parentheses)

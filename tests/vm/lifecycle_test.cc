@@ -83,7 +83,7 @@ TEST_CASE("a TCG guest goes through define, start, ready, stop, reimage and tear
     vm.name = "whole";
     VmCell cell;
     cell.cpus = {0};
-    cell.memory_kib = 256 * 1024;
+    cell.memory_kib = uint64_t{256} * 1024;
     cell.slots.push_back(SwitchSlot{"", {}, {}});
     vm.cells.push_back(cell);
     DomainOptions o;

@@ -314,7 +314,7 @@ int SonicSim::list_checkpoints(std::ostream& out) {
     std::vector<std::string> names;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(state_dir_ + "/checkpoints", ec)) {
-        const auto p = e.path();
+        const auto& p = e.path();
         if (p.extension() == ".json") names.push_back(p.stem().string());
     }
     std::sort(names.begin(), names.end());

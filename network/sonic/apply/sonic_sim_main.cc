@@ -16,8 +16,9 @@
 // In sanitizer builds: sshd runs the simulator with a clean environment, so
 // CI's LSAN_OPTIONS never reach it. Carry the one suppression it needs
 // (.ci/lsan.supp: libyang 2.1.30 leaks a union value it stores) in the binary.
-extern "C" const char* __lsan_default_suppressions();
-extern "C" const char* __lsan_default_suppressions() {
+// LSan looks this name up; it is reserved because the runtime owns it.
+extern "C" const char* __lsan_default_suppressions();   // NOLINT(bugprone-reserved-identifier)
+extern "C" const char* __lsan_default_suppressions() {  // NOLINT(bugprone-reserved-identifier)
     return "leak:lyplg_type_store_union\n";
 }
 
